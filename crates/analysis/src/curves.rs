@@ -1,0 +1,266 @@
+//! Crossover classes: one fitted curve per (architecture, precision) on the default-curve anchors.
+
+use crate::dataset::{Anchor, Dataset};
+use crate::fit::{fit_curve, loo_mae, Fit, Point};
+use serde::Serialize;
+
+/// Cap on savings, S_cap (upstream: NF4 75, INT8 50). 4-bit formats share NF4's, 8-bit INT8's.
+pub fn s_cap(precision: &str) -> f64 {
+    let p = precision.to_ascii_uppercase();
+    if p.contains("INT8") || p.contains("Q8") {
+        50.0
+    } else {
+        75.0
+    }
+}
+
+/// A point that feeds a class fit, with where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassPoint {
+    pub point: Point,
+    pub gpu: String,
+    pub model: String,
+    pub n: Option<u32>,
+    pub cv_pct: Option<f64>,
+    pub source: String,
+    /// `dataset` for embedded anchors, `user` for points a user added in the page.
+    pub origin: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurveClass {
+    pub arch: String,
+    pub precision: String,
+    pub fit: Fit,
+    pub crossover_b: Option<f64>,
+    pub loo_mae: Option<f64>,
+    pub s_cap: f64,
+    pub points: Vec<ClassPoint>,
+    /// Distinct cards and stacks behind the points (a crossover is a property of card + stack).
+    pub gpus: Vec<String>,
+    pub stacks: Vec<String>,
+}
+
+impl CurveClass {
+    pub fn label(&self) -> String {
+        format!("{} {}", self.arch, self.precision)
+    }
+    /// Anchor sizes in the class, sorted and deduplicated.
+    pub fn sizes(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = self.points.iter().map(|p| p.point.n).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+}
+
+/// Points of the default curves, grouped by (arch, precision), in first-seen order.
+pub fn default_points(ds: &Dataset) -> Vec<((String, String), Vec<ClassPoint>, Vec<String>)> {
+    let mut groups: Vec<((String, String), Vec<ClassPoint>, Vec<String>)> = Vec::new();
+    for a in ds.anchors.iter().filter(|a| a.default_curve) {
+        let Some(point) = anchor_point(a) else {
+            continue;
+        };
+        let key = (a.arch.clone(), a.precision.clone());
+        let idx = match groups.iter().position(|(k, _, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                groups.push((key, Vec::new(), Vec::new()));
+                groups.len() - 1
+            }
+        };
+        groups[idx].1.push(ClassPoint {
+            point,
+            gpu: a.gpu.clone(),
+            model: a.model.clone(),
+            n: a.n,
+            cv_pct: a.cv_pct,
+            source: a.source.clone(),
+            origin: "dataset",
+        });
+        if !groups[idx].2.contains(&a.stack) {
+            groups[idx].2.push(a.stack.clone());
+        }
+    }
+    groups
+}
+
+fn anchor_point(a: &Anchor) -> Option<Point> {
+    Some(Point {
+        n: a.params_b,
+        delta: a.delta_pct()?,
+    })
+}
+
+/// Fit every class of the default curves, plus `extra` user points (arch, precision, point) that
+/// join their class (or open a new one).
+pub fn fit_classes(ds: &Dataset, extra: &[(String, String, ClassPoint)]) -> Vec<CurveClass> {
+    let mut groups = default_points(ds);
+    for (arch, precision, cp) in extra {
+        let key = (arch.to_ascii_lowercase(), precision.clone());
+        match groups.iter_mut().find(|(k, _, _)| *k == key) {
+            Some(g) => g.1.push(cp.clone()),
+            None => groups.push((key, vec![cp.clone()], vec!["user-supplied".into()])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|((arch, precision), points, stacks)| {
+            let cap = s_cap(&precision);
+            let pts: Vec<Point> = points.iter().map(|p| p.point).collect();
+            let fit = fit_curve(&pts, cap).ok()?;
+            let mut gpus: Vec<String> = Vec::new();
+            for p in &points {
+                if !gpus.contains(&p.gpu) {
+                    gpus.push(p.gpu.clone());
+                }
+            }
+            Some(CurveClass {
+                crossover_b: fit.crossover_b(),
+                loo_mae: loo_mae(&pts, cap),
+                arch,
+                precision,
+                fit,
+                s_cap: cap,
+                points,
+                gpus,
+                stacks,
+            })
+        })
+        .collect()
+}
+
+/// The default classes of the embedded dataset (fitted once per process).
+pub fn default_classes() -> &'static [CurveClass] {
+    static CLASSES: std::sync::OnceLock<Vec<CurveClass>> = std::sync::OnceLock::new();
+    CLASSES.get_or_init(|| fit_classes(Dataset::embedded(), &[]))
+}
+
+pub fn find_class<'a>(
+    classes: &'a [CurveClass],
+    arch: &str,
+    precision: &str,
+) -> Option<&'a CurveClass> {
+    classes
+        .iter()
+        .find(|c| c.arch.eq_ignore_ascii_case(arch) && c.precision.eq_ignore_ascii_case(precision))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(arch: &str, p: &str) -> CurveClass {
+        find_class(default_classes(), arch, p).unwrap().clone()
+    }
+
+    fn close(got: f64, want: f64, rel: f64) -> bool {
+        (got - want).abs() <= rel * want.abs().max(1e-9)
+    }
+
+    /// DESIGN.md §3 upstream table, reproduced from the same 29 anchors.
+    #[test]
+    fn reproduces_upstream_ada_nf4() {
+        let c = class("ada", "NF4");
+        assert_eq!(c.points.len(), 9);
+        let f = &c.fit;
+        assert!(close(f.a, 54.2295, 0.01), "A {}", f.a);
+        assert!(close(f.s, 131.0936, 0.01), "S {}", f.s);
+        assert!(close(f.n_star, 5.2846, 0.01), "N* {}", f.n_star);
+        assert!(close(f.resid_rms, 11.48, 0.01), "resid {}", f.resid_rms);
+        assert!(
+            close(c.crossover_b.unwrap(), 3.728, 0.01),
+            "crossover {:?}",
+            c.crossover_b
+        );
+        assert!(
+            close(c.loo_mae.unwrap(), 16.12, 0.01),
+            "LOO {:?}",
+            c.loo_mae
+        );
+    }
+
+    #[test]
+    fn reproduces_upstream_ada_int8() {
+        let c = class("ada", "INT8");
+        assert_eq!(c.points.len(), 6);
+        let f = &c.fit;
+        assert!(close(f.a, 291.8945, 0.01), "A {}", f.a);
+        assert!(close(f.s, 274.5289, 0.01), "S {}", f.s);
+        assert!(close(f.n_star, 1.4423, 0.01), "N* {}", f.n_star);
+        assert!(close(f.resid_rms, 26.59, 0.01), "resid {}", f.resid_rms);
+        // S < A: INT8 never crosses zero on Ada.
+        assert_eq!(c.crossover_b, None);
+        assert!(
+            close(c.loo_mae.unwrap(), 47.46, 0.01),
+            "LOO {:?}",
+            c.loo_mae
+        );
+        assert!(
+            f.at_bound.contains(&"A"),
+            "A sits on max ΔE + 50: {:?}",
+            f.at_bound
+        );
+    }
+
+    #[test]
+    fn reproduces_upstream_blackwell_and_turing_nf4() {
+        let b = class("blackwell", "NF4");
+        assert!(close(b.fit.a, 45.8272, 0.01), "A {}", b.fit.a);
+        assert!(close(b.fit.s, 104.4224, 0.01), "S {}", b.fit.s);
+        assert!(close(b.fit.n_star, 6.0749, 0.01), "N* {}", b.fit.n_star);
+        assert!(
+            close(b.fit.resid_rms, 2.80, 0.01),
+            "resid {}",
+            b.fit.resid_rms
+        );
+        assert!(close(b.crossover_b.unwrap(), 4.751, 0.01));
+        assert!(close(b.loo_mae.unwrap(), 4.85, 0.01), "LOO {:?}", b.loo_mae);
+        let t = class("turing", "NF4");
+        assert!(close(t.fit.a, 7.925, 0.01), "A {}", t.fit.a);
+        assert!(close(t.fit.s, 79.5646, 0.01), "S {}", t.fit.s);
+        assert!(close(t.fit.n_star, 19.2186, 0.01), "N* {}", t.fit.n_star);
+        assert!(
+            close(t.fit.resid_rms, 1.32, 0.01),
+            "resid {}",
+            t.fit.resid_rms
+        );
+        assert!(close(t.crossover_b.unwrap(), 2.126, 0.01));
+        assert!(close(t.loo_mae.unwrap(), 5.26, 0.01), "LOO {:?}", t.loo_mae);
+    }
+
+    #[test]
+    fn ampere_classes_have_three_points_and_no_loo() {
+        for p in ["NF4", "INT8"] {
+            let c = class("ampere", p);
+            assert_eq!(c.points.len(), 3);
+            assert_eq!(c.loo_mae, None);
+        }
+        assert_eq!(default_classes().len(), 6);
+    }
+
+    #[test]
+    fn user_points_join_their_class_and_move_the_fit() {
+        let ds = Dataset::embedded();
+        let extra = vec![(
+            "ada".to_string(),
+            "NF4".to_string(),
+            ClassPoint {
+                point: Point {
+                    n: 14.0,
+                    delta: -40.0,
+                },
+                gpu: "RTX 4090".into(),
+                model: "mine".into(),
+                n: Some(1),
+                cv_pct: None,
+                source: "user".into(),
+                origin: "user",
+            },
+        )];
+        let with = fit_classes(ds, &extra);
+        let c = find_class(&with, "ada", "NF4").unwrap();
+        assert_eq!(c.points.len(), 10);
+        assert_ne!(c.crossover_b, class("ada", "NF4").crossover_b);
+    }
+}

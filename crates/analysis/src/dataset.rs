@@ -1,0 +1,342 @@
+//! The embedded dataset: `data/anchors.csv` (published measurements with provenance) and
+//! `data/gpus.csv` (card catalog). Both the page and the meter read these same bytes.
+
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+pub const ANCHORS_CSV: &str = include_str!("../../../data/anchors.csv");
+pub const GPUS_CSV: &str = include_str!("../../../data/gpus.csv");
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum DataError {
+    #[error("{file}: row {row}: column `{column}`: {message}")]
+    Field {
+        file: &'static str,
+        row: usize,
+        column: &'static str,
+        message: String,
+    },
+    #[error("{file}: {message}")]
+    Csv { file: &'static str, message: String },
+}
+
+/// One published measured configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Anchor {
+    pub gpu: String,
+    pub arch: String,
+    pub model: String,
+    pub params_b: f64,
+    pub precision: String,
+    pub batch: u32,
+    /// GPU-package energy per generated token, mJ (= J per 1k tokens). `None` when the source
+    /// publishes no usable figure.
+    pub energy_mj: Option<f64>,
+    pub fp16_energy_mj: Option<f64>,
+    pub throughput_tok_s: Option<f64>,
+    pub avg_power_w: Option<f64>,
+    pub n: Option<u32>,
+    pub cv_pct: Option<f64>,
+    /// `gross` or `idle-subtracted`.
+    pub power_accounting: String,
+    pub stack: String,
+    pub session: String,
+    pub source: String,
+    /// Feeds the default crossover curves (the 29 upstream curve rows).
+    pub default_curve: bool,
+    pub curve_note: String,
+}
+
+impl Anchor {
+    /// ΔE% vs FP16 recomputed from the row's two energies; the published percentage columns are
+    /// never trusted (upstream once published one that was off by up to 14 points).
+    pub fn delta_pct(&self) -> Option<f64> {
+        match (self.energy_mj, self.fp16_energy_mj) {
+            (Some(e), Some(f)) if f > 0.0 && e.is_finite() => Some((e - f) / f * 100.0),
+            _ => None,
+        }
+    }
+
+    /// Replicated in the site's sense (drawn with a filled marker).
+    pub fn replicated(&self) -> bool {
+        self.n.unwrap_or(1) >= 2
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    pub name: String,
+    pub arch: String,
+    pub vram_gb: f64,
+    pub bandwidth_gbs: f64,
+    pub fp16_tflops: f64,
+    pub tdp_w: f64,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub anchors: Vec<Anchor>,
+    pub gpus: Vec<Gpu>,
+}
+
+impl Dataset {
+    /// The dataset compiled into this binary, parsed once.
+    pub fn embedded() -> &'static Dataset {
+        static DATA: OnceLock<Dataset> = OnceLock::new();
+        DATA.get_or_init(|| {
+            Dataset::parse(ANCHORS_CSV, GPUS_CSV)
+                .expect("embedded data/ files are checked by tests")
+        })
+    }
+
+    pub fn parse(anchors_csv: &str, gpus_csv: &str) -> Result<Dataset, DataError> {
+        Ok(Dataset {
+            anchors: parse_anchors(anchors_csv)?,
+            gpus: parse_gpus(gpus_csv)?,
+        })
+    }
+
+    pub fn gpu(&self, name: &str) -> Option<&Gpu> {
+        let want = normalize_name(name);
+        self.gpus
+            .iter()
+            .find(|g| normalize_name(&g.name) == want)
+            .or_else(|| {
+                // "NVIDIA H200" or "NVIDIA GeForce RTX 4090" as NVML names them.
+                self.gpus
+                    .iter()
+                    .filter(|g| want.contains(&normalize_name(&g.name)))
+                    .max_by_key(|g| g.name.len())
+            })
+    }
+}
+
+fn normalize_name(s: &str) -> String {
+    s.to_ascii_lowercase()
+        .replace(['-', '_'], " ")
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "nvidia" | "geforce" | "tesla"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+struct Row<'a> {
+    file: &'static str,
+    index: usize,
+    headers: &'a csv::StringRecord,
+    record: csv::StringRecord,
+}
+
+impl Row<'_> {
+    fn raw(&self, column: &'static str) -> Result<&str, DataError> {
+        let pos = self
+            .headers
+            .iter()
+            .position(|h| h == column)
+            .ok_or(DataError::Csv {
+                file: self.file,
+                message: format!("missing column `{column}`"),
+            })?;
+        Ok(self.record.get(pos).unwrap_or("").trim())
+    }
+    fn err(&self, column: &'static str, message: String) -> DataError {
+        DataError::Field {
+            file: self.file,
+            row: self.index,
+            column,
+            message,
+        }
+    }
+    fn text(&self, column: &'static str) -> Result<String, DataError> {
+        Ok(self.raw(column)?.to_string())
+    }
+    fn opt_f64(&self, column: &'static str) -> Result<Option<f64>, DataError> {
+        let raw = self.raw(column)?;
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        match raw.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+            Ok(v) => Err(self.err(column, format!("expected a finite number ≥ 0, got {v}"))),
+            Err(_) => Err(self.err(column, format!("expected a number, got {raw:?}"))),
+        }
+    }
+    fn f64(&self, column: &'static str) -> Result<f64, DataError> {
+        self.opt_f64(column)?
+            .ok_or_else(|| self.err(column, "expected a number, got an empty cell".into()))
+    }
+    fn opt_u32(&self, column: &'static str) -> Result<Option<u32>, DataError> {
+        let raw = self.raw(column)?;
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        raw.parse::<u32>()
+            .map(Some)
+            .map_err(|_| self.err(column, format!("expected a whole number, got {raw:?}")))
+    }
+}
+
+fn rows<'a>(
+    file: &'static str,
+    text: &str,
+    headers: &'a mut csv::StringRecord,
+) -> Result<Vec<Row<'a>>, DataError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(text.as_bytes());
+    *headers = reader
+        .headers()
+        .map_err(|e| DataError::Csv {
+            file,
+            message: e.to_string(),
+        })?
+        .clone();
+    let headers: &'a csv::StringRecord = headers;
+    reader
+        .records()
+        .enumerate()
+        .map(|(i, rec)| {
+            rec.map(|record| Row {
+                file,
+                index: i + 2, // 1-based, after the header line
+                headers,
+                record,
+            })
+            .map_err(|e| DataError::Csv {
+                file,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
+    let mut headers = csv::StringRecord::new();
+    rows("anchors.csv", text, &mut headers)?
+        .iter()
+        .map(|r| {
+            let default_curve = match r.raw("default_curve")? {
+                "1" => true,
+                "0" | "" => false,
+                other => {
+                    return Err(r.err("default_curve", format!("expected 0 or 1, got {other:?}")))
+                }
+            };
+            Ok(Anchor {
+                gpu: r.text("gpu")?,
+                arch: r.text("gpu_arch")?.to_ascii_lowercase(),
+                model: r.text("model")?,
+                params_b: r.f64("params_b")?,
+                precision: r.text("precision")?,
+                batch: r.opt_u32("batch_size")?.unwrap_or(1),
+                energy_mj: r.opt_f64("energy_per_token_mj")?,
+                fp16_energy_mj: r.opt_f64("fp16_energy_per_token_mj")?,
+                throughput_tok_s: r.opt_f64("throughput_tok_s")?,
+                avg_power_w: r.opt_f64("avg_power_w")?,
+                n: r.opt_u32("n")?,
+                cv_pct: r.opt_f64("cv_pct")?,
+                power_accounting: r.text("power_accounting")?,
+                stack: r.text("stack")?,
+                session: r.text("session")?,
+                source: r.text("source")?,
+                default_curve,
+                curve_note: r.text("curve_note")?,
+            })
+        })
+        .collect()
+}
+
+pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
+    let mut headers = csv::StringRecord::new();
+    rows("gpus.csv", text, &mut headers)?
+        .iter()
+        .map(|r| {
+            Ok(Gpu {
+                name: r.text("name")?,
+                arch: r.text("architecture")?.to_ascii_lowercase(),
+                vram_gb: r.f64("vram_gb")?,
+                bandwidth_gbs: r.f64("memory_bandwidth_gbs")?,
+                fp16_tflops: r.f64("fp16_dense_tflops")?,
+                tdp_w: r.f64("tdp_w")?,
+                note: r.text("note")?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_dataset_has_the_29_default_curve_rows() {
+        let d = Dataset::embedded();
+        assert_eq!(d.anchors.len(), 110);
+        assert_eq!(d.anchors.iter().filter(|a| a.default_curve).count(), 29);
+        // Every default-curve row can be recomputed from its two energies.
+        assert!(d
+            .anchors
+            .iter()
+            .filter(|a| a.default_curve)
+            .all(|a| a.delta_pct().is_some()));
+    }
+
+    #[test]
+    fn delta_is_recomputed_not_copied() {
+        let d = Dataset::embedded();
+        let a = d
+            .anchors
+            .iter()
+            .find(|a| a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == "NF4")
+            .unwrap();
+        // The July CSV said +10.1 %, the energies give +0.8 % (reference README).
+        assert!(
+            (a.delta_pct().unwrap() - 0.8).abs() < 0.1,
+            "{:?}",
+            a.delta_pct()
+        );
+    }
+
+    #[test]
+    fn gpu_lookup_accepts_nvml_names() {
+        let d = Dataset::embedded();
+        assert_eq!(d.gpu("NVIDIA H200").unwrap().name, "H200");
+        assert_eq!(d.gpu("NVIDIA GeForce RTX 4090").unwrap().name, "RTX 4090");
+        assert_eq!(d.gpu("rtx 4090d").unwrap().name, "RTX 4090D");
+        assert!(d.gpu("Voodoo 2").is_none());
+        for name in [
+            "T4",
+            "A100 80GB",
+            "A800",
+            "RTX 4090",
+            "RTX 4090D",
+            "RTX 5090",
+            "H100",
+            "H200",
+        ] {
+            assert!(d.gpu(name).is_some(), "{name} missing from gpus.csv");
+        }
+    }
+
+    #[test]
+    fn bad_csv_names_row_and_column() {
+        let header = ANCHORS_CSV.lines().next().unwrap();
+        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,gross,s,s,s,0,n\n");
+        let err = parse_anchors(&bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "anchors.csv: row 2: column `params_b`: expected a number, got \"seven\""
+        );
+        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,gross,s,s,s,0,n\n");
+        assert!(parse_anchors(&neg)
+            .unwrap_err()
+            .to_string()
+            .contains("energy_per_token_mj"));
+        let missing = "gpu,gpu_arch\nA,b\n";
+        assert!(parse_anchors(missing)
+            .unwrap_err()
+            .to_string()
+            .contains("missing column"));
+    }
+}

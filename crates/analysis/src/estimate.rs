@@ -1,0 +1,420 @@
+//! Point estimate for a user's model: ΔE% vs FP16 with a 95 % interval, basis and confidence, and
+//! absolute energy from the FP16 baseline (upstream mechanism, DESIGN.md §3).
+
+use crate::curves::{find_class, s_cap, CurveClass};
+use crate::dataset::Dataset;
+use crate::fit::SIGMA_FLOOR;
+use report::Basis;
+use serde::Serialize;
+
+/// Extra σ (points) when a class is borrowed from another architecture.
+pub const BORROWED_SIGMA: f64 = 10.0;
+
+/// Which architectures' curves stand in when a class has no data of its own, in order.
+/// Hopper has no published data upstream; its nearest datacenter sibling is Ampere.
+pub fn borrow_order(arch: &str) -> &'static [&'static str] {
+    match arch {
+        "hopper" => &["ampere", "ada"],
+        "blackwell" => &["ada", "ampere"],
+        "ada" => &["blackwell", "ampere"],
+        "ampere" => &["ada", "hopper"],
+        "turing" | "volta" => &["turing", "ampere", "ada"],
+        _ => &[],
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EstimateInput {
+    pub arch: String,
+    pub params_b: f64,
+    pub precision: String,
+    pub batch: u32,
+    pub context: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+impl Confidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub input: EstimateInput,
+    pub basis: Basis,
+    /// ΔE% vs FP16 after the batch/context factor; `None` when unavailable.
+    pub delta_pct: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    pub sigma: Option<f64>,
+    pub confidence: Confidence,
+    /// Label of the class used, e.g. "ada NF4".
+    pub class: Option<String>,
+    pub borrowed_from: Option<String>,
+    /// Anchors in the class and how many stand exactly at this size.
+    pub class_points: usize,
+    pub points_at_size: usize,
+    /// Batch/context factor applied to savings (1 = none).
+    pub batch_context_factor: f64,
+    pub fp16_energy_mj: Option<f64>,
+    pub energy_mj: Option<f64>,
+    /// Plain-language reasons for the basis and confidence.
+    pub notes: Vec<String>,
+}
+
+impl Estimate {
+    pub fn verdict(&self) -> String {
+        match self.delta_pct {
+            None => "no estimate: no curve covers this precision".into(),
+            Some(d) if d.abs() < 0.5 => format!("{} ≈ FP16 here", self.input.precision),
+            Some(d) if d < 0.0 => format!("{} saves {:.0} % here", self.input.precision, -d),
+            Some(d) => format!("{} costs {:.0} % more here", self.input.precision, d),
+        }
+    }
+}
+
+/// Upstream batch/context factor: `1/(1+(b−1)/8) · 1/(1+max(0, log2(ctx/2048))·0.12)`; it only
+/// shrinks savings (negative Δ), never penalties.
+pub fn batch_context_factor(batch: u32, context: u32) -> f64 {
+    let b = batch.max(1) as f64;
+    let ctx = context.max(1) as f64;
+    1.0 / (1.0 + (b - 1.0) / 8.0) / (1.0 + (ctx / 2048.0).log2().max(0.0) * 0.12)
+}
+
+fn shrink_savings(v: f64, f: f64) -> f64 {
+    if v < 0.0 {
+        v * f
+    } else {
+        v
+    }
+}
+
+/// FP16 energy per token (mJ) for an architecture at `params_b`, by log-log interpolation between
+/// the FP16 baselines paired with default-curve anchors (one value per card·session·size, then
+/// averaged per size, so a card is not counted twice as upstream's pooling did). Outside the range
+/// the nearest segment's slope extends it.
+pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> {
+    let mut seen: Vec<(String, String, f64, f64)> = Vec::new();
+    for a in ds
+        .anchors
+        .iter()
+        .filter(|a| a.default_curve && a.arch == arch)
+    {
+        let Some(f) = a.fp16_energy_mj else { continue };
+        if !seen
+            .iter()
+            .any(|(g, s, n, _)| *g == a.gpu && *s == a.session && *n == a.params_b)
+        {
+            seen.push((a.gpu.clone(), a.session.clone(), a.params_b, f));
+        }
+    }
+    let mut sizes: Vec<(f64, f64)> = Vec::new();
+    for (_, _, n, _) in &seen {
+        if sizes.iter().any(|(m, _)| m == n) {
+            continue;
+        }
+        let vals: Vec<f64> = seen.iter().filter(|s| s.2 == *n).map(|s| s.3).collect();
+        sizes.push((*n, vals.iter().sum::<f64>() / vals.len() as f64));
+    }
+    sizes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    loglog_interp(&sizes, params_b)
+}
+
+/// Log-log linear interpolation through sorted (x, y) pairs; extrapolates with the end slopes.
+pub fn loglog_interp(xy: &[(f64, f64)], x: f64) -> Option<f64> {
+    if xy.is_empty() || x <= 0.0 {
+        return None;
+    }
+    if xy.len() == 1 {
+        return Some(xy[0].1);
+    }
+    let i = match xy.iter().position(|(xi, _)| *xi >= x) {
+        Some(0) => 0,
+        Some(i) => i - 1,
+        None => xy.len() - 2,
+    };
+    let (x0, y0) = xy[i];
+    let (x1, y1) = xy[i + 1];
+    let t = (x.ln() - x0.ln()) / (x1.ln() - x0.ln());
+    Some((y0.ln() + t * (y1.ln() - y0.ln())).exp())
+}
+
+pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> Estimate {
+    let arch = input.arch.to_ascii_lowercase();
+    let factor = batch_context_factor(input.batch, input.context);
+    let fp16 = fp16_baseline_mj(ds, &arch, input.params_b).or_else(|| {
+        borrow_order(&arch)
+            .iter()
+            .find_map(|b| fp16_baseline_mj(ds, b, input.params_b))
+    });
+    let mut notes = Vec::new();
+    let mut out = Estimate {
+        input: input.clone(),
+        basis: Basis::Unavailable,
+        delta_pct: None,
+        ci_low: None,
+        ci_high: None,
+        sigma: None,
+        confidence: Confidence::Low,
+        class: None,
+        borrowed_from: None,
+        class_points: 0,
+        points_at_size: 0,
+        batch_context_factor: factor,
+        fp16_energy_mj: fp16,
+        energy_mj: None,
+        notes: Vec::new(),
+    };
+    if !(input.params_b.is_finite() && input.params_b > 0.0) {
+        out.notes
+            .push("params_b must be a positive number of billions".into());
+        return out;
+    }
+    if input.precision.eq_ignore_ascii_case("FP16") {
+        out.basis = Basis::Interpolated;
+        out.delta_pct = Some(0.0);
+        out.ci_low = Some(0.0);
+        out.ci_high = Some(0.0);
+        out.sigma = Some(0.0);
+        out.energy_mj = fp16;
+        out.confidence = Confidence::Medium;
+        out.notes
+            .push("FP16 is the baseline: ΔE = 0 by definition".into());
+        return out;
+    }
+
+    let own = find_class(classes, &arch, &input.precision);
+    let (class, borrowed) = match own {
+        Some(c) => (c, None),
+        None => match borrow_order(&arch)
+            .iter()
+            .find_map(|b| find_class(classes, b, &input.precision))
+        {
+            Some(c) => (c, Some(c.arch.clone())),
+            None => {
+                out.notes.push(format!(
+                    "no published curve for {} on {arch} or a sibling architecture",
+                    input.precision
+                ));
+                return out;
+            }
+        },
+    };
+    let fit = &class.fit;
+    let cap = s_cap(&input.precision);
+    let n = input.params_b;
+    let base = fit.resid_rms.max(SIGMA_FLOOR);
+    let at_size: Vec<f64> = class
+        .points
+        .iter()
+        .filter(|p| (p.point.n - n).abs() <= 1e-9 * n.max(1.0))
+        .map(|p| p.point.delta)
+        .collect();
+    let dd = fit.log_distance_outside(n);
+    let borrowed_sigma = if borrowed.is_some() {
+        BORROWED_SIGMA
+    } else {
+        0.0
+    };
+    let (raw, sigma) = if !at_size.is_empty() && borrowed.is_none() {
+        let mean = at_size.iter().sum::<f64>() / at_size.len() as f64;
+        let spread = at_size.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            - at_size.iter().copied().fold(f64::INFINITY, f64::min);
+        notes.push(format!(
+            "{} measured anchor(s) at exactly {n} B: their mean is used",
+            at_size.len()
+        ));
+        (mean, (base / 2.0).max(spread / 2.0))
+    } else {
+        let s = (base * base + ((base + 4.0) * dd * 1.2).powi(2) + borrowed_sigma.powi(2)).sqrt();
+        (fit.predict(n).max(-cap), s)
+    };
+    let lo = (raw - 1.96 * sigma).max(-cap);
+    let hi = raw + 1.96 * sigma;
+    let (delta, lo, hi) = (
+        shrink_savings(raw, factor),
+        shrink_savings(lo, factor),
+        shrink_savings(hi, factor),
+    );
+    if factor < 1.0 && raw < 0.0 {
+        notes.push(format!(
+            "batch {} / context {} shrink the savings by ×{factor:.2} (upstream factor, modelled)",
+            input.batch, input.context
+        ));
+    }
+
+    let basis = if borrowed.is_some() || dd > 0.0 {
+        Basis::Extrapolated
+    } else {
+        Basis::Interpolated
+    };
+    if dd > 0.0 {
+        notes.push(format!(
+            "{n} B is outside the class's measured range {}–{} B: extrapolated",
+            fit.n_min, fit.n_max
+        ));
+    }
+    if let Some(b) = &borrowed {
+        notes.push(format!(
+            "no {} data on {arch}: the {b} curve is borrowed (+{BORROWED_SIGMA} points σ)",
+            input.precision
+        ));
+    }
+    let width = hi - lo;
+    let mut confidence = if width < 12.0 {
+        Confidence::High
+    } else if width < 22.0 {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    };
+    let single = if at_size.is_empty() {
+        class.points.iter().all(|p| p.n.unwrap_or(1) <= 1)
+    } else {
+        class
+            .points
+            .iter()
+            .filter(|p| (p.point.n - n).abs() <= 1e-9 * n.max(1.0))
+            .all(|p| p.n.unwrap_or(1) <= 1)
+    };
+    if single && confidence == Confidence::High {
+        confidence = Confidence::Medium;
+        notes.push("rests on single (n = 1) measurements: confidence capped at medium".into());
+    }
+    if borrowed.is_some() {
+        confidence = Confidence::Low;
+    }
+
+    out.basis = basis;
+    out.delta_pct = Some(delta);
+    out.ci_low = Some(lo);
+    out.ci_high = Some(hi);
+    out.sigma = Some(sigma);
+    out.confidence = confidence;
+    out.class = Some(class.label());
+    out.borrowed_from = borrowed;
+    out.class_points = class.points.len();
+    out.points_at_size = at_size.len();
+    out.energy_mj = fp16.map(|f| f * (1.0 + delta / 100.0));
+    out.notes = notes;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::curves::default_classes;
+
+    fn est(arch: &str, n: f64, p: &str) -> Estimate {
+        estimate(
+            Dataset::embedded(),
+            default_classes(),
+            &EstimateInput {
+                arch: arch.into(),
+                params_b: n,
+                precision: p.into(),
+                batch: 1,
+                context: 2048,
+            },
+        )
+    }
+
+    #[test]
+    fn factor_matches_worked_numbers() {
+        assert_eq!(batch_context_factor(1, 2048), 1.0);
+        assert!((batch_context_factor(9, 2048) - 0.5).abs() < 1e-12);
+        // ctx 8192: log2(4) = 2 → 1/(1.24)
+        assert!((batch_context_factor(1, 8192) - 1.0 / 1.24).abs() < 1e-12);
+        assert_eq!(batch_context_factor(1, 512), 1.0);
+    }
+
+    #[test]
+    fn loglog_interp_is_exact_on_power_laws() {
+        let xy = [(1.0, 100.0), (4.0, 400.0), (16.0, 1600.0)];
+        assert!((loglog_interp(&xy, 2.0).unwrap() - 200.0).abs() < 1e-9);
+        assert!((loglog_interp(&xy, 64.0).unwrap() - 6400.0).abs() < 1e-6);
+        assert!((loglog_interp(&xy, 0.5).unwrap() - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ada_nf4_inside_the_range_is_interpolated() {
+        let e = est("ada", 2.0, "NF4");
+        assert_eq!(e.basis, Basis::Interpolated);
+        let c = find_class(default_classes(), "ada", "NF4").unwrap();
+        let want = c.fit.predict(2.0);
+        assert!((e.delta_pct.unwrap() - want).abs() < 1e-9);
+        // σ = max(resid, 2) inside the range: 11.48 → CI half-width 1.96·11.48
+        let half = (e.ci_high.unwrap() - e.ci_low.unwrap()) / 2.0;
+        assert!((half - 1.96 * c.fit.resid_rms).abs() < 1e-6, "{half}");
+        assert_eq!(e.confidence, Confidence::Low); // width ≈ 45 points
+        assert!(e.energy_mj.unwrap() > e.fp16_energy_mj.unwrap()); // NF4 costs at 2 B on Ada
+    }
+
+    #[test]
+    fn at_an_anchor_size_the_anchor_mean_is_used() {
+        let e = est("turing", 3.0, "NF4");
+        assert_eq!(e.points_at_size, 1);
+        let ds = Dataset::embedded();
+        let anchor = ds
+            .anchors
+            .iter()
+            .find(|a| a.default_curve && a.arch == "turing" && a.params_b == 3.0)
+            .unwrap();
+        assert!((e.delta_pct.unwrap() - anchor.delta_pct().unwrap()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn outside_the_range_is_extrapolated_and_wider() {
+        let inside = est("ada", 3.0, "NF4");
+        let far = est("ada", 70.0, "NF4");
+        assert_eq!(far.basis, Basis::Extrapolated);
+        assert!(far.sigma.unwrap() > inside.sigma.unwrap());
+        // Savings never exceed S_cap.
+        assert!(far.ci_low.unwrap() >= -75.0);
+    }
+
+    #[test]
+    fn hopper_borrows_ampere_with_low_confidence() {
+        let e = est("hopper", 7.0, "NF4");
+        assert_eq!(e.borrowed_from.as_deref(), Some("ampere"));
+        assert_eq!(e.basis, Basis::Extrapolated);
+        assert_eq!(e.confidence, Confidence::Low);
+    }
+
+    #[test]
+    fn unknown_precision_is_unavailable_not_zero() {
+        let e = est("ada", 7.0, "Q3_XS");
+        assert_eq!(e.basis, Basis::Unavailable);
+        assert_eq!(e.delta_pct, None);
+        assert_eq!(e.energy_mj, None);
+        assert!(e.verdict().contains("no estimate"));
+    }
+
+    #[test]
+    fn batch_shrinks_savings_only() {
+        let mut i = EstimateInput {
+            arch: "turing".into(),
+            params_b: 7.0,
+            precision: "NF4".into(),
+            batch: 1,
+            context: 2048,
+        };
+        let b1 = estimate(Dataset::embedded(), default_classes(), &i);
+        i.batch = 9;
+        let b9 = estimate(Dataset::embedded(), default_classes(), &i);
+        assert!(b1.delta_pct.unwrap() < 0.0);
+        assert!((b9.delta_pct.unwrap() - b1.delta_pct.unwrap() * 0.5).abs() < 1e-9);
+    }
+}

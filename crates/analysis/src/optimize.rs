@@ -1,0 +1,960 @@
+//! The optimizer: every (precision × batch × context) on one card, filtered by the user's budgets,
+//! ranked by an objective; the optimum, alternatives, the energy↔latency Pareto frontier, and — when
+//! nothing is feasible — the configuration that breaks the budgets least.
+//!
+//! Upstream's mechanism (DESIGN.md §3) with its flaws fixed:
+//! * VRAM counts true bytes per format and the KV cache with grouped-query attention ([`crate::vram`]).
+//! * Latency is a roofline with a calibrated per-precision launch floor that carries the
+//!   dequantization cost ([`crate::roofline`]).
+//! * Energy stays anchored on measurements: FP16 baseline × (1 + ΔE%) from the class fit, × a batch
+//!   curve calibrated on the A800 sweep ([`crate::batch`]), × a context term from the roofline.
+
+use crate::batch::{batch_curve, BatchCurve};
+use crate::curves::{default_classes, CurveClass};
+use crate::dataset::{Dataset, Gpu};
+use crate::estimate::{borrow_order, estimate, EstimateInput};
+use crate::pareto::pareto_front;
+use crate::roofline::{latency_calibration, roofline_step, Bound, LatencyCalibration};
+use crate::shapes::{find_shape, shape_for_params, shapes, ModelShape};
+use crate::tag::{Tag, Tagged};
+use crate::vram::{find_format, vram, VramBreakdown, WeightFormat};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+
+pub const BATCHES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+pub const CONTEXTS: [u32; 7] = [512, 1024, 2048, 4096, 8192, 16384, 32768];
+/// Context at which the energy anchors were measured (short prompt + 256 new tokens; the batch
+/// sweep used 256 + 256). Energy is scaled by the modelled step-time ratio against this context;
+/// using upstream's 2048 would treat 512–2048 as free.
+pub const ENERGY_REFERENCE_CONTEXT: u32 = 512;
+/// Alternatives returned besides the optimum (at least 3 when the grid has them).
+pub const MIN_ALTERNATIVES: usize = 4;
+pub const MAX_ALTERNATIVES: usize = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Objective {
+    MinEnergy,
+    MinLatency,
+    MaxThroughput,
+    MinVram,
+}
+
+impl Objective {
+    pub const ALL: [Objective; 4] = [
+        Objective::MinEnergy,
+        Objective::MinLatency,
+        Objective::MaxThroughput,
+        Objective::MinVram,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Objective::MinEnergy => "min-energy",
+            Objective::MinLatency => "min-latency",
+            Objective::MaxThroughput => "max-throughput",
+            Objective::MinVram => "min-vram",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Objective> {
+        let want = s.trim().to_ascii_lowercase().replace('_', "-");
+        Objective::ALL.into_iter().find(|o| o.as_str() == want)
+    }
+
+    /// Smaller is better.
+    fn key(self, c: &Candidate) -> f64 {
+        match self {
+            Objective::MinEnergy => c.energy_mj_per_token.value,
+            Objective::MinLatency => c.latency_ms_per_token.value,
+            Objective::MaxThroughput => -c.throughput_tok_s.value,
+            Objective::MinVram => c.vram.total_gb.value,
+        }
+    }
+}
+
+/// Optional limits; `None` = no limit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    pub max_latency_ms: Option<f64>,
+    pub max_vram_gb: Option<f64>,
+    pub min_tok_s: Option<f64>,
+    /// J per 1k tokens = mJ per token.
+    pub max_j_per_1k: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptimizeRequest {
+    /// Card name as in gpus.csv or as NVML reports it.
+    pub gpu: String,
+    /// Model size in billions; taken from the named model when absent.
+    pub params_b: Option<f64>,
+    /// A named architecture from models.csv (real shapes); else a shape is interpolated from the size.
+    pub model: Option<String>,
+    pub objective: Objective,
+    #[serde(default)]
+    pub budgets: Budgets,
+    /// Fix the context length instead of searching the grid.
+    pub context: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum OptimizeError {
+    #[error("unknown GPU {0:?}; known: {1}")]
+    UnknownGpu(String, String),
+    #[error("unknown model {0:?}; known: {1}")]
+    UnknownModel(String, String),
+    #[error("params_b must be a positive number of billions (got {0})")]
+    BadSize(f64),
+    #[error("pass a model size (params_b) or a named model")]
+    NoSize,
+    #[error("context must be ≥ 1 token")]
+    BadContext,
+    #[error("no FP16 energy baseline for {0} or a sibling architecture")]
+    NoBaseline(String),
+}
+
+/// One evaluated configuration. `precision`, `batch` and `context` are the choice itself; every
+/// figure carries its provenance tag.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    pub precision: String,
+    pub batch: u32,
+    pub context: u32,
+    /// mJ per generated token = J per 1k tokens.
+    pub energy_mj_per_token: Tagged<f64>,
+    /// FP16 at batch 1, reference context (the anchor baseline).
+    pub fp16_energy_mj_per_token: Tagged<f64>,
+    /// ΔE% of this precision vs FP16 from the class fit, batch 1.
+    pub delta_vs_fp16_pct: Tagged<f64>,
+    /// Energy per token at this batch relative to batch 1.
+    pub batch_factor: Tagged<f64>,
+    /// Energy per token at this context relative to the reference context.
+    pub context_factor: Tagged<f64>,
+    /// Time between two tokens of one sequence (one decode step), ms.
+    pub latency_ms_per_token: Tagged<f64>,
+    /// Tokens per second summed over the batch.
+    pub throughput_tok_s: Tagged<f64>,
+    /// What limits the step in the model.
+    pub bound: Tagged<Bound>,
+    pub vram: VramBreakdown,
+    pub fits_vram: Tagged<bool>,
+}
+
+/// Relative change of an alternative vs the optimum, % (positive = larger).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Deltas {
+    pub energy_pct: Tagged<f64>,
+    pub latency_pct: Tagged<f64>,
+    pub throughput_pct: Tagged<f64>,
+    pub vram_pct: Tagged<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alternative {
+    pub candidate: Candidate,
+    pub vs_optimum: Deltas,
+    /// Why it is listed (e.g. "best NF4").
+    pub why: String,
+}
+
+/// One budget a configuration breaks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Violation {
+    /// `max_latency_ms`, `max_vram_gb`, `min_tok_s`, `max_j_per_1k` or `card_vram_gb`.
+    pub budget: &'static str,
+    pub limit: f64,
+    pub value: Tagged<f64>,
+    /// How far past the limit, % of the limit.
+    pub excess_pct: f64,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeastViolating {
+    pub candidate: Candidate,
+    pub violations: Vec<Violation>,
+    /// Sum of the relative excesses, % (what is minimised).
+    pub total_excess_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuSummary {
+    pub name: String,
+    pub arch: String,
+    pub vram_gb: Tagged<f64>,
+    pub bandwidth_gbs: Tagged<f64>,
+    pub fp16_tflops: Tagged<f64>,
+    /// Launch-floor factor of this card's published runs (1 = typical host; no published data).
+    pub launch_factor: Tagged<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelSummary {
+    pub name: String,
+    /// Size used for the energy curves.
+    pub params_b: Tagged<f64>,
+    /// Parameters counted from the shape.
+    pub shape_params_b: Tagged<f64>,
+    pub layers: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub shape_tag: Tag,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchCounts {
+    pub evaluated: usize,
+    pub over_vram: usize,
+    pub over_budget: usize,
+    pub feasible: usize,
+}
+
+/// The calibrations behind the figures, with their fit quality.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelQuality {
+    pub batch_c: f64,
+    pub batch_k: f64,
+    pub batch_rms_error_pct: f64,
+    pub batch_upstream_rms_error_pct: f64,
+    pub batch_calibrated_on: &'static str,
+    /// RMS throughput error to expect on this card: in-sample where it has published runs,
+    /// pooled otherwise.
+    pub throughput_rms_error_pct: f64,
+    pub throughput_median_abs_error_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OptimizeResult {
+    pub request: OptimizeRequest,
+    pub gpu: GpuSummary,
+    pub model: ModelSummary,
+    pub precisions: Vec<String>,
+    pub feasible: bool,
+    pub optimum: Option<Candidate>,
+    pub alternatives: Vec<Alternative>,
+    /// Non-dominated on (energy, latency) among feasible candidates, by increasing latency.
+    pub pareto: Vec<Candidate>,
+    pub least_violating: Option<LeastViolating>,
+    pub counts: SearchCounts,
+    pub quality: ModelQuality,
+    pub notes: Vec<String>,
+}
+
+/// Energy inputs of one precision at batch 1 (they do not depend on batch or context).
+#[derive(Debug, Clone)]
+struct PrecisionEnergy {
+    precision: String,
+    fmt: &'static WeightFormat,
+    fp16: Tagged<f64>,
+    delta: Tagged<f64>,
+    note: Option<String>,
+}
+
+/// Provenance of the FP16 baseline at `params_b` on `arch`.
+fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
+    let sizes: Vec<f64> = ds
+        .anchors
+        .iter()
+        .filter(|a| a.default_curve && a.arch == arch && a.fp16_energy_mj.is_some())
+        .map(|a| a.params_b)
+        .collect();
+    let (lo, hi) = sizes
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &n| {
+            (l.min(n), h.max(n))
+        });
+    if sizes
+        .iter()
+        .any(|&n| (n - params_b).abs() <= 1e-9 * params_b.max(1.0))
+    {
+        Tag::Measured
+    } else if params_b >= lo && params_b <= hi {
+        Tag::Interpolated
+    } else {
+        Tag::Extrapolated // includes a borrowed baseline (no sizes on this architecture)
+    }
+}
+
+/// Precisions with an energy curve for this architecture or one it borrows from, FP16 first.
+fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
+    let mut out = vec!["FP16".to_string()];
+    let archs = std::iter::once(arch).chain(borrow_order(arch).iter().copied());
+    for a in archs {
+        for c in classes.iter().filter(|c| c.arch == a) {
+            if !out.iter().any(|p| p.eq_ignore_ascii_case(&c.precision))
+                && find_format(&c.precision).is_some()
+            {
+                out.push(c.precision.clone());
+            }
+        }
+    }
+    out
+}
+
+fn precision_energy(
+    ds: &Dataset,
+    classes: &[CurveClass],
+    arch: &str,
+    params_b: f64,
+    precision: &str,
+) -> Option<PrecisionEnergy> {
+    // Batch 1 and context 2048 make upstream's savings-shrink factor exactly 1: batch and context
+    // are applied below by the calibrated terms instead.
+    let input = EstimateInput {
+        arch: arch.into(),
+        params_b,
+        precision: precision.into(),
+        batch: 1,
+        context: 2048,
+    };
+    let e = estimate(ds, classes, &input);
+    let (fp16, delta) = (e.fp16_energy_mj?, e.delta_pct?);
+    let fp16_arch_tag = fp16_tag(ds, arch, params_b);
+    let delta_tag = if precision.eq_ignore_ascii_case("FP16") {
+        Tag::Computed
+    } else if e.points_at_size > 0 && e.borrowed_from.is_none() {
+        Tag::Measured
+    } else {
+        Tag::from(e.basis)
+    };
+    Some(PrecisionEnergy {
+        precision: precision.to_string(),
+        fmt: find_format(precision)?,
+        fp16: Tagged::new(fp16, fp16_arch_tag),
+        delta: Tagged::new(delta, delta_tag),
+        note: e
+            .borrowed_from
+            .map(|b| format!("{precision} on {arch}: ΔE curve borrowed from {b} (extrapolated)")),
+    })
+}
+
+/// Everything the grid needs that does not change from cell to cell.
+struct Setup<'a> {
+    gpu: &'a Gpu,
+    shape: ModelShape,
+    cal: &'a LatencyCalibration,
+    batch: &'a BatchCurve,
+}
+
+impl Setup<'_> {
+    fn step_ms(&self, fmt: &WeightFormat, batch: u32, context: u32) -> (f64, Bound) {
+        let eff = self.cal.efficiency(&self.gpu.name, fmt);
+        let s = roofline_step(self.gpu, &self.shape, fmt, batch, context, &eff);
+        (s.step_ms, s.bound)
+    }
+
+    fn candidate(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> Candidate {
+        let (step, bound) = self.step_ms(pe.fmt, batch, context);
+        let (ref_step, _) = self.step_ms(pe.fmt, batch, ENERGY_REFERENCE_CONTEXT);
+        // Energy per token ∝ step time at fixed power: longer KV reads cost proportionally more.
+        // Shorter-than-reference contexts are not credited (the anchors were measured there).
+        let ctx_factor = (step / ref_step).max(1.0);
+        let b_factor = self.batch.factor(batch);
+        let base_tag = pe.fp16.tag.weakest(pe.delta.tag);
+        let energy_tag = if batch == 1 && ctx_factor == 1.0 {
+            base_tag
+        } else {
+            base_tag.weakest(Tag::Modelled)
+        };
+        let energy = pe.fp16.value * (1.0 + pe.delta.value / 100.0) * b_factor * ctx_factor;
+        let v = vram(&self.shape, pe.fmt, batch, context);
+        let fits = v.total_gb.value <= self.gpu.vram_gb;
+        Candidate {
+            precision: pe.precision.clone(),
+            batch,
+            context,
+            energy_mj_per_token: Tagged::new(energy, energy_tag),
+            fp16_energy_mj_per_token: pe.fp16,
+            delta_vs_fp16_pct: pe.delta,
+            batch_factor: Tagged::new(
+                b_factor,
+                if batch == 1 {
+                    Tag::Computed
+                } else {
+                    Tag::Modelled
+                },
+            ),
+            context_factor: Tagged::new(ctx_factor, Tag::Modelled),
+            latency_ms_per_token: Tagged::modelled(step),
+            throughput_tok_s: Tagged::modelled(batch as f64 / step * 1e3),
+            bound: Tagged::modelled(bound),
+            vram: v,
+            fits_vram: Tagged::modelled(fits),
+        }
+    }
+}
+
+fn excess(
+    budget: &'static str,
+    limit: f64,
+    value: Tagged<f64>,
+    over: f64,
+    unit: &str,
+    verb: &str,
+) -> Option<Violation> {
+    (over > 0.0).then(|| Violation {
+        budget,
+        limit,
+        value,
+        excess_pct: over / limit * 100.0,
+        message: format!(
+            "{verb} {:.4} {unit} vs limit {limit} {unit} ({:+.1} %)",
+            value.value,
+            over / limit * 100.0
+        ),
+    })
+}
+
+/// The budgets (and the card's VRAM) that `c` breaks, with how far.
+pub fn violations(c: &Candidate, b: &Budgets, card_vram_gb: f64) -> Vec<Violation> {
+    let vram = c.vram.total_gb;
+    let lat = c.latency_ms_per_token;
+    let tput = c.throughput_tok_s;
+    let energy = c.energy_mj_per_token;
+    [
+        excess(
+            "card_vram_gb",
+            card_vram_gb,
+            vram,
+            vram.value - card_vram_gb,
+            "GB",
+            "needs",
+        ),
+        b.max_vram_gb
+            .and_then(|l| excess("max_vram_gb", l, vram, vram.value - l, "GB", "needs")),
+        b.max_latency_ms
+            .and_then(|l| excess("max_latency_ms", l, lat, lat.value - l, "ms/token", "takes")),
+        b.min_tok_s
+            .and_then(|l| excess("min_tok_s", l, tput, l - tput.value, "tok/s", "gives")),
+        b.max_j_per_1k.and_then(|l| {
+            excess(
+                "max_j_per_1k",
+                l,
+                energy,
+                energy.value - l,
+                "J/1k tokens",
+                "uses",
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Objective first; then energy, latency, VRAM and the config itself, so ties are deterministic.
+fn rank(objective: Objective, a: &Candidate, b: &Candidate) -> Ordering {
+    objective
+        .key(a)
+        .total_cmp(&objective.key(b))
+        .then(
+            a.energy_mj_per_token
+                .value
+                .total_cmp(&b.energy_mj_per_token.value),
+        )
+        .then(
+            a.latency_ms_per_token
+                .value
+                .total_cmp(&b.latency_ms_per_token.value),
+        )
+        .then(a.vram.total_gb.value.total_cmp(&b.vram.total_gb.value))
+        .then(a.precision.cmp(&b.precision))
+        .then(a.batch.cmp(&b.batch))
+        .then(a.context.cmp(&b.context))
+}
+
+fn rel_pct(v: Tagged<f64>, base: Tagged<f64>) -> Tagged<f64> {
+    Tagged::new(
+        (v.value - base.value) / base.value * 100.0,
+        v.tag.weakest(base.tag),
+    )
+}
+
+fn deltas(c: &Candidate, o: &Candidate) -> Deltas {
+    Deltas {
+        energy_pct: rel_pct(c.energy_mj_per_token, o.energy_mj_per_token),
+        latency_pct: rel_pct(c.latency_ms_per_token, o.latency_ms_per_token),
+        throughput_pct: rel_pct(c.throughput_tok_s, o.throughput_tok_s),
+        vram_pct: rel_pct(c.vram.total_gb, o.vram.total_gb),
+    }
+}
+
+/// Best of every other precision first, then the next-ranked configurations with a (precision,
+/// batch) not listed yet, until there are enough.
+fn alternatives(ranked: &[&Candidate], objective: Objective) -> Vec<Alternative> {
+    let Some(opt) = ranked.first() else {
+        return Vec::new();
+    };
+    let mut picked: Vec<(&Candidate, String)> = Vec::new();
+    for c in ranked.iter().skip(1) {
+        if c.precision != opt.precision && !picked.iter().any(|(p, _)| p.precision == c.precision) {
+            picked.push((
+                c,
+                format!("best {} for {}", c.precision, objective.as_str()),
+            ));
+        }
+    }
+    for c in ranked.iter().skip(1) {
+        if picked.len() >= MIN_ALTERNATIVES {
+            break;
+        }
+        let seen = |p: &Candidate| p.precision == c.precision && p.batch == c.batch;
+        if !seen(opt) && !picked.iter().any(|(p, _)| seen(p)) {
+            picked.push((c, format!("runner-up for {}", objective.as_str())));
+        }
+    }
+    picked.truncate(MAX_ALTERNATIVES);
+    picked.sort_by(|a, b| rank(objective, a.0, b.0));
+    picked
+        .into_iter()
+        .map(|(c, why)| Alternative {
+            candidate: c.clone(),
+            vs_optimum: deltas(c, opt),
+            why,
+        })
+        .collect()
+}
+
+fn least_violating(all: &[Candidate], b: &Budgets, card_vram_gb: f64) -> Option<LeastViolating> {
+    all.iter()
+        .map(|c| {
+            let v = violations(c, b, card_vram_gb);
+            let total: f64 = v.iter().map(|x| x.excess_pct).sum();
+            (c, v, total)
+        })
+        .min_by(|a, b| {
+            a.2.total_cmp(&b.2).then(
+                a.0.energy_mj_per_token
+                    .value
+                    .total_cmp(&b.0.energy_mj_per_token.value),
+            )
+        })
+        .map(|(c, violations, total)| LeastViolating {
+            candidate: c.clone(),
+            violations,
+            total_excess_pct: total,
+        })
+}
+
+fn resolve_shape(req: &OptimizeRequest) -> Result<(ModelShape, Tag, f64), OptimizeError> {
+    if let Some(p) = req.params_b {
+        if !(p.is_finite() && p > 0.0) {
+            return Err(OptimizeError::BadSize(p));
+        }
+    }
+    match (&req.model, req.params_b) {
+        (Some(name), p) => {
+            let s = find_shape(name).ok_or_else(|| {
+                OptimizeError::UnknownModel(
+                    name.clone(),
+                    shapes()
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                )
+            })?;
+            Ok((s.clone(), Tag::Computed, p.unwrap_or(s.params_b)))
+        }
+        (None, Some(p)) => {
+            let (lo, hi) = shapes().iter().fold((f64::INFINITY, 0.0f64), |(l, h), s| {
+                (l.min(s.params_b), h.max(s.params_b))
+            });
+            let tag = if p >= lo && p <= hi {
+                Tag::Interpolated
+            } else {
+                Tag::Extrapolated
+            };
+            Ok((shape_for_params(p), tag, p))
+        }
+        (None, None) => Err(OptimizeError::NoSize),
+    }
+}
+
+fn gpu_summary(gpu: &Gpu, cal: &LatencyCalibration) -> GpuSummary {
+    let factor = cal.card_factor(&gpu.name);
+    GpuSummary {
+        name: gpu.name.clone(),
+        arch: gpu.arch.clone(),
+        vram_gb: Tagged::computed(gpu.vram_gb),
+        bandwidth_gbs: Tagged::computed(gpu.bandwidth_gbs),
+        fp16_tflops: Tagged::computed(gpu.fp16_tflops),
+        launch_factor: Tagged::new(
+            factor,
+            if cal.cards.iter().any(|c| c.gpu == gpu.name) {
+                Tag::Interpolated
+            } else {
+                Tag::Modelled
+            },
+        ),
+    }
+}
+
+fn model_quality(gpu: &Gpu, cal: &LatencyCalibration, b: &BatchCurve) -> ModelQuality {
+    let own = cal.cards.iter().any(|c| c.gpu == gpu.name);
+    ModelQuality {
+        batch_c: b.c,
+        batch_k: b.k,
+        batch_rms_error_pct: b.rms_error_pct,
+        batch_upstream_rms_error_pct: b.upstream_rms_error_pct,
+        batch_calibrated_on: b.calibrated_on,
+        throughput_rms_error_pct: if own {
+            cal.rms_error_pct
+        } else {
+            cal.pooled_rms_error_pct
+        },
+        throughput_median_abs_error_pct: if own {
+            cal.median_abs_error_pct
+        } else {
+            cal.pooled_median_abs_error_pct
+        },
+    }
+}
+
+fn standing_notes() -> Vec<String> {
+    vec![
+        "energy: FP16 baseline from the anchors (log-log between sizes) × (1 + ΔE%/100) from the class fit at batch 1".into(),
+        "batch: e(b)/e(1) = c + (1 − c)/b^k calibrated on one INT8-pure A800 sweep and applied to every precision".into(),
+        format!(
+            "context: energy scaled by the modelled step-time ratio vs {ENERGY_REFERENCE_CONTEXT} tokens (the anchors' \
+             short-prompt + 256-token runs), at the same batch; ≥ 1"
+        ),
+        "latency: max(launch floor, (weights + batch·KV)/bandwidth, FLOPs/compute) per decode step; launch floor \
+         calibrated per precision on published throughputs"
+            .into(),
+        "VRAM: true bytes per format + GQA KV cache (fp16) + prefill activations + 0.5 GB CUDA context + 5 % allocator \
+         slack; a card's datasheet GB (1e9 bytes) is the hard limit"
+            .into(),
+    ]
+}
+
+/// Search the grid on the embedded dataset and default curves.
+pub fn optimize(req: &OptimizeRequest) -> Result<OptimizeResult, OptimizeError> {
+    optimize_with(Dataset::embedded(), default_classes(), req)
+}
+
+pub fn optimize_with(
+    ds: &Dataset,
+    classes: &[CurveClass],
+    req: &OptimizeRequest,
+) -> Result<OptimizeResult, OptimizeError> {
+    let gpu = ds.gpu(&req.gpu).ok_or_else(|| {
+        OptimizeError::UnknownGpu(
+            req.gpu.clone(),
+            ds.gpus
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    })?;
+    if req.context == Some(0) {
+        return Err(OptimizeError::BadContext);
+    }
+    let (shape, shape_tag, params_b) = resolve_shape(req)?;
+    let mut notes = standing_notes();
+    let energies: Vec<PrecisionEnergy> = searchable_precisions(classes, &gpu.arch)
+        .iter()
+        .filter_map(|p| precision_energy(ds, classes, &gpu.arch, params_b, p))
+        .collect();
+    if !energies.iter().any(|e| e.precision == "FP16") {
+        return Err(OptimizeError::NoBaseline(gpu.arch.clone()));
+    }
+    notes.extend(energies.iter().filter_map(|e| e.note.clone()));
+    let setup = Setup {
+        gpu,
+        shape: shape.clone(),
+        cal: latency_calibration(),
+        batch: batch_curve(),
+    };
+    let contexts: Vec<u32> = req.context.map_or(CONTEXTS.to_vec(), |c| vec![c]);
+    let mut all: Vec<Candidate> =
+        Vec::with_capacity(energies.len() * BATCHES.len() * contexts.len());
+    for pe in &energies {
+        for &b in &BATCHES {
+            all.extend(contexts.iter().map(|&c| setup.candidate(pe, b, c)));
+        }
+    }
+    let over_vram = all.iter().filter(|c| !c.fits_vram.value).count();
+    let mut feasible: Vec<&Candidate> = all
+        .iter()
+        .filter(|c| violations(c, &req.budgets, gpu.vram_gb).is_empty())
+        .collect();
+    feasible.sort_by(|a, b| rank(req.objective, a, b));
+    let points: Vec<(f64, f64)> = feasible
+        .iter()
+        .map(|c| (c.latency_ms_per_token.value, c.energy_mj_per_token.value))
+        .collect();
+    let mut pareto: Vec<Candidate> = pareto_front(&points)
+        .into_iter()
+        .map(|i| feasible[i].clone())
+        .collect();
+    // Configurations that tie on both axes (e.g. a longer context that costs nothing while launch-bound)
+    // add no choice: keep the first, which the ranking already prefers.
+    pareto.dedup_by(|b, a| {
+        a.latency_ms_per_token.value == b.latency_ms_per_token.value
+            && a.energy_mj_per_token.value == b.energy_mj_per_token.value
+    });
+    let least = if feasible.is_empty() {
+        least_violating(&all, &req.budgets, gpu.vram_gb)
+    } else {
+        None
+    };
+    if req.context.is_none() {
+        notes.push("context was searched too: pass a fixed context for your workload to compare like with like".into());
+    }
+    if shape_tag != Tag::Computed {
+        notes.push(format!(
+            "shape: {} (no architecture given: layers scaled to the size)",
+            shape.name
+        ));
+    }
+    Ok(OptimizeResult {
+        request: req.clone(),
+        gpu: gpu_summary(gpu, setup.cal),
+        model: ModelSummary {
+            name: shape.name.clone(),
+            params_b: Tagged::computed(params_b),
+            shape_params_b: Tagged::new(shape.param_count() as f64 / 1e9, shape_tag),
+            layers: shape.layers,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
+            shape_tag,
+        },
+        precisions: energies.iter().map(|e| e.precision.clone()).collect(),
+        feasible: !feasible.is_empty(),
+        optimum: feasible.first().map(|c| (*c).clone()),
+        alternatives: alternatives(&feasible, req.objective),
+        pareto,
+        least_violating: least,
+        counts: SearchCounts {
+            evaluated: all.len(),
+            over_vram,
+            over_budget: all.len() - over_vram - feasible.len(),
+            feasible: feasible.len(),
+        },
+        quality: model_quality(gpu, setup.cal, setup.batch),
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pareto::dominates;
+
+    fn req(gpu: &str, params_b: f64, objective: Objective) -> OptimizeRequest {
+        OptimizeRequest {
+            gpu: gpu.into(),
+            params_b: Some(params_b),
+            model: None,
+            objective,
+            budgets: Budgets::default(),
+            context: None,
+        }
+    }
+
+    #[test]
+    fn searches_the_full_grid_for_the_class() {
+        let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
+        assert_eq!(r.precisions, ["FP16", "NF4", "INT8"]);
+        assert_eq!(r.counts.evaluated, 3 * 7 * 7);
+        assert!(r.feasible);
+        assert!(r.alternatives.len() >= 3);
+        assert!(
+            r.counts.over_vram > 0,
+            "batch 64 × 32k context of a 7B cannot fit 24 GB"
+        );
+        let opt = r.optimum.unwrap();
+        // every feasible config is no better than the optimum
+        for a in &r.alternatives {
+            assert!(a.candidate.energy_mj_per_token.value >= opt.energy_mj_per_token.value);
+            assert!(a.vs_optimum.energy_pct.value >= 0.0);
+        }
+    }
+
+    #[test]
+    fn each_objective_picks_its_extreme() {
+        for o in Objective::ALL {
+            let r = optimize(&req("A800", 7.0, o)).unwrap();
+            let opt = r.optimum.as_ref().unwrap();
+            let best = |f: fn(&Candidate) -> f64| {
+                r.pareto
+                    .iter()
+                    .chain(r.alternatives.iter().map(|a| &a.candidate))
+                    .map(f)
+                    .fold(f64::INFINITY, f64::min)
+            };
+            match o {
+                Objective::MinEnergy => {
+                    assert!(opt.energy_mj_per_token.value <= best(|c| c.energy_mj_per_token.value))
+                }
+                Objective::MinLatency => assert!(
+                    opt.latency_ms_per_token.value <= best(|c| c.latency_ms_per_token.value)
+                ),
+                Objective::MaxThroughput => {
+                    assert!(-opt.throughput_tok_s.value <= best(|c| -c.throughput_tok_s.value))
+                }
+                Objective::MinVram => {
+                    assert!(opt.vram.total_gb.value <= best(|c| c.vram.total_gb.value));
+                    assert_eq!((opt.batch, opt.context), (1, 512));
+                }
+            }
+            assert_eq!(Objective::parse(o.as_str()), Some(o));
+        }
+    }
+
+    #[test]
+    fn pareto_members_are_feasible_and_mutually_non_dominated() {
+        let r = optimize(&req("RTX 5090", 3.0, Objective::MinEnergy)).unwrap();
+        assert!(!r.pareto.is_empty());
+        let pts: Vec<(f64, f64)> = r
+            .pareto
+            .iter()
+            .map(|c| (c.energy_mj_per_token.value, c.latency_ms_per_token.value))
+            .collect();
+        for a in &pts {
+            assert!(!pts.iter().any(|b| dominates(*b, *a)));
+        }
+        assert!(r.pareto.iter().all(|c| c.fits_vram.value));
+        assert!(r
+            .pareto
+            .windows(2)
+            .all(|w| w[0].latency_ms_per_token.value <= w[1].latency_ms_per_token.value));
+    }
+
+    #[test]
+    fn budgets_filter_and_are_respected() {
+        let mut q = req("RTX 4090", 7.0, Objective::MinEnergy);
+        q.budgets = Budgets {
+            max_latency_ms: Some(60.0),
+            max_vram_gb: Some(12.0),
+            min_tok_s: Some(20.0),
+            max_j_per_1k: None,
+        };
+        let r = optimize(&q).unwrap();
+        assert!(r.feasible);
+        for c in r.pareto.iter().chain(r.optimum.iter()) {
+            assert!(
+                c.latency_ms_per_token.value <= 60.0
+                    && c.vram.total_gb.value <= 12.0
+                    && c.throughput_tok_s.value >= 20.0
+            );
+        }
+        assert!(r.counts.over_budget > 0);
+    }
+
+    #[test]
+    fn impossible_budgets_give_the_least_violating_config_with_reasons() {
+        let mut q = req("RTX 4090", 7.0, Objective::MinEnergy);
+        q.budgets.max_latency_ms = Some(1.0);
+        let r = optimize(&q).unwrap();
+        assert!(!r.feasible && r.optimum.is_none() && r.pareto.is_empty());
+        let lv = r.least_violating.unwrap();
+        assert_eq!(lv.violations.len(), 1);
+        let v = &lv.violations[0];
+        assert_eq!(v.budget, "max_latency_ms");
+        assert!(v.excess_pct > 100.0 && v.message.contains("ms/token"));
+        // least violating = the fastest configuration
+        assert!((v.value.value - lv.candidate.latency_ms_per_token.value).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_model_too_big_for_the_card_names_the_card_vram() {
+        let r = optimize(&req("T4", 70.0, Objective::MinEnergy)).unwrap();
+        assert!(!r.feasible);
+        let lv = r.least_violating.unwrap();
+        assert!(lv.violations.iter().any(|v| v.budget == "card_vram_gb"));
+        assert!(
+            lv.candidate.precision == "NF4",
+            "smallest format breaks the card least: {}",
+            lv.candidate.precision
+        );
+    }
+
+    #[test]
+    fn every_figure_is_tagged_in_json() {
+        let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
+        let j = serde_json::to_value(r.optimum.as_ref().unwrap()).unwrap();
+        for (k, v) in j.as_object().unwrap() {
+            if ["precision", "batch", "context"].contains(&k.as_str()) {
+                continue;
+            }
+            let tagged = |v: &serde_json::Value| v.get("tag").is_some() && v.get("value").is_some();
+            if k == "vram" {
+                assert!(v.as_object().unwrap().values().all(tagged), "{k}");
+            } else {
+                assert!(tagged(v), "{k} is not tagged: {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn energy_is_anchored_at_batch_one_and_modelled_beyond() {
+        let mut q = req("RTX 4090", 7.0, Objective::MinEnergy);
+        q.context = Some(512);
+        let r = optimize(&q).unwrap();
+        let all: Vec<&Candidate> = r
+            .pareto
+            .iter()
+            .chain(r.alternatives.iter().map(|a| &a.candidate))
+            .collect();
+        let ds = Dataset::embedded();
+        let fp16 = crate::estimate::fp16_baseline_mj(ds, "ada", 7.0).unwrap();
+        for c in all {
+            let want = c.fp16_energy_mj_per_token.value
+                * (1.0 + c.delta_vs_fp16_pct.value / 100.0)
+                * batch_curve().factor(c.batch)
+                * c.context_factor.value;
+            assert!((c.energy_mj_per_token.value - want).abs() < 1e-9);
+            assert!((c.fp16_energy_mj_per_token.value - fp16).abs() < 1e-9);
+            assert_eq!(
+                c.fp16_energy_mj_per_token.tag,
+                Tag::Measured,
+                "RTX 4090 FP16 anchors exist at 7 B"
+            );
+            if c.batch > 1 {
+                assert_eq!(c.energy_mj_per_token.tag, Tag::Modelled);
+            }
+        }
+    }
+
+    #[test]
+    fn long_context_costs_energy_once_kv_reads_dominate() {
+        let mut q = req("RTX 4090", 7.0, Objective::MinEnergy);
+        q.model = Some("Qwen2-7B".into());
+        q.context = Some(32768);
+        let r = optimize(&q).unwrap();
+        let c = r.optimum.unwrap();
+        assert!(c.context_factor.value >= 1.0);
+        let short = optimize(&OptimizeRequest {
+            context: Some(512),
+            ..q.clone()
+        })
+        .unwrap()
+        .optimum
+        .unwrap();
+        assert!(c.energy_mj_per_token.value >= short.energy_mj_per_token.value);
+    }
+
+    #[test]
+    fn named_models_use_real_shapes_and_bad_input_is_refused() {
+        let mut q = req("H200", 7.0, Objective::MinLatency);
+        q.model = Some("qwen2-7b".into());
+        let r = optimize(&q).unwrap();
+        assert_eq!(r.model.name, "Qwen2-7B");
+        assert_eq!(r.model.shape_tag, Tag::Computed);
+        assert!(r.notes.iter().any(|n| n.contains("borrowed from ampere")));
+        q.model = Some("gpt-9".into());
+        assert!(matches!(optimize(&q), Err(OptimizeError::UnknownModel(..))));
+        assert!(matches!(
+            optimize(&req("Voodoo", 7.0, Objective::MinEnergy)),
+            Err(OptimizeError::UnknownGpu(..))
+        ));
+        assert!(matches!(
+            optimize(&req("T4", -1.0, Objective::MinEnergy)),
+            Err(OptimizeError::BadSize(_))
+        ));
+    }
+}

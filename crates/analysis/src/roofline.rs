@@ -1,0 +1,709 @@
+//! Decode-step time: a roofline (bytes over bandwidth, FLOPs over compute) with a per-step launch
+//! floor, calibrated against every measured throughput in the dataset.
+//!
+//! Why a floor: in the published transformers/bitsandbytes runs the GPU is almost never the limit.
+//! Decode is bound by per-layer kernel launches and Python dispatch (≈ 0.5–2 ms per layer), which is
+//! why a 7B model on an RTX 5090 decodes as fast as a 1.5B one with the same 28 layers. Dequantizing
+//! formats launch more kernels per layer (NF4 ≈ 1.2×, LLM.int8() ≈ 3.7× FP16), which is the
+//! dequantization cost upstream ignored. The floor and the roofline overlap (launches are
+//! asynchronous), so the step takes the larger of the two, not their sum.
+
+use crate::batch::batch_sweep;
+use crate::dataset::{Dataset, Gpu};
+use crate::shapes::{shape_for_params, shapes, ModelShape};
+use crate::tag::Tag;
+use crate::vram::{
+    find_format, kv_cache_bytes, param_split, vram, weight_bytes, Stack, WeightFormat,
+};
+use serde::Serialize;
+use std::sync::OnceLock;
+
+/// Upstream's achievable fractions of datasheet bandwidth and dense FP16 compute.
+pub const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.70;
+pub const DEFAULT_COMPUTE_EFFICIENCY: f64 = 0.30;
+/// Mean KV length while decoding the published runs: short prompt + 256 new tokens (anchors),
+/// 256 in + 256 new (batch sweep).
+pub const ANCHOR_DECODE_CONTEXT: u32 = 160;
+pub const SWEEP_DECODE_CONTEXT: u32 = 384;
+
+/// Constants of the step model for one (precision, card).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Efficiency {
+    pub bandwidth: f64,
+    pub compute: f64,
+    pub launch_ms_per_layer: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    /// Kernel-launch / dispatch floor.
+    Launch,
+    /// Weights + KV reads over bandwidth.
+    Memory,
+    /// FLOPs over tensor throughput.
+    Compute,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepTime {
+    pub launch_ms: f64,
+    pub memory_ms: f64,
+    pub compute_ms: f64,
+    /// max of the three: one decode step, one token for each sequence of the batch.
+    pub step_ms: f64,
+    pub bound: Bound,
+}
+
+/// Bytes read per decode step: all weights once + every sequence's KV cache.
+pub fn bytes_per_step(s: &ModelShape, fmt: &WeightFormat, batch: u32, context: u32) -> f64 {
+    weight_bytes(s, fmt) + kv_cache_bytes(s, batch, context)
+}
+
+/// FLOPs per decode step: 2 per weight of the linear layers and the output head per sequence, plus
+/// attention (QKᵀ and AV: 2 · 2 · q_dim · context per layer per sequence).
+pub fn flops_per_step(s: &ModelShape, batch: u32, context: u32) -> f64 {
+    let p = param_split(s);
+    let matmul = 2.0 * (p.linear + p.embedding);
+    let attention = 4.0 * s.layers as f64 * (s.heads * s.head_dim) as f64 * context as f64;
+    batch as f64 * (matmul + attention)
+}
+
+pub fn roofline_step(
+    gpu: &Gpu,
+    s: &ModelShape,
+    fmt: &WeightFormat,
+    batch: u32,
+    context: u32,
+    eff: &Efficiency,
+) -> StepTime {
+    let launch_ms = s.layers as f64 * eff.launch_ms_per_layer;
+    let memory_ms =
+        bytes_per_step(s, fmt, batch, context) / (gpu.bandwidth_gbs * 1e9 * eff.bandwidth) * 1e3;
+    let compute_ms =
+        flops_per_step(s, batch, context) / (gpu.fp16_tflops * 1e12 * eff.compute) * 1e3;
+    let (step_ms, bound) = if launch_ms >= memory_ms && launch_ms >= compute_ms {
+        (launch_ms, Bound::Launch)
+    } else if memory_ms >= compute_ms {
+        (memory_ms, Bound::Memory)
+    } else {
+        (compute_ms, Bound::Compute)
+    };
+    StepTime {
+        launch_ms,
+        memory_ms,
+        compute_ms,
+        step_ms,
+        bound,
+    }
+}
+
+/// The real shape behind a dataset model name (`Yi-1.5-6B-Chat` → `Yi-1.5-6B`): the longest shape
+/// name that prefixes it; otherwise a shape interpolated from the size.
+pub fn shape_for_model_name(model: &str, params_b: f64) -> (ModelShape, Tag) {
+    let m = model.to_ascii_lowercase();
+    shapes()
+        .iter()
+        .filter(|s| m.starts_with(&s.name.to_ascii_lowercase()))
+        .max_by_key(|s| s.name.len())
+        .map(|s| (s.clone(), Tag::Computed))
+        .unwrap_or_else(|| (shape_for_params(params_b), Tag::Interpolated))
+}
+
+/// One published throughput, as the calibration sees it.
+#[derive(Debug, Clone)]
+struct Observation {
+    gpu: Gpu,
+    model: String,
+    shape: ModelShape,
+    shape_tag: Tag,
+    params_b: f64,
+    precision: String,
+    fmt: &'static WeightFormat,
+    batch: u32,
+    context: u32,
+    session: String,
+    measured_tok_s: f64,
+}
+
+impl Observation {
+    fn measured_step_ms(&self) -> f64 {
+        self.batch as f64 / self.measured_tok_s * 1e3
+    }
+    fn fits(&self) -> bool {
+        vram(&self.shape, self.fmt, self.batch, self.context)
+            .total_gb
+            .value
+            <= self.gpu.vram_gb
+    }
+}
+
+fn observations(ds: &Dataset) -> Vec<Observation> {
+    let from_anchors = ds.anchors.iter().filter_map(|a| {
+        Some((
+            a.gpu.clone(),
+            a.model.clone(),
+            a.params_b,
+            a.precision.clone(),
+            a.batch,
+            ANCHOR_DECODE_CONTEXT,
+            a.session.clone(),
+            a.throughput_tok_s?,
+        ))
+    });
+    let from_sweep = batch_sweep().iter().map(|p| {
+        (
+            p.gpu.clone(),
+            p.model.clone(),
+            p.params_b,
+            p.precision.clone(),
+            p.batch,
+            SWEEP_DECODE_CONTEXT,
+            "a800-batch-sweep-2026-02-15".to_string(),
+            p.throughput_tok_s,
+        )
+    });
+    from_anchors
+        .chain(from_sweep)
+        .filter_map(
+            |(gpu, model, params_b, precision, batch, context, session, tok_s)| {
+                let (shape, shape_tag) = shape_for_model_name(&model, params_b);
+                Some(Observation {
+                    gpu: ds.gpu(&gpu)?.clone(),
+                    fmt: find_format(&precision)?,
+                    model,
+                    shape,
+                    shape_tag,
+                    params_b,
+                    precision,
+                    batch,
+                    context,
+                    session,
+                    measured_tok_s: tok_s,
+                })
+            },
+        )
+        .collect()
+}
+
+/// Calibrated constants of one precision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PrecisionCalibration {
+    pub precision: String,
+    pub stack: Stack,
+    /// Launch floor per layer on a card with factor 1, ms.
+    pub launch_ms_per_layer: f64,
+    pub bandwidth_efficiency: f64,
+    /// Where the bandwidth efficiency comes from.
+    pub bandwidth_source: String,
+    /// Rows of this precision used in the fit.
+    pub rows: usize,
+}
+
+/// Host + software-stack factor of one card (its launch floors relative to the pooled ones).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CardFactor {
+    pub gpu: String,
+    pub factor: f64,
+    pub rows: usize,
+}
+
+/// Measured vs modelled throughput of one published row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CalibrationRow {
+    pub gpu: String,
+    pub model: String,
+    /// Shape used (a real config, or interpolated from the size).
+    pub shape: String,
+    pub shape_tag: Tag,
+    pub params_b: f64,
+    pub precision: String,
+    pub batch: u32,
+    pub session: String,
+    pub measured_tok_s: f64,
+    /// With the card's own factor (in-sample for cards with data).
+    pub modelled_tok_s: f64,
+    pub error_pct: f64,
+    /// With card factor 1: what a card without published throughputs gets.
+    pub pooled_tok_s: f64,
+    pub pooled_error_pct: f64,
+    pub bound: Bound,
+    pub used_in_fit: bool,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyCalibration {
+    pub precisions: Vec<PrecisionCalibration>,
+    pub cards: Vec<CardFactor>,
+    pub rows: Vec<CalibrationRow>,
+    /// RMS of error_pct / pooled_error_pct over the rows used in the fit.
+    pub rms_error_pct: f64,
+    pub pooled_rms_error_pct: f64,
+    /// Median |error| over the same rows (robust to the T4 outliers).
+    pub median_abs_error_pct: f64,
+    pub pooled_median_abs_error_pct: f64,
+    pub method: &'static str,
+}
+
+impl LatencyCalibration {
+    fn precision(&self, name: &str) -> Option<&PrecisionCalibration> {
+        self.precisions
+            .iter()
+            .find(|p| p.precision.eq_ignore_ascii_case(name))
+    }
+
+    /// Host/stack factor of a card; 1 for cards without published throughputs.
+    pub fn card_factor(&self, gpu: &str) -> f64 {
+        self.cards
+            .iter()
+            .find(|c| c.gpu == gpu)
+            .map_or(1.0, |c| c.factor)
+    }
+
+    /// Step-model constants for a format on a card. Formats without rows borrow a sibling's
+    /// (BF16 → FP16, NF4-DQ → NF4, any GGUF → the pooled llama.cpp constants).
+    pub fn efficiency(&self, gpu: &str, fmt: &WeightFormat) -> Efficiency {
+        let sibling = match fmt.name {
+            "BF16" => "FP16",
+            "NF4-DQ" => "NF4",
+            n if n.starts_with("GGUF") => "GGUF",
+            n => n,
+        };
+        let p = self.precision(fmt.name).or_else(|| self.precision(sibling));
+        let card = if fmt.stack == Stack::Transformers {
+            self.card_factor(gpu)
+        } else {
+            1.0
+        };
+        Efficiency {
+            bandwidth: p.map_or(DEFAULT_BANDWIDTH_EFFICIENCY, |p| p.bandwidth_efficiency),
+            compute: DEFAULT_COMPUTE_EFFICIENCY,
+            launch_ms_per_layer: p.map_or(0.0, |p| p.launch_ms_per_layer) * card,
+        }
+    }
+}
+
+fn default_efficiency(launch: f64) -> Efficiency {
+    Efficiency {
+        bandwidth: DEFAULT_BANDWIDTH_EFFICIENCY,
+        compute: DEFAULT_COMPUTE_EFFICIENCY,
+        launch_ms_per_layer: launch,
+    }
+}
+
+/// A transformers row feeds the launch fit when the model fits the card and the roofline alone
+/// (at upstream efficiencies) is faster than measured, i.e. only the floor can explain it.
+fn feeds_launch_fit(o: &Observation) -> bool {
+    o.fmt.stack == Stack::Transformers
+        && o.fits()
+        && roofline_step(
+            &o.gpu,
+            &o.shape,
+            o.fmt,
+            o.batch,
+            o.context,
+            &default_efficiency(0.0),
+        )
+        .step_ms
+            < o.measured_step_ms()
+}
+
+fn geo_mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
+    if n == 0 {
+        f64::NAN
+    } else {
+        (s / n as f64).exp()
+    }
+}
+
+fn distinct<T: PartialEq + Clone>(v: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Named multiplicative factors (precision → launch ms/layer, or card → factor).
+type Factors = Vec<(String, f64)>;
+
+fn factor(v: &[(String, f64)], k: &str) -> f64 {
+    v.iter().find(|(n, _)| n == k).map_or(1.0, |x| x.1)
+}
+
+/// log(step / layers) = log(launch[precision]) + log(card[gpu]): alternating geometric means
+/// (a two-way fit in log space), card factors normalised to a geometric mean of 1 over cards so a
+/// card without data gets the typical host.
+fn fit_launch(obs: &[&Observation]) -> (Factors, Factors) {
+    let per_layer = |o: &Observation| o.measured_step_ms() / o.shape.layers as f64;
+    let mut launch: Factors = distinct(obs.iter().map(|o| o.fmt.name.to_string()))
+        .into_iter()
+        .map(|p| (p, 1.0))
+        .collect();
+    let mut card: Factors = distinct(obs.iter().map(|o| o.gpu.name.clone()))
+        .into_iter()
+        .map(|c| (c, 1.0))
+        .collect();
+    for _ in 0..200 {
+        for (p, val) in launch.iter_mut() {
+            *val = geo_mean(
+                obs.iter()
+                    .filter(|o| o.fmt.name == p)
+                    .map(|o| per_layer(o) / factor(&card, &o.gpu.name)),
+            );
+        }
+        for (name, val) in card.iter_mut() {
+            *val = geo_mean(
+                obs.iter()
+                    .filter(|o| o.gpu.name == *name)
+                    .map(|o| per_layer(o) / factor(&launch, o.fmt.name)),
+            );
+        }
+        let g = geo_mean(card.iter().map(|c| c.1));
+        card.iter_mut().for_each(|c| c.1 /= g);
+        launch.iter_mut().for_each(|l| l.1 *= g);
+    }
+    (launch, card)
+}
+
+/// llama.cpp rows are bandwidth-bound (CUDA graphs remove the launch floor): their bandwidth
+/// efficiency is the geometric mean of roofline-at-100 % over measured.
+fn fit_llamacpp_bandwidth(obs: &[&Observation]) -> Option<f64> {
+    let full = Efficiency {
+        bandwidth: 1.0,
+        compute: 1.0,
+        launch_ms_per_layer: 0.0,
+    };
+    let v: Vec<f64> = obs
+        .iter()
+        .map(|o| {
+            roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &full).memory_ms
+                / o.measured_step_ms()
+        })
+        .collect();
+    (!v.is_empty()).then(|| geo_mean(v.into_iter()).min(1.0))
+}
+
+/// The tightest lower bound the data puts on a precision's bandwidth efficiency: had it been lower,
+/// the roofline alone would be slower than a measured row.
+fn bandwidth_lower_bound(obs: &[&Observation], precision: &str) -> f64 {
+    let full = Efficiency {
+        bandwidth: 1.0,
+        compute: 1.0,
+        launch_ms_per_layer: 0.0,
+    };
+    obs.iter()
+        .filter(|o| o.fmt.name == precision && o.fits())
+        .map(|o| {
+            roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &full).memory_ms
+                / o.measured_step_ms()
+        })
+        .fold(0.0, f64::max)
+}
+
+fn pct(pred: f64, meas: f64) -> f64 {
+    (pred - meas) / meas * 100.0
+}
+
+fn rms(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x * x, n + 1));
+    if n == 0 {
+        f64::NAN
+    } else {
+        (s / n as f64).sqrt()
+    }
+}
+
+fn median_abs(v: impl Iterator<Item = f64>) -> f64 {
+    let mut a: Vec<f64> = v.map(f64::abs).collect();
+    a.sort_by(f64::total_cmp);
+    match a.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => a[n / 2],
+        n => (a[n / 2 - 1] + a[n / 2]) / 2.0,
+    }
+}
+
+fn row_note(o: &Observation, used: bool) -> String {
+    let mut notes = Vec::new();
+    if !o.fits() {
+        notes.push(format!(
+            "exceeds the card's {} GB in the VRAM model: the measured run probably offloaded layers to the CPU; not fitted",
+            o.gpu.vram_gb
+        ));
+    } else if !used && o.fmt.stack == Stack::Transformers {
+        notes.push("roofline slower than measured: not used for the launch floor".to_string());
+    }
+    if o.shape_tag != Tag::Computed {
+        notes.push(format!(
+            "no config for {} in models.csv: shape interpolated from {} B",
+            o.model, o.params_b
+        ));
+    }
+    notes.join("; ")
+}
+
+pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
+    let obs = observations(ds);
+    let launch_rows: Vec<&Observation> = obs.iter().filter(|o| feeds_launch_fit(o)).collect();
+    let gguf_rows: Vec<&Observation> = obs
+        .iter()
+        .filter(|o| o.fmt.stack == Stack::LlamaCpp && o.fits())
+        .collect();
+    let (launch, cards) = fit_launch(&launch_rows);
+    let all: Vec<&Observation> = obs.iter().collect();
+    let mut precisions: Vec<PrecisionCalibration> = launch
+        .iter()
+        .map(|(p, l)| PrecisionCalibration {
+            precision: p.clone(),
+            stack: Stack::Transformers,
+            launch_ms_per_layer: *l,
+            bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
+            bandwidth_source: format!(
+                "upstream 0.70, not identifiable: every measured {p} row is launch-bound (the data only says ≥ {:.2})",
+                bandwidth_lower_bound(&all, p)
+            ),
+            rows: launch_rows.iter().filter(|o| o.fmt.name == p).count(),
+        })
+        .collect();
+    if let Some(bw) = fit_llamacpp_bandwidth(&gguf_rows) {
+        precisions.push(PrecisionCalibration {
+            precision: "GGUF".into(),
+            stack: Stack::LlamaCpp,
+            launch_ms_per_layer: 0.0,
+            bandwidth_efficiency: bw,
+            bandwidth_source: format!(
+                "geometric mean over {} llama.cpp rows (all bandwidth-bound; launch floor not identifiable, taken as 0)",
+                gguf_rows.len()
+            ),
+            rows: gguf_rows.len(),
+        });
+    }
+    let cards: Vec<CardFactor> = cards
+        .into_iter()
+        .map(|(gpu, factor)| CardFactor {
+            rows: launch_rows.iter().filter(|o| o.gpu.name == gpu).count(),
+            gpu,
+            factor,
+        })
+        .collect();
+    let mut cal = LatencyCalibration {
+        precisions,
+        cards,
+        rows: Vec::new(),
+        rms_error_pct: 0.0,
+        pooled_rms_error_pct: 0.0,
+        median_abs_error_pct: 0.0,
+        pooled_median_abs_error_pct: 0.0,
+        method: "step = max(layers · launch[precision] · card[gpu], (weights + batch·KV)/(bandwidth · eff), \
+                 FLOPs/(FP16 TFLOPS · 0.30)); launch and card factors fitted in log space on transformers rows \
+                 (two-way geometric means), card factors normalised to geometric mean 1",
+    };
+    cal.rows = obs
+        .iter()
+        .map(|o| {
+            let used = launch_rows.iter().any(|r| std::ptr::eq(*r, o))
+                || gguf_rows.iter().any(|r| std::ptr::eq(*r, o));
+            let eff = cal.efficiency(&o.gpu.name, o.fmt);
+            let pooled_eff = cal.efficiency("", o.fmt);
+            let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
+            let pooled = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &pooled_eff);
+            let modelled = o.batch as f64 / step.step_ms * 1e3;
+            let pooled_tok_s = o.batch as f64 / pooled.step_ms * 1e3;
+            CalibrationRow {
+                gpu: o.gpu.name.clone(),
+                model: o.model.clone(),
+                shape: o.shape.name.clone(),
+                shape_tag: o.shape_tag,
+                params_b: o.params_b,
+                precision: o.precision.clone(),
+                batch: o.batch,
+                session: o.session.clone(),
+                measured_tok_s: o.measured_tok_s,
+                modelled_tok_s: modelled,
+                error_pct: pct(modelled, o.measured_tok_s),
+                pooled_tok_s,
+                pooled_error_pct: pct(pooled_tok_s, o.measured_tok_s),
+                bound: step.bound,
+                used_in_fit: used,
+                note: row_note(o, used),
+            }
+        })
+        .collect();
+    cal.rms_error_pct = rms(cal
+        .rows
+        .iter()
+        .filter(|r| r.used_in_fit)
+        .map(|r| r.error_pct));
+    cal.pooled_rms_error_pct = rms(cal
+        .rows
+        .iter()
+        .filter(|r| r.used_in_fit)
+        .map(|r| r.pooled_error_pct));
+    cal.median_abs_error_pct = median_abs(
+        cal.rows
+            .iter()
+            .filter(|r| r.used_in_fit)
+            .map(|r| r.error_pct),
+    );
+    cal.pooled_median_abs_error_pct = median_abs(
+        cal.rows
+            .iter()
+            .filter(|r| r.used_in_fit)
+            .map(|r| r.pooled_error_pct),
+    );
+    cal
+}
+
+/// The calibration on the embedded data (once per process).
+pub fn latency_calibration() -> &'static LatencyCalibration {
+    static C: OnceLock<LatencyCalibration> = OnceLock::new();
+    C.get_or_init(|| calibrate_latency(Dataset::embedded()))
+}
+
+/// Every measured throughput in the dataset (anchors with `throughput_tok_s`, plus the batch sweep)
+/// against the modelled one.
+pub fn throughput_calibration_table() -> Vec<CalibrationRow> {
+    latency_calibration().rows.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shapes::find_shape;
+
+    fn gpu(name: &str) -> Gpu {
+        Dataset::embedded().gpu(name).unwrap().clone()
+    }
+
+    #[test]
+    fn roofline_step_of_qwen2_7b_fp16_on_rtx4090_by_hand() {
+        let s = find_shape("Qwen2-7B").unwrap();
+        let fp16 = find_format("FP16").unwrap();
+        let eff = Efficiency {
+            bandwidth: 0.70,
+            compute: 0.30,
+            launch_ms_per_layer: 0.5,
+        };
+        let t = roofline_step(&gpu("RTX 4090"), s, fp16, 1, 4096, &eff);
+        // bytes: 7 615 616 512 params · 2 + KV 234 881 024 = 15 466 114 048
+        // memory: 15 466 114 048 / (1008e9 · 0.70) = 21.9191 ms
+        assert!((t.memory_ms - 15_466_114_048.0 / (1008e9 * 0.70) * 1e3).abs() < 1e-9);
+        assert!((t.memory_ms - 21.9191).abs() < 1e-3, "{}", t.memory_ms);
+        // FLOPs: 2 · (6 525 288 448 + 544 997 376) + 4 · 28 · 3584 · 4096 = 15 784 738 816
+        // compute: 15 784 738 816 / (165.2e12 · 0.30) = 0.31850 ms
+        assert_eq!(flops_per_step(s, 1, 4096), 15_784_738_816.0);
+        assert!((t.compute_ms - 0.318_496).abs() < 1e-5, "{}", t.compute_ms);
+        // launch: 28 layers · 0.5 ms = 14 ms < 21.92 → memory-bound
+        assert_eq!(t.launch_ms, 14.0);
+        assert_eq!(t.bound, Bound::Memory);
+        assert_eq!(t.step_ms, t.memory_ms);
+    }
+
+    #[test]
+    fn launch_floor_binds_for_small_models() {
+        let s = find_shape("Qwen2-0.5B").unwrap();
+        let eff = Efficiency {
+            bandwidth: 0.70,
+            compute: 0.30,
+            launch_ms_per_layer: 0.5,
+        };
+        let t = roofline_step(
+            &gpu("RTX 5090"),
+            s,
+            find_format("FP16").unwrap(),
+            1,
+            512,
+            &eff,
+        );
+        assert_eq!(t.bound, Bound::Launch);
+        assert_eq!(t.step_ms, 24.0 * 0.5);
+    }
+
+    #[test]
+    fn dataset_names_map_to_real_shapes() {
+        assert_eq!(
+            shape_for_model_name("Yi-1.5-6B-Chat", 6.0).0.name,
+            "Yi-1.5-6B"
+        );
+        assert_eq!(
+            shape_for_model_name("Mistral-7B-Instruct-v0.3", 7.0).0.name,
+            "Mistral-7B"
+        );
+        assert_eq!(
+            shape_for_model_name("Qwen2.5-3B-Instruct", 3.0).0.name,
+            "Qwen2.5-3B"
+        );
+        assert_eq!(
+            shape_for_model_name("TinyLlama-1.1B-intermediate-step-1431k-3T", 1.1)
+                .0
+                .name,
+            "TinyLlama-1.1B"
+        );
+        let (phi, tag) = shape_for_model_name("Phi-3-mini-4k-instruct", 3.8);
+        assert_eq!(tag, Tag::Interpolated);
+        assert!(phi.name.contains("interpolated"));
+    }
+
+    #[test]
+    fn calibration_covers_every_measured_throughput() {
+        let ds = Dataset::embedded();
+        let with_tput = ds
+            .anchors
+            .iter()
+            .filter(|a| a.throughput_tok_s.is_some())
+            .count();
+        let table = throughput_calibration_table();
+        assert_eq!(table.len(), with_tput + batch_sweep().len());
+        assert!(table
+            .iter()
+            .all(|r| r.modelled_tok_s.is_finite() && r.modelled_tok_s > 0.0));
+        // quantized formats are slower than FP16 per layer (the dequantization cost)
+        let cal = latency_calibration();
+        let l = |p: &str| cal.precision(p).unwrap().launch_ms_per_layer;
+        assert!(l("NF4") > l("FP16") && l("INT8") > l("INT8-pure") && l("INT8-pure") > l("FP16"));
+        // the T4 7B FP16 row cannot fit 16 GB: kept in the table, left out of the fit
+        let t4 = table
+            .iter()
+            .find(|r| r.gpu == "T4" && r.model == "Qwen2-7B" && r.precision == "FP16")
+            .unwrap();
+        assert!(!t4.used_in_fit && t4.note.contains("offloaded"));
+        assert!(cal.rms_error_pct < 40.0, "rms {}", cal.rms_error_pct);
+    }
+
+    #[test]
+    fn print_calibration_table() {
+        // `cargo test -p analysis print_calibration_table -- --nocapture` prints the table.
+        let cal = latency_calibration();
+        for p in &cal.precisions {
+            println!(
+                "{:<10} launch {:.3} ms/layer  bw {:.2} ({}), n = {}",
+                p.precision,
+                p.launch_ms_per_layer,
+                p.bandwidth_efficiency,
+                p.bandwidth_source,
+                p.rows
+            );
+        }
+        for c in &cal.cards {
+            println!("card {:<10} ×{:.3} (n = {})", c.gpu, c.factor, c.rows);
+        }
+        println!("| gpu | model | precision | batch | session | measured tok/s | modelled tok/s | error % | pooled tok/s | pooled error % | bound | fit | note |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for r in &cal.rows {
+            println!(
+                "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:+.1} | {:.2} | {:+.1} | {:?} | {} | {} |",
+                r.gpu, r.model, r.precision, r.batch, r.session, r.measured_tok_s, r.modelled_tok_s, r.error_pct,
+                r.pooled_tok_s, r.pooled_error_pct, r.bound, if r.used_in_fit { "yes" } else { "no" }, r.note
+            );
+        }
+        println!(
+            "fitted rows: RMS error {:.1} % (median |error| {:.1} %) with card factors; pooled (card factor 1): RMS {:.1} %, median {:.1} %",
+            cal.rms_error_pct, cal.median_abs_error_pct, cal.pooled_rms_error_pct, cal.pooled_median_abs_error_pct
+        );
+    }
+}

@@ -1,0 +1,402 @@
+//! The measurement protocol (DESIGN.md §4): idle reference, pre-flight memory check, arms in a
+//! seeded random order, warmups, cooldown, one meter window around the timed iterations, model
+//! freed between arms. Hardware-free: it talks only to [`EnergyMeter`], [`DecoderFactory`] and
+//! [`Clock`], so every branch is tested with fakes.
+
+use crate::decoder::DecoderFactory;
+use crate::meter::{Clock, DeviceInfo, EnergyMeter, MeterError};
+use crate::sampler::{Sampler, Trace};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CooldownConfig {
+    /// Wait until power ≤ idle + this many W…
+    pub power_margin_w: f64,
+    /// …and temperature ≤ idle + this many °C…
+    pub temp_margin_c: f64,
+    /// …but no longer than this (then `converged = false` is recorded).
+    pub max_s: f64,
+    pub poll_s: f64,
+}
+
+impl Default for CooldownConfig {
+    fn default() -> Self {
+        CooldownConfig {
+            power_margin_w: 6.0,
+            temp_margin_c: 5.0,
+            max_s: 240.0,
+            poll_s: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProtocolConfig {
+    /// The arms to measure besides the baseline (one report each).
+    pub precisions: Vec<String>,
+    /// The FP16-class baseline arm (F16 for candle). `None` measures only the requested arm.
+    pub baseline: Option<String>,
+    pub tokens: usize,
+    pub iterations: usize,
+    pub warmup: usize,
+    pub batch: usize,
+    pub prompt_len: usize,
+    pub seed: u64,
+    pub sample_hz: f64,
+    /// Run the power-trace thread (off only to measure its overhead).
+    pub trace: bool,
+    pub cooldown: CooldownConfig,
+    pub idle_reads: usize,
+    /// Refuse to start when the largest arm needs more than this share of free VRAM.
+    pub vram_fraction: f64,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        ProtocolConfig {
+            precisions: vec!["Q4_K".into()],
+            baseline: Some("F16".into()),
+            tokens: 256,
+            iterations: 10,
+            warmup: 2,
+            batch: 1,
+            prompt_len: 16,
+            seed: 0,
+            sample_hz: 50.0,
+            trace: true,
+            cooldown: CooldownConfig::default(),
+            idle_reads: 30,
+            vram_fraction: 0.95,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CooldownResult {
+    pub target_power_w: f64,
+    pub target_temp_c: f64,
+    pub converged: bool,
+    pub seconds: f64,
+    pub power_w: Option<f64>,
+    pub temp_c: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ArmMeasurement {
+    pub tokens_generated: u64,
+    pub window_s: f64,
+    pub counter_j: f64,
+    pub trace: Option<Trace>,
+    pub iteration_s: Vec<f64>,
+    pub cooldown: CooldownResult,
+    pub temp_start_c: Option<f64>,
+    pub temp_end_c: Option<f64>,
+    pub kernel: String,
+    pub notes: Vec<String>,
+    pub load_s: f64,
+}
+
+impl ArmMeasurement {
+    pub fn mj_per_token(&self) -> f64 {
+        self.counter_j * 1000.0 / self.tokens_generated as f64
+    }
+    pub fn trace_j(&self) -> Option<f64> {
+        self.trace.as_ref().and_then(Trace::energy_j)
+    }
+    pub fn trace_mj_per_token(&self) -> Option<f64> {
+        self.trace_j()
+            .map(|j| j * 1000.0 / self.tokens_generated as f64)
+    }
+    pub fn tok_s(&self) -> f64 {
+        self.tokens_generated as f64 / self.window_s
+    }
+    pub fn avg_power_w(&self) -> f64 {
+        self.counter_j / self.window_s
+    }
+    /// Per-iteration energy is not separable with one window; the spread of iteration times is
+    /// the repeatability figure we have inside one run.
+    pub fn iteration_cv_pct(&self) -> Option<f64> {
+        let n = self.iteration_s.len();
+        if n < 2 {
+            return None;
+        }
+        let mean = self.iteration_s.iter().sum::<f64>() / n as f64;
+        let var = self
+            .iteration_s
+            .iter()
+            .map(|t| (t - mean).powi(2))
+            .sum::<f64>()
+            / (n - 1) as f64;
+        Some(var.sqrt() / mean * 100.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ArmResult {
+    pub precision: String,
+    pub outcome: Result<ArmMeasurement, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    pub device: DeviceInfo,
+    pub idle_power_w: f64,
+    pub idle_temp_c: Option<f64>,
+    pub arm_order: Vec<String>,
+    pub arms: Vec<ArmResult>,
+    pub free_vram_bytes: u64,
+    pub required_vram_bytes: u64,
+}
+
+impl Outcome {
+    pub fn arm(&self, precision: &str) -> Option<&ArmResult> {
+        self.arms.iter().find(|a| a.precision == precision)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error(transparent)]
+    Meter(#[from] MeterError),
+    #[error(
+        "pre-flight: the {precision} arm needs {need_gb:.2} GB (weights + KV + overhead) but only {limit_gb:.2} GB \
+         ({pct:.0} % of {free_gb:.2} GB free VRAM) may be used — nothing was loaded"
+    )]
+    DoesNotFit {
+        precision: String,
+        need_gb: f64,
+        limit_gb: f64,
+        free_gb: f64,
+        pct: f64,
+    },
+    #[error("the energy counter is not supported on this GPU ({0}); refusing to report a figure")]
+    NoCounter(String),
+}
+
+/// Minimum of `n` power reads (upstream's idle reference), read ~20 ms apart.
+fn idle_power(meter: &mut dyn EnergyMeter, clock: &dyn Clock, n: usize) -> Result<f64, MeterError> {
+    let mut best = f64::INFINITY;
+    let mut last_err = None;
+    for _ in 0..n.max(1) {
+        match meter.power_w() {
+            Ok(w) => best = best.min(w),
+            Err(e @ MeterError::Lost(_)) => return Err(e),
+            Err(e) => last_err = Some(e),
+        }
+        clock.sleep_s(0.02);
+    }
+    if best.is_finite() {
+        Ok(best)
+    } else {
+        Err(last_err.unwrap_or(MeterError::Read("no idle power read succeeded".into())))
+    }
+}
+
+/// Wait until power and temperature are back near idle (bounded).
+pub fn cool_down(
+    meter: &mut dyn EnergyMeter,
+    clock: &dyn Clock,
+    idle_w: f64,
+    idle_c: Option<f64>,
+    cfg: &CooldownConfig,
+) -> Result<CooldownResult, MeterError> {
+    let target_power_w = idle_w + cfg.power_margin_w;
+    let target_temp_c = idle_c
+        .map(|c| c + cfg.temp_margin_c)
+        .unwrap_or(f64::INFINITY);
+    let start = clock.now_s();
+    loop {
+        let p = meter.power_w().ok();
+        let t = meter.temperature_c().ok();
+        let power_ok = p.is_some_and(|p| p <= target_power_w);
+        let temp_ok = t.is_none_or(|t| t <= target_temp_c);
+        let waited = clock.now_s() - start;
+        if (power_ok && temp_ok) || waited >= cfg.max_s {
+            return Ok(CooldownResult {
+                target_power_w,
+                target_temp_c,
+                converged: power_ok && temp_ok,
+                seconds: waited,
+                power_w: p,
+                temp_c: t,
+            });
+        }
+        clock.sleep_s(cfg.poll_s);
+    }
+}
+
+/// Run the whole protocol. A failing arm is recorded and the other arm still runs; meter errors
+/// before any arm (no GPU, GPU lost during the idle reference) abort the run.
+pub fn run(
+    cfg: &ProtocolConfig,
+    meter: &mut dyn EnergyMeter,
+    decoders: &mut dyn DecoderFactory,
+    clock: Arc<dyn Clock>,
+) -> Result<Outcome, ProtocolError> {
+    let device = meter.info()?;
+    if !device.energy_counter {
+        return Err(ProtocolError::NoCounter(device.name));
+    }
+    let mut arms: Vec<String> = Vec::new();
+    for p in cfg.precisions.iter().chain(cfg.baseline.iter()) {
+        if !arms.iter().any(|a| a.eq_ignore_ascii_case(p)) {
+            arms.push(p.clone());
+        }
+    }
+    // Pre-flight before anything is loaded.
+    let free = meter.free_memory_bytes()?;
+    let context = cfg.prompt_len + cfg.tokens;
+    let limit = free as f64 * cfg.vram_fraction;
+    let mut required = 0u64;
+    for a in &arms {
+        let need = decoders.required_bytes(a, cfg.batch, context);
+        required = required.max(need);
+        if need as f64 > limit {
+            return Err(ProtocolError::DoesNotFit {
+                precision: a.clone(),
+                need_gb: need as f64 / 1e9,
+                limit_gb: limit / 1e9,
+                free_gb: free as f64 / 1e9,
+                pct: cfg.vram_fraction * 100.0,
+            });
+        }
+    }
+    let idle_w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
+    let idle_c = meter.temperature_c().ok();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    arms.shuffle(&mut rng);
+    tracing::info!(?arms, idle_w, "arm order");
+
+    let mut results = Vec::new();
+    for precision in &arms {
+        let outcome = run_arm(
+            cfg,
+            precision,
+            meter,
+            decoders,
+            clock.clone(),
+            idle_w,
+            idle_c,
+        );
+        if let Err(e) = &outcome {
+            tracing::warn!(precision, error = %e, "arm failed");
+        }
+        let lost = matches!(&outcome, Err(ArmError::Meter(MeterError::Lost(_))));
+        results.push(ArmResult {
+            precision: precision.clone(),
+            outcome: outcome.map_err(|e| e.to_string()),
+        });
+        if lost {
+            // The GPU is gone: the remaining arms cannot run; say so for each.
+            for rest in arms.iter().skip(results.len()) {
+                results.push(ArmResult {
+                    precision: rest.clone(),
+                    outcome: Err("not run: the GPU disappeared during an earlier arm".into()),
+                });
+            }
+            break;
+        }
+    }
+    Ok(Outcome {
+        device,
+        idle_power_w: idle_w,
+        idle_temp_c: idle_c,
+        arm_order: arms,
+        arms: results,
+        free_vram_bytes: free,
+        required_vram_bytes: required,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ArmError {
+    #[error("meter: {0}")]
+    Meter(#[from] MeterError),
+    #[error("{0}")]
+    Decode(String),
+    #[error(
+        "the energy counter did not move during a {0:.2} s window ({1} mJ → {2} mJ); refusing to report a zero"
+    )]
+    CounterStuck(f64, u64, u64),
+}
+
+fn run_arm(
+    cfg: &ProtocolConfig,
+    precision: &str,
+    meter: &mut dyn EnergyMeter,
+    decoders: &mut dyn DecoderFactory,
+    clock: Arc<dyn Clock>,
+    idle_w: f64,
+    idle_c: Option<f64>,
+) -> Result<ArmMeasurement, ArmError> {
+    let t_load = clock.now_s();
+    let mut dec = decoders
+        .load(precision)
+        .map_err(|e| ArmError::Decode(format!("load {precision}: {e:#}")))?;
+    let load_s = clock.now_s() - t_load;
+    let decode = |dec: &mut Box<dyn crate::decoder::Decoder>| {
+        dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
+            .map_err(|e| ArmError::Decode(format!("decode {precision}: {e:#}")))
+    };
+    for _ in 0..cfg.warmup {
+        decode(&mut dec)?;
+    }
+    dec.synchronize()
+        .map_err(|e| ArmError::Decode(format!("synchronize: {e:#}")))?;
+    let cooldown = cool_down(meter, clock.as_ref(), idle_w, idle_c, &cfg.cooldown)?;
+    let temp_start_c = meter.temperature_c().ok();
+
+    // One window around all timed iterations, opened and closed on a synchronized device.
+    let sampler = cfg
+        .trace
+        .then(|| Sampler::start(meter.power_probe(), clock.clone(), cfg.sample_hz));
+    let e0 = meter.energy_mj()?;
+    let t0 = clock.now_s();
+    let mut tokens = 0u64;
+    let mut iteration_s = Vec::with_capacity(cfg.iterations);
+    let mut failure = None;
+    for _ in 0..cfg.iterations {
+        let ti = clock.now_s();
+        match decode(&mut dec) {
+            Ok(n) => tokens += n as u64,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+        if let Err(e) = dec.synchronize() {
+            failure = Some(ArmError::Decode(format!("synchronize: {e:#}")));
+            break;
+        }
+        iteration_s.push(clock.now_s() - ti);
+    }
+    let t1 = clock.now_s();
+    let e1 = meter.energy_mj();
+    let trace = sampler.map(Sampler::finish);
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    let e1 = e1?;
+    let window_s = t1 - t0;
+    if e1 <= e0 {
+        return Err(ArmError::CounterStuck(window_s, e0, e1));
+    }
+    let kernel = dec.kernel();
+    let notes = dec.notes();
+    drop(dec); // free the model before the next arm
+    Ok(ArmMeasurement {
+        tokens_generated: tokens,
+        window_s,
+        counter_j: (e1 - e0) as f64 / 1000.0,
+        trace,
+        iteration_s,
+        cooldown,
+        temp_start_c,
+        temp_end_c: meter.temperature_c().ok(),
+        kernel,
+        notes,
+        load_s,
+    })
+}

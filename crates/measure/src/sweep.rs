@@ -1,0 +1,391 @@
+//! `quantenergy sweep plan.toml`: many configurations, each repeat in its own process (a fresh
+//! CUDA context and allocator per repeat, so repeats are independent), resumable (a job whose
+//! reports exist is skipped), with an aggregate CSV of every report in the output directory.
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Output directory, relative to the plan file.
+    pub out: PathBuf,
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(rename = "run")]
+    pub runs: Vec<RunSpec>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default = "d_tokens")]
+    pub tokens: usize,
+    #[serde(default = "d_iterations")]
+    pub iterations: usize,
+    #[serde(default = "d_warmup")]
+    pub warmup: usize,
+    #[serde(default = "d_baseline")]
+    pub baseline: String,
+    #[serde(default = "d_repeats")]
+    pub repeats: usize,
+    #[serde(default = "d_cooldown")]
+    pub cooldown_max_s: f64,
+    #[serde(default = "d_hz")]
+    pub sample_hz: f64,
+}
+
+fn d_tokens() -> usize {
+    256
+}
+fn d_iterations() -> usize {
+    10
+}
+fn d_warmup() -> usize {
+    2
+}
+fn d_baseline() -> String {
+    "F16".into()
+}
+fn d_repeats() -> usize {
+    3
+}
+fn d_cooldown() -> f64 {
+    60.0
+}
+fn d_hz() -> f64 {
+    50.0
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            tokens: d_tokens(),
+            iterations: d_iterations(),
+            warmup: d_warmup(),
+            baseline: d_baseline(),
+            repeats: d_repeats(),
+            cooldown_max_s: d_cooldown(),
+            sample_hz: d_hz(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub synthetic: Option<String>,
+    pub model: Option<PathBuf>,
+    pub precisions: Vec<String>,
+    #[serde(default = "one_batch")]
+    pub batch: Vec<usize>,
+    pub repeats: Option<usize>,
+    pub tokens: Option<usize>,
+    pub iterations: Option<usize>,
+    pub baseline: Option<String>,
+}
+
+fn one_batch() -> Vec<usize> {
+    vec![1]
+}
+
+/// One process to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub args: Vec<String>,
+    pub stem: String,
+    pub expected: Vec<PathBuf>,
+}
+
+pub fn parse_plan(text: &str) -> Result<Plan> {
+    let plan: Plan = toml::from_str(text).context("plan.toml")?;
+    for (i, r) in plan.runs.iter().enumerate() {
+        if r.synthetic.is_some() == r.model.is_some() {
+            bail!(
+                "plan.toml: run {}: give exactly one of `synthetic` or `model`",
+                i + 1
+            );
+        }
+        if r.precisions.is_empty() {
+            bail!("plan.toml: run {}: `precisions` is empty", i + 1);
+        }
+    }
+    Ok(plan)
+}
+
+pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
+    let d = &plan.defaults;
+    let mut jobs = Vec::new();
+    for r in &plan.runs {
+        let name = r.synthetic.clone().unwrap_or_else(|| {
+            r.model
+                .as_ref()
+                .map(|m| m.display().to_string())
+                .unwrap_or_default()
+        });
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        for &b in &r.batch {
+            for rep in 1..=r.repeats.unwrap_or(d.repeats) {
+                let stem = format!("{clean}_b{b}_r{rep}");
+                let mut args = vec!["measure".to_string()];
+                match (&r.synthetic, &r.model) {
+                    (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),
+                    (_, Some(m)) => args.extend(["--model".into(), m.display().to_string()]),
+                    _ => unreachable!("checked by parse_plan"),
+                }
+                args.extend([
+                    "--precision".into(),
+                    r.precisions.join(","),
+                    "--baseline".into(),
+                    r.baseline.clone().unwrap_or_else(|| d.baseline.clone()),
+                    "--batch".into(),
+                    b.to_string(),
+                    "--tokens".into(),
+                    r.tokens.unwrap_or(d.tokens).to_string(),
+                    "--iterations".into(),
+                    r.iterations.unwrap_or(d.iterations).to_string(),
+                    "--warmup".into(),
+                    d.warmup.to_string(),
+                    "--seed".into(),
+                    rep.to_string(),
+                    "--cooldown-max-s".into(),
+                    d.cooldown_max_s.to_string(),
+                    "--sample-hz".into(),
+                    d.sample_hz.to_string(),
+                    "--out".into(),
+                    out.display().to_string(),
+                    "--name".into(),
+                    stem.clone(),
+                ]);
+                let expected = r
+                    .precisions
+                    .iter()
+                    .map(|p| {
+                        let p = crate::run_report::report_precision(p);
+                        if r.precisions.len() == 1 {
+                            out.join(format!("{stem}.json"))
+                        } else {
+                            out.join(format!("{stem}_{p}.json"))
+                        }
+                    })
+                    .collect();
+                jobs.push(Job {
+                    args,
+                    stem,
+                    expected,
+                });
+            }
+        }
+    }
+    jobs
+}
+
+/// One row per report in `dir`, for spreadsheets and for the aggregation into anchors.
+pub fn aggregate_csv(dir: &Path) -> Result<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut out = String::from(
+        "file,model,params_b,precision,batch,seed,basis,energy_mj_counter,energy_mj_trace,counter_over_trace,fp16_energy_mj,vs_fp16_pct,tok_s,avg_power_w,idle_power_w,achieved_hz,samples,failed_reads,window_s,cooldown_converged,arm_order\n",
+    );
+    for f in files {
+        let text = std::fs::read_to_string(&f)?;
+        let v: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        let g = |path: &[&str]| -> String {
+            let mut cur = &v;
+            for k in path {
+                match cur.get(*k) {
+                    Some(x) => cur = x,
+                    None => return String::new(),
+                }
+            }
+            match cur {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.replace(',', ";"),
+                serde_json::Value::Array(a) => a
+                    .iter()
+                    .map(|x| x.as_str().unwrap_or_default().to_string())
+                    .collect::<Vec<_>>()
+                    .join(">"),
+                other => other.to_string(),
+            }
+        };
+        let per_token_trace = {
+            let tj = v.pointer("/energy/trace_joules").and_then(|x| x.as_f64());
+            let n = v
+                .pointer("/results/tokens_generated")
+                .and_then(|x| x.as_f64());
+            match (tj, n) {
+                (Some(t), Some(n)) if n > 0.0 => format!("{:.3}", t * 1000.0 / n),
+                _ => String::new(),
+            }
+        };
+        let row = [
+            f.file_name().unwrap().to_string_lossy().into_owned(),
+            g(&["workload", "model_name"]),
+            g(&["workload", "params_b"]),
+            g(&["workload", "precision"]),
+            g(&["workload", "batch_size"]),
+            g(&["protocol", "seed"]),
+            g(&["results", "basis"]),
+            g(&["results", "energy_per_token_mj"]),
+            per_token_trace,
+            g(&["energy", "counter_over_trace_ratio"]),
+            g(&["results", "fp16_energy_per_token_mj"]),
+            g(&["results", "vs_fp16_energy_pct"]),
+            g(&["results", "throughput_tokens_per_s"]),
+            g(&["results", "avg_power_watts"]),
+            g(&["energy", "idle_power_watts"]),
+            g(&["energy", "achieved_sample_rate_hz"]),
+            g(&["energy", "samples"]),
+            g(&["energy", "failed_reads"]),
+            g(&["energy", "window_seconds"]),
+            g(&["protocol", "cooldown", "converged"]),
+            g(&["protocol", "arm_order"]),
+        ];
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+pub struct SweepOptions {
+    pub limit: Option<usize>,
+    pub time_budget_s: Option<f64>,
+    pub dry_run: bool,
+}
+
+pub fn run_sweep(plan_path: &Path, opts: &SweepOptions) -> Result<()> {
+    let text = std::fs::read_to_string(plan_path)
+        .with_context(|| format!("reading {}", plan_path.display()))?;
+    let plan = parse_plan(&text)?;
+    let base = plan_path.parent().unwrap_or(Path::new("."));
+    let out = base.join(&plan.out);
+    std::fs::create_dir_all(&out)?;
+    let all = jobs(&plan, &out);
+    let pending: Vec<&Job> = all
+        .iter()
+        .filter(|j| !j.expected.iter().all(|p| p.exists()))
+        .collect();
+    println!(
+        "{} jobs in the plan, {} already done, {} pending",
+        all.len(),
+        all.len() - pending.len(),
+        pending.len()
+    );
+    if opts.dry_run {
+        for j in &pending {
+            println!("  would run: quantenergy {}", j.args.join(" "));
+        }
+        return Ok(());
+    }
+    let exe = std::env::current_exe()?;
+    let bar = indicatif::ProgressBar::new(pending.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    let t0 = std::time::Instant::now();
+    let mut failures = Vec::new();
+    for (i, job) in pending.iter().enumerate() {
+        if opts.limit.is_some_and(|l| i >= l)
+            || opts
+                .time_budget_s
+                .is_some_and(|b| t0.elapsed().as_secs_f64() > b)
+        {
+            bar.println(format!(
+                "stopping: limit reached after {i} jobs; rerun to resume"
+            ));
+            break;
+        }
+        bar.set_message(job.stem.clone());
+        let status = std::process::Command::new(&exe).args(&job.args).status()?;
+        if !status.success() {
+            failures.push(format!("{} (exit {status})", job.stem));
+            bar.println(format!("FAILED {}: exit {status}", job.stem));
+        }
+        bar.inc(1);
+    }
+    bar.finish();
+    let csv = aggregate_csv(&out)?;
+    crate::run_report::write_atomic(&out.join("aggregate.csv"), csv.as_bytes())?;
+    println!("wrote {}", out.join("aggregate.csv").display());
+    if !failures.is_empty() {
+        bail!("{} job(s) failed: {}", failures.len(), failures.join(", "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+out = "raw"
+[defaults]
+repeats = 2
+[[run]]
+synthetic = "qwen2-0.5b"
+precisions = ["Q8_0", "Q4_0"]
+[[run]]
+synthetic = "qwen2-1.5b"
+precisions = ["Q4_K"]
+batch = [1, 4]
+repeats = 1
+"#;
+
+    #[test]
+    fn plan_expands_into_one_process_per_repeat() {
+        let plan = parse_plan(PLAN).unwrap();
+        let js = jobs(&plan, Path::new("/o"));
+        assert_eq!(js.len(), 2 + 2);
+        assert_eq!(js[0].stem, "qwen2-0.5b_b1_r1");
+        assert_eq!(
+            js[0].expected,
+            vec![
+                PathBuf::from("/o/qwen2-0.5b_b1_r1_Q8_0.json"),
+                PathBuf::from("/o/qwen2-0.5b_b1_r1_Q4_0.json")
+            ]
+        );
+        assert!(js[0]
+            .args
+            .windows(2)
+            .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
+        assert!(js[1].args.windows(2).any(|w| w == ["--seed", "2"]));
+        assert_eq!(
+            js[3].expected,
+            vec![PathBuf::from("/o/qwen2-1.5b_b4_r1.json")]
+        );
+    }
+
+    #[test]
+    fn bad_plans_say_what_is_wrong() {
+        let e = parse_plan("out = \"x\"\n[[run]]\nprecisions = [\"Q4_0\"]\n").unwrap_err();
+        assert!(format!("{e:#}").contains("exactly one of"));
+        let e =
+            parse_plan("out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = []\n").unwrap_err();
+        assert!(format!("{e:#}").contains("empty"));
+        let e = parse_plan(
+            "out = \"x\"\nbogus = 1\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("bogus"), "{e:#}");
+    }
+}

@@ -1,0 +1,360 @@
+//! A Markdown block for a submission issue. Every string from the report is hostile text.
+
+use crate::semantic::semantic_checks;
+use crate::types::Report;
+
+/// Longest user string shown in the table, in characters.
+const MAX_CELL_CHARS: usize = 200;
+/// Longest composed cell (stack, weights, protocol) or finding, in characters.
+const MAX_LONG_CHARS: usize = 1000;
+
+/// Escape user text for one table cell: Markdown punctuation that could change the table or
+/// render links / code / HTML is escaped, line breaks become spaces, control characters go.
+fn esc(s: &str) -> String {
+    esc_cap(s, MAX_CELL_CHARS)
+}
+
+/// [`esc`] with another length cap.
+fn esc_cap(s: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (count, c) in s.chars().enumerate() {
+        if count == max_chars {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\\' | '|' | '`' | '*' | '_' | '[' | ']' | '~' | '#' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '@' => out.push_str("&#64;"),
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn esc_long(s: &str) -> String {
+    esc_cap(s, MAX_LONG_CHARS)
+}
+
+/// A number rounded to 2 decimals, without trailing zeros; `—` when absent or not finite.
+fn num(x: Option<f64>) -> String {
+    match x.filter(|x| x.is_finite()) {
+        Some(x) => {
+            let r = (x * 100.0).round() / 100.0;
+            format!("{}", if r == 0.0 { 0.0 } else { r })
+        }
+        None => "—".to_string(),
+    }
+}
+
+fn with_unit(x: Option<f64>, unit: &str) -> String {
+    match x.filter(|x| x.is_finite()) {
+        Some(_) => format!("{} {unit}", num(x)),
+        None => "—".to_string(),
+    }
+}
+
+/// Longest run of backticks in `s` (to choose a code fence that `s` cannot close).
+fn longest_backtick_run(s: &str) -> usize {
+    let (mut best, mut cur) = (0, 0);
+    for c in s.chars() {
+        if c == '`' {
+            cur += 1;
+            best = best.max(cur);
+        } else {
+            cur = 0;
+        }
+    }
+    best
+}
+
+fn join_present(parts: &[Option<String>], sep: &str) -> String {
+    let v: Vec<&str> = parts.iter().flatten().map(String::as_str).collect();
+    if v.is_empty() {
+        "—".to_string()
+    } else {
+        v.join(sep)
+    }
+}
+
+/// Markdown for a submission issue: a summary table (GPU, architecture, model, size, precision,
+/// batch, energies, Δ recomputed from the energies, throughput, power, basis, source, stack,
+/// weights, protocol), the semantic findings, and the full JSON in a collapsed block.
+pub fn to_markdown(r: &Report) -> String {
+    let sut = &r.system_under_test;
+    let w = &r.workload;
+    let res = &r.results;
+    let mut rows: Vec<(&str, String)> = Vec::new();
+
+    rows.push(("GPU", esc(&sut.gpu)));
+    let arch = match (sut.gpu_arch.parse::<crate::Arch>(), r.effective_arch()) {
+        (Ok(a), _) => a.as_str().to_string(),
+        (Err(_), Some(a)) => format!(
+            "{} (stated “{}”, derived from the GPU name)",
+            a.as_str(),
+            esc(&sut.gpu_arch)
+        ),
+        (Err(_), None) => format!("“{}” (unknown)", esc(&sut.gpu_arch)),
+    };
+    rows.push(("Architecture", arch));
+    rows.push(("Model", esc(&w.model_name)));
+    let params = match (
+        w.params_b.filter(|p| p.is_finite() && *p > 0.0),
+        r.effective_params_b(),
+    ) {
+        (Some(p), _) => format!("{} B", num(Some(p))),
+        (None, Some(g)) => format!("{} B (guessed from the model name)", num(Some(g))),
+        (None, None) => "unknown".to_string(),
+    };
+    rows.push(("Parameters", params));
+    rows.push(("Precision", esc(&w.precision)));
+    rows.push(("Batch size", w.batch_size.to_string()));
+    rows.push(("Energy per token", with_unit(res.energy_per_token_mj, "mJ")));
+    rows.push((
+        "FP16 energy per token",
+        with_unit(res.fp16_energy_per_token_mj, "mJ"),
+    ));
+    let delta = match (r.recomputed_delta_pct(), res.vs_fp16_energy_pct) {
+        (Some(d), Some(s)) => format!("{d:+.2} % (stated {:+} %)", s),
+        (Some(d), None) => format!("{d:+.2} %"),
+        (None, Some(s)) if s.is_finite() => format!("stated {s:+} % (cannot be recomputed)"),
+        _ => "—".to_string(),
+    };
+    rows.push(("Δ vs FP16 (recomputed)", delta));
+    rows.push((
+        "Throughput",
+        with_unit(res.throughput_tokens_per_s, "tok/s"),
+    ));
+    rows.push(("Average power", with_unit(res.avg_power_watts, "W")));
+    rows.push(("Basis", res.basis.as_str().to_string()));
+    rows.push((
+        "Source",
+        r.measurement_source
+            .as_deref()
+            .map(esc)
+            .unwrap_or_else(|| esc(&r.measurement.method)),
+    ));
+    if let Some(s) = &r.stack {
+        rows.push((
+            "Stack",
+            esc_long(&join_present(
+                &[
+                    match (&s.engine, &s.engine_version) {
+                        (Some(e), Some(v)) => Some(format!("{e} {v}")),
+                        (Some(e), None) => Some(e.clone()),
+                        (None, Some(v)) => Some(v.clone()),
+                        (None, None) => None,
+                    },
+                    s.kernel.clone(),
+                    s.cuda.as_ref().map(|c| format!("CUDA {c}")),
+                    s.driver.as_ref().map(|d| format!("driver {d}")),
+                ],
+                " · ",
+            )),
+        ));
+    }
+    if let Some(wt) = &r.weights {
+        let files = wt.files.as_deref().unwrap_or(&[]);
+        let hashes: Vec<String> = files
+            .iter()
+            .filter_map(|f| f.sha256.as_deref())
+            .map(|h| format!("sha256 {}…", h.chars().take(12).collect::<String>()))
+            .collect();
+        rows.push((
+            "Weights",
+            esc_long(&join_present(
+                &[
+                    Some(wt.kind.as_str().to_string()),
+                    wt.architecture.clone(),
+                    wt.hub_id.clone().or_else(|| wt.path.clone()),
+                    wt.seed.map(|s| format!("seed {s}")),
+                    (!files.is_empty()).then(|| format!("{} file(s)", files.len())),
+                    (!hashes.is_empty()).then(|| hashes.join(", ")),
+                ],
+                " · ",
+            )),
+        ));
+    }
+    let m = &r.measurement;
+    let mut protocol = vec![
+        m.warmup
+            .or(r.protocol.as_ref().and_then(|p| p.warmup.map(u64::from)))
+            .map(|x| format!("{x} warmup(s)")),
+        m.iterations
+            .or(r
+                .protocol
+                .as_ref()
+                .and_then(|p| p.iterations.map(u64::from)))
+            .map(|x| format!("{x} iteration(s)")),
+        m.tokens_per_run.map(|x| format!("{x} tokens per run")),
+        Some(format!("{} Hz requested", m.sample_rate_hz)),
+    ];
+    if let Some(p) = &r.protocol {
+        if let Some(order) = &p.arm_order {
+            protocol.push(Some(format!("arm order {}", order.join(" → "))));
+        }
+        if let Some(c) = &p.cooldown {
+            protocol.push(Some(match (c.converged, c.seconds) {
+                (Some(true), Some(s)) => format!("cooldown converged in {} s", num(Some(s))),
+                (Some(true), None) => "cooldown converged".to_string(),
+                (Some(false), _) => "cooldown did NOT converge".to_string(),
+                (None, _) => "cooldown".to_string(),
+            }));
+        }
+        if let Some(arms) = &p.arms {
+            let failed: Vec<&str> = arms
+                .iter()
+                .filter(|a| a.status == crate::ArmStatus::Failed)
+                .map(|a| a.precision.as_str())
+                .collect();
+            if !failed.is_empty() {
+                protocol.push(Some(format!("failed arm(s): {}", failed.join(", "))));
+            }
+        }
+    }
+    if let Some(e) = &r.energy {
+        protocol.push(
+            e.achieved_sample_rate_hz
+                .map(|h| format!("{} Hz achieved", num(Some(h)))),
+        );
+        if let (Some(c), Some(t)) = (e.counter_joules, e.trace_joules) {
+            protocol.push(Some(format!(
+                "counter {} J vs trace {} J",
+                num(Some(c)),
+                num(Some(t))
+            )));
+        }
+        protocol.push(
+            e.idle_power_watts
+                .map(|i| format!("idle {} W (not subtracted)", num(Some(i)))),
+        );
+    }
+    rows.push(("Protocol", esc_long(&join_present(&protocol, " · "))));
+    rows.push(("Schema", esc(&r.schema_version)));
+
+    let mut out = String::new();
+    out.push_str(&format!(
+        "### Energy report: {} · {} on {}\n\n",
+        esc(&w.model_name),
+        esc(&w.precision),
+        esc(&sut.gpu)
+    ));
+    out.push_str("| Field | Value |\n|---|---|\n");
+    for (k, v) in rows {
+        out.push_str(&format!("| {k} | {v} |\n"));
+    }
+
+    let (errors, warnings) = semantic_checks(r);
+    if !errors.is_empty() || !warnings.is_empty() {
+        out.push_str("\n**Checks**\n\n");
+        for i in &errors {
+            out.push_str(&format!(
+                "- error `{}`: {}\n",
+                i.path.replace('`', "'"),
+                esc_long(&i.message)
+            ));
+        }
+        for i in &warnings {
+            out.push_str(&format!(
+                "- warning `{}`: {}\n",
+                i.path.replace('`', "'"),
+                esc_long(&i.message)
+            ));
+        }
+    }
+
+    // `<`, `>`, `&`, `@` only occur inside JSON strings: write them as \u escapes (the same
+    // JSON) so no HTML or mention survives even outside the code block.
+    let json = r
+        .to_json_pretty()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('@', "\\u0040");
+    let fence = "`".repeat(longest_backtick_run(&json).max(2) + 1);
+    out.push_str(&format!(
+        "\n<details><summary>energy.json</summary>\n\n{fence}json\n{json}\n{fence}\n\n</details>\n"
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn illustrative() -> Report {
+        serde_json::from_str(include_str!(
+            "../../../data/examples/upstream-measured-illustrative.json"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn table_has_the_fields() {
+        let md = to_markdown(&illustrative());
+        for needle in [
+            "| GPU | RTX 5090 |",
+            "| Architecture | blackwell |",
+            "| Parameters | 3 B |",
+            "| Precision | NF4 |",
+            "| Batch size | 1 |",
+            "| Energy per token | 3765 mJ |",
+            "| FP16 energy per token | 3382.6 mJ |",
+            "| Δ vs FP16 (recomputed) | +11.30 % (stated +11.3 %) |",
+            "| Throughput | 111.8 tok/s |",
+            "| Average power | 421 W |",
+            "| Basis | measured |",
+            "2 warmup(s)",
+            "- warning `$.measurement_source`",
+            "```json\n{",
+        ] {
+            assert!(md.contains(needle), "{needle} missing in\n{md}");
+        }
+    }
+
+    #[test]
+    fn json_block_is_the_same_report() {
+        let mut r = illustrative();
+        r.workload.model_name = "a<b>&c@d ```".into();
+        let md = to_markdown(&r);
+        let start = md.find("json\n").unwrap() + 5;
+        let end = md[start..].find("\n```").unwrap() + start;
+        let back: Report = serde_json::from_str(&md[start..end]).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn hostile_text_is_escaped() {
+        let mut r = illustrative();
+        r.workload.model_name =
+            "evil | <script>alert(1)</script> `code` [x](http://t) ![i](http://p)\n| a | b |"
+                .into();
+        r.system_under_test.gpu = "@everyone ```".into();
+        r.measurement_source = Some("````\n</details><img src=x>".into());
+        let md = to_markdown(&r);
+        let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        // Every table row still has exactly two cells: no unescaped pipe got in.
+        for row in &table {
+            let unescaped = row
+                .char_indices()
+                .filter(|&(i, c)| c == '|' && (i == 0 || !row[..i].ends_with('\\')))
+                .count();
+            assert_eq!(unescaped, 3, "{row}");
+        }
+        assert!(!md.contains("<script>"));
+        assert!(!md.contains("<img"));
+        assert!(md.contains("&lt;script&gt;"));
+        assert!(md.contains("\\`code\\`"));
+        assert!(md.contains("\\[x\\]"));
+        assert!(!md.contains("@everyone"));
+        // The JSON block's fence is longer than any backtick run inside it.
+        assert!(md.contains("\n`````json\n"), "{md}");
+    }
+}

@@ -1,0 +1,239 @@
+//! The quantenergy page: a Leptos CSR app on top of `report` (the energy.json contract) and
+//! `analysis` (the science). Every figure on screen comes from those two crates; this crate only
+//! lays them out, draws them and keeps the view in the URL.
+//!
+//! * [`App`] — hero, tab bar, the router ([`TabBody`]) and the footer.
+//! * [`url`] — query-string state (every tab and its inputs has a permalink).
+//! * [`chart`] — plotters-canvas charts with HTML text tooltips.
+//! * [`tabs`] — one module per tab.
+//! * [`validate`] — report validation in a Web Worker (second wasm module), main-thread fallback.
+
+pub mod bench;
+pub mod chart;
+pub mod tabs;
+pub mod url;
+pub mod util;
+pub mod validate;
+
+use leptos::prelude::*;
+use std::cell::Cell;
+use url::{Query, Tab};
+
+/// The shared state of the page: one signal per input of every tab.
+#[derive(Clone, Copy)]
+pub struct AppState {
+    pub tab: RwSignal<Tab>,
+    pub tested: tabs::tested::TestedState,
+    pub model: tabs::model::ModelState,
+    pub run: tabs::run::RunState,
+    /// A message about the link the page was opened with (unknown tab, malformed overlay, …).
+    pub link_notice: RwSignal<Vec<String>>,
+}
+
+impl AppState {
+    pub fn from_query(q: &Query) -> AppState {
+        let mut notices = Vec::new();
+        let tab = match q.get("tab") {
+            None => Tab::Tested,
+            Some(s) => Tab::from_slug(s).unwrap_or_else(|| {
+                notices.push(format!(
+                    "This link asks for a tab called “{}”, which this page does not have; showing Tested models.",
+                    s.chars().take(40).collect::<String>()
+                ));
+                Tab::Tested
+            }),
+        };
+        let state = AppState {
+            tab: RwSignal::new(tab),
+            tested: tabs::tested::TestedState::from_query(q, tab == Tab::Tested),
+            model: tabs::model::ModelState::from_query(q, tab == Tab::Model),
+            run: tabs::run::RunState::from_query(q),
+            link_notice: RwSignal::new(notices),
+        };
+        state
+    }
+
+    /// The query string of what is on screen: the tab and that tab's inputs.
+    pub fn to_query(&self) -> Query {
+        let mut q = Query::default();
+        let tab = self.tab.get();
+        q.push("tab", tab.slug());
+        match tab {
+            Tab::Tested => self.tested.write_query(&mut q),
+            Tab::Model => self.model.write_query(&mut q),
+            Tab::Run => self.run.write_query(&mut q),
+            Tab::Data => {}
+        }
+        q
+    }
+}
+
+thread_local! {
+    static FIRST_PAINT_DONE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called by every chart after a paint; the first one records `window.qe.firstChartMs`.
+pub fn note_first_paint() {
+    if !FIRST_PAINT_DONE.with(|c| c.replace(true)) {
+        util::publish_metric("firstChartMs", util::now_ms());
+    }
+}
+
+/// A counter bumped on window resize and on a light/dark switch: charts redraw when it moves.
+pub fn redraw_tick() -> RwSignal<u32> {
+    use_context::<RedrawTick>()
+        .map(|r| r.0)
+        .unwrap_or_else(|| RwSignal::new(0))
+}
+
+#[derive(Clone, Copy)]
+struct RedrawTick(RwSignal<u32>);
+
+fn watch_environment(tick: RwSignal<u32>) {
+    use wasm_bindgen::prelude::*;
+    use wasm_bindgen::JsCast;
+    let w = util::window();
+    let on_resize = Closure::<dyn FnMut()>::new(move || tick.update(|t| *t += 1));
+    let _ = w.add_event_listener_with_callback("resize", on_resize.as_ref().unchecked_ref());
+    on_resize.forget();
+    if let Ok(Some(mql)) = w.match_media("(prefers-color-scheme: dark)") {
+        let on_change = Closure::<dyn FnMut()>::new(move || tick.update(|t| *t += 1));
+        mql.set_onchange(Some(on_change.as_ref().unchecked_ref()));
+        on_change.forget();
+    }
+}
+
+/// The page.
+#[component]
+pub fn App() -> impl IntoView {
+    let state = AppState::from_query(&url::current_query());
+    provide_context(state);
+    let tick = RwSignal::new(0u32);
+    provide_context(RedrawTick(tick));
+    watch_environment(tick);
+
+    // Keep the address bar in step with the view.
+    Effect::new(move |_| {
+        let q = state.to_query();
+        url::replace_query(&q);
+    });
+
+    view! {
+        <a class="skip" href="#main">"Skip to content"</a>
+        <Hero/>
+        <nav class="tabs" role="tablist" aria-label="Sections">
+            {Tab::ALL
+                .iter()
+                .map(|&t| {
+                    let selected = move || state.tab.get() == t;
+                    view! {
+                        <a
+                            role="tab"
+                            id=format!("tab-{}", t.slug())
+                            href=format!("?tab={}", t.slug())
+                            class="tab"
+                            class:active=selected
+                            aria-selected=move || selected().to_string()
+                            aria-controls="main"
+                            on:click=move |ev: web_sys::MouseEvent| {
+                                if !(ev.ctrl_key() || ev.meta_key() || ev.shift_key()) {
+                                    ev.prevent_default();
+                                    state.tab.set(t);
+                                }
+                            }
+                        >
+                            {t.label()}
+                        </a>
+                    }
+                })
+                .collect_view()}
+        </nav>
+        <Show when=move || state.link_notice.with(|n| !n.is_empty())>
+            <div class="notice" role="alert">
+                {move || {
+                    state.link_notice.get().into_iter().map(|n| view! { <p>{n}</p> }).collect_view()
+                }}
+                <button class="btn small" on:click=move |_| state.link_notice.set(Vec::new())>
+                    "Dismiss"
+                </button>
+            </div>
+        </Show>
+        <main id="main" role="tabpanel" aria-labelledby=move || format!("tab-{}", state.tab.get().slug())>
+            <TabBody/>
+        </main>
+        <Footer/>
+    }
+}
+
+/// The router: one arm per tab. Add a tab here (and in [`url::Tab`]).
+#[component]
+pub fn TabBody() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    move || match state.tab.get() {
+        Tab::Tested => tabs::tested::TestedTab().into_any(),
+        Tab::Model => tabs::model::ModelTab().into_any(),
+        Tab::Run => tabs::run::RunTab().into_any(),
+        Tab::Data => tabs::data::DataTab().into_any(),
+    }
+}
+
+#[component]
+fn Hero() -> impl IntoView {
+    let classes = analysis::default_classes();
+    let cross = |arch: &str| {
+        analysis::find_class(classes, arch, "NF4")
+            .and_then(|c| c.crossover_b)
+            .map(util::size_b)
+    };
+    let summary = [
+        ("Ada (RTX 4090)", "ada"),
+        ("Blackwell (RTX 5090)", "blackwell"),
+        ("Turing (T4)", "turing"),
+    ]
+    .iter()
+    .filter_map(|(label, arch)| cross(arch).map(|c| (label.to_string(), c)))
+    .collect::<Vec<_>>();
+    view! {
+        <header class="hero">
+            <div class="brand">
+                <span class="logo" aria-hidden="true">"⚡"</span>
+                <span class="name">"quantenergy"</span>
+            </div>
+            <h1>"Does quantizing your model save energy on your GPU?"</h1>
+            <p class="lede">
+                "Often not. On the cards measured so far, 4-bit NF4 "
+                <strong>"costs"</strong>
+                " energy on small models and "
+                <strong>"saves"</strong>
+                " it only above a crossover size; LLM.int8() cost more at every size measured. "
+                "Every number here is measured GPU-package energy, or says plainly that it is not."
+            </p>
+            <ul class="crossovers" aria-label="NF4 crossover sizes">
+                {summary
+                    .into_iter()
+                    .map(|(label, c)| {
+                        view! {
+                            <li>
+                                <span class="k">{label}</span>
+                                <span class="v">"NF4 pays off above ≈ " {c}</span>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        </header>
+    }
+}
+
+#[component]
+fn Footer() -> impl IntoView {
+    view! {
+        <footer class="foot">
+            <p>
+                "quantenergy · static page, no backend: nothing you drop or paste leaves this tab. "
+                "Scope: GPU-package power (NVML), single-stream decode, batch 1 unless stated. "
+                "Data re-compiled from the public EcoCompute / quantenergy.tech datasets; deltas recomputed from the energies."
+            </p>
+        </footer>
+    }
+}

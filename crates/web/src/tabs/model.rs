@@ -1,0 +1,410 @@
+//! Your model: size, card (→ architecture), precision, batch and context → ΔE with its 95 % CI,
+//! basis and confidence tags, absolute energy per 1M tokens, weights, verdict; the class's fitted
+//! curve with its uncertainty band along the whole curve, the anchors and your point; the fit's
+//! parameters, crossover and leave-one-out error; the estimate as a schema-valid energy.json.
+
+use leptos::prelude::*;
+
+use analysis::{
+    default_classes, estimate, find_class, CurveClass, Dataset, Estimate, EstimateInput,
+};
+
+use super::{basis_col, prec_col, BasisTag, CopyButton};
+use crate::chart::{Band, Chart, Line, Mark, Shape, Spec, VLine};
+use crate::url::{parse_f64, parse_u32, Query};
+use crate::util::{num, pct, per_million, size_b};
+
+pub const PRECISIONS: [&str; 3] = ["NF4", "INT8", "FP16"];
+pub const BATCHES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+pub const CONTEXTS: [u32; 6] = [512, 1024, 2048, 4096, 8192, 16384];
+
+#[derive(Clone, Copy)]
+pub struct ModelState {
+    pub params_b: RwSignal<f64>,
+    pub gpu: RwSignal<String>,
+    pub precision: RwSignal<String>,
+    pub batch: RwSignal<u32>,
+    pub context: RwSignal<u32>,
+    pub name: RwSignal<String>,
+}
+
+impl ModelState {
+    pub fn from_query(q: &Query, active: bool) -> ModelState {
+        let g = |k: &str| q.get(k).filter(|_| active);
+        let gpu = g("gpu")
+            .and_then(|x| Dataset::embedded().gpu(x).map(|g| g.name.clone()))
+            .unwrap_or_else(|| "RTX 4090".into());
+        let precision = g("p")
+            .and_then(|p| PRECISIONS.iter().find(|x| x.eq_ignore_ascii_case(p.trim())))
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "NF4".into());
+        ModelState {
+            params_b: RwSignal::new(parse_f64(g("n"), 0.05, 2000.0).unwrap_or(7.0)),
+            gpu: RwSignal::new(gpu),
+            precision: RwSignal::new(precision),
+            batch: RwSignal::new(parse_u32(g("b"), 1, 1024).unwrap_or(1)),
+            context: RwSignal::new(parse_u32(g("ctx"), 128, 1_048_576).unwrap_or(2048)),
+            name: RwSignal::new(
+                g("name")
+                    .map(|s| s.chars().take(80).collect())
+                    .unwrap_or_else(|| "my-model".into()),
+            ),
+        }
+    }
+
+    pub fn write_query(&self, q: &mut Query) {
+        q.push("n", format!("{}", self.params_b.get()));
+        q.push("gpu", self.gpu.get());
+        q.push("p", self.precision.get());
+        q.push("b", self.batch.get().to_string());
+        q.push("ctx", self.context.get().to_string());
+        let name = self.name.get();
+        if name != "my-model" {
+            q.push("name", name);
+        }
+    }
+
+    pub fn arch(&self) -> String {
+        Dataset::embedded()
+            .gpu(&self.gpu.get())
+            .map(|g| g.arch.clone())
+            .unwrap_or_else(|| "ada".into())
+    }
+
+    pub fn estimate(&self) -> Estimate {
+        estimate(
+            Dataset::embedded(),
+            default_classes(),
+            &EstimateInput {
+                arch: self.arch(),
+                params_b: self.params_b.get(),
+                precision: self.precision.get(),
+                batch: self.batch.get(),
+                context: self.context.get(),
+            },
+        )
+    }
+}
+
+/// Bits per weight of a precision as stored (FP16 16, INT8 8, 4-bit formats 4). Display only:
+/// the weight size shown next to the card's VRAM.
+// TODO(lead): move to `analysis` with the VRAM model (optimizer issue) and call it from here.
+fn bits_per_weight(p: &str) -> f64 {
+    match p.to_ascii_uppercase().as_str() {
+        "FP16" | "BF16" => 16.0,
+        "INT8" | "Q8_0" => 8.0,
+        _ => 4.0,
+    }
+}
+
+/// The class an estimate used (its own architecture's or the borrowed one).
+pub fn used_class(e: &Estimate) -> Option<&'static CurveClass> {
+    let arch = e
+        .borrowed_from
+        .clone()
+        .unwrap_or_else(|| e.input.arch.to_ascii_lowercase());
+    find_class(default_classes(), &arch, &e.input.precision)
+}
+
+/// Curve + band over the whole x range, anchors, crossover marker.
+pub fn class_layers(
+    c: &CurveClass,
+    spec: &mut Spec,
+    x_range: (f64, f64),
+    col: &'static str,
+    dash: bool,
+    tag: &str,
+) {
+    let (x0, x1) = x_range;
+    let steps = 160;
+    let xs: Vec<f64> = (0..=steps)
+        .map(|i| (x0.ln() + (x1.ln() - x0.ln()) * i as f64 / steps as f64).exp())
+        .collect();
+    spec.bands.push(Band {
+        col,
+        pts: xs
+            .iter()
+            .map(|&x| {
+                let (lo, hi) = c.fit.band(x);
+                // Savings are capped at S_cap (the estimate's rule); keep the band in view.
+                (x, lo.max(-c.s_cap), hi)
+            })
+            .collect(),
+    });
+    spec.lines.push(Line {
+        col,
+        pts: xs.iter().map(|&x| (x, c.fit.predict(x))).collect(),
+        width: 2.5,
+        alpha: 1.0,
+        dash,
+    });
+    if let Some(cx) = c.crossover_b {
+        spec.vlines.push(VLine {
+            x: cx,
+            col,
+            label: format!("{tag}crossover ≈ {}", size_b((cx * 100.0).round() / 100.0)),
+        });
+    }
+}
+
+pub fn anchor_marks(c: &CurveClass, spec: &mut Spec, col: &'static str) {
+    for p in &c.points {
+        spec.marks.push(Mark {
+            x: p.point.n,
+            y: p.point.delta,
+            col,
+            filled: p.n.unwrap_or(1) >= 2,
+            shape: Shape::Circle,
+            r: 4.5,
+            ring: false,
+            err: None,
+            tip: format!(
+                "{} · {}\n{} · {} {} anchor\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
+                p.model,
+                size_b(p.point.n),
+                p.gpu,
+                c.arch,
+                c.precision,
+                pct(p.point.delta, 1),
+                p.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+                p.cv_pct
+                    .map(|c| format!(" · CV {c:.1} %"))
+                    .unwrap_or_default(),
+                p.source
+            ),
+        });
+    }
+}
+
+fn model_spec(e: &Estimate) -> Spec {
+    let mut spec = Spec {
+        x_label: "model size (B parameters, log scale)".into(),
+        y_label: "ΔE vs FP16 (%)".into(),
+        shade: true,
+        ..Spec::default()
+    };
+    let n = e.input.params_b;
+    let x0 = (n / 2.0).clamp(0.1, 0.3);
+    let x1 = (n * 2.0).clamp(30.0, 200.0);
+    spec.x_range = (x0, x1);
+    if let Some(c) = used_class(e) {
+        let col = prec_col(&c.precision);
+        class_layers(c, &mut spec, (x0, x1), col, false, "");
+        anchor_marks(c, &mut spec, col);
+    }
+    if let Some(d) = e.delta_pct {
+        spec.marks.push(Mark {
+            x: n,
+            y: d,
+            col: basis_col(e.basis.as_str()),
+            filled: true,
+            shape: Shape::Diamond,
+            r: 6.5,
+            ring: true,
+            err: e.ci_low.zip(e.ci_high),
+            tip: format!(
+                "your model · {}\n{} on {}\nΔE {} ({})\n95 % CI {} to {}\nconfidence {}",
+                size_b(n),
+                e.input.precision,
+                e.input.arch,
+                pct(d, 1),
+                e.basis.as_str(),
+                pct(e.ci_low.unwrap_or(f64::NAN), 1),
+                pct(e.ci_high.unwrap_or(f64::NAN), 1),
+                e.confidence.as_str()
+            ),
+        });
+    }
+    spec.fit_y(40.0);
+    // Keep a far-extrapolated band from flattening the picture.
+    let (lo, hi) = spec.y_range;
+    spec.y_range = (lo.max(-100.0), hi.min(400.0));
+    spec
+}
+
+#[component]
+pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> impl IntoView {
+    move || {
+        class.get().map(|c| {
+            let f = &c.fit;
+            let bound = |name: &str| {
+                if f.at_bound.contains(&name) {
+                    " (on its bound)"
+                } else {
+                    ""
+                }
+            };
+            view! {
+                <table class="facts">
+                    <caption>{format!("Fit of the {} {} class", c.arch, c.precision)}</caption>
+                    <tbody>
+                        <tr><th scope="row">"Model"</th><td>"ΔE(N) = A − S·x/(1+x), x = N/N*"</td></tr>
+                        <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound("A"))}</td></tr>
+                        <tr><th scope="row">"S (saving scale)"</th><td>{format!("{}{}", num(f.s, 2), bound("S"))}</td></tr>
+                        <tr><th scope="row">"N* (B)"</th><td>{format!("{}{}{}", num(f.n_star, 3), bound("N*"), if f.n_star_fixed { " (fixed at the median size: < 3 points)" } else { "" })}</td></tr>
+                        <tr><th scope="row">"Crossover"</th><td>{c.crossover_b.map(|x| format!("{} — quantization saves above this size", size_b((x * 1000.0).round() / 1000.0))).unwrap_or_else(|| "none: costs more at every size".into())}</td></tr>
+                        <tr><th scope="row">"RMS residual"</th><td>{format!("{} points", num(f.resid_rms, 2))}</td></tr>
+                        <tr><th scope="row">"Leave-one-out MAE"</th><td>{c.loo_mae.map(|m| format!("{} points", num(m, 2))).unwrap_or_else(|| "— (needs ≥ 4 anchors)".into())}</td></tr>
+                        <tr><th scope="row">"Anchors"</th><td>{format!("{} measured points, {}–{}", c.points.len(), size_b(f.n_min), size_b(f.n_max))}</td></tr>
+                        <tr><th scope="row">"Cards"</th><td>{c.gpus.join(", ")}</td></tr>
+                        <tr><th scope="row">"Stacks"</th><td class="small">{c.stacks.join("; ")}</td></tr>
+                    </tbody>
+                </table>
+            }
+        })
+    }
+}
+
+#[component]
+pub fn ModelTab() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let est = Memo::new(move |_| st.estimate());
+    let spec = Signal::derive(move || model_spec(&est.get()));
+    let class = Signal::derive(move || used_class(&est.get()));
+    let report_json = Signal::derive(move || {
+        let e = est.get();
+        analysis::estimate_report(&e, &st.gpu.get(), &st.name.get()).to_json_pretty()
+    });
+    let gpu_info = Memo::new(move |_| Dataset::embedded().gpu(&st.gpu.get()).cloned());
+
+    view! {
+        <section class="tab-model">
+            <div class="card inputs">
+                <h2 class="card-title">"Your model"</h2>
+                <div class="grid-inputs">
+                    <label>
+                        <span>"Size (B parameters)"</span>
+                        <input
+                            id="params-input"
+                            type="number"
+                            min="0.05"
+                            max="2000"
+                            step="0.1"
+                            inputmode="decimal"
+                            prop:value=move || st.params_b.get().to_string()
+                            on:change=move |ev| {
+                                if let Ok(v) = event_target_value(&ev).trim().parse::<f64>() {
+                                    if v.is_finite() && v > 0.0 && v <= 2000.0 {
+                                        st.params_b.set(v);
+                                    }
+                                }
+                            }
+                        />
+                    </label>
+                    <label>
+                        <span>"GPU (architecture)"</span>
+                        <select id="model-gpu" on:change=move |ev| st.gpu.set(event_target_value(&ev)) prop:value=move || st.gpu.get()>
+                            {Dataset::embedded()
+                                .gpus
+                                .iter()
+                                .map(|g| view! { <option value=g.name.clone()>{format!("{} · {}", g.name, g.arch)}</option> })
+                                .collect_view()}
+                        </select>
+                    </label>
+                    <label>
+                        <span>"Precision"</span>
+                        <select id="precision-select" on:change=move |ev| st.precision.set(event_target_value(&ev)) prop:value=move || st.precision.get()>
+                            {PRECISIONS.iter().map(|p| view! { <option value=*p>{*p}</option> }).collect_view()}
+                        </select>
+                    </label>
+                    <label>
+                        <span>"Batch size"</span>
+                        <select id="batch-select" on:change=move |ev| st.batch.set(event_target_value(&ev).parse().unwrap_or(1)) prop:value=move || st.batch.get().to_string()>
+                            {BATCHES.iter().map(|b| view! { <option value=b.to_string()>{b.to_string()}</option> }).collect_view()}
+                        </select>
+                    </label>
+                    <label>
+                        <span>"Context (tokens)"</span>
+                        <select id="context-select" on:change=move |ev| st.context.set(event_target_value(&ev).parse().unwrap_or(2048)) prop:value=move || st.context.get().to_string()>
+                            {CONTEXTS.iter().map(|c| view! { <option value=c.to_string()>{c.to_string()}</option> }).collect_view()}
+                        </select>
+                    </label>
+                    <label>
+                        <span>"Model name (for the report)"</span>
+                        <input
+                            type="text"
+                            maxlength="80"
+                            prop:value=move || st.name.get()
+                            on:change=move |ev| st.name.set(event_target_value(&ev).chars().take(80).collect())
+                        />
+                    </label>
+                </div>
+            </div>
+
+            {move || {
+                let e = est.get();
+                let verdict = e.verdict();
+                let cls = match e.delta_pct {
+                    Some(d) if d < -0.5 => "headline good",
+                    Some(d) if d > 0.5 => "headline bad",
+                    _ => "headline",
+                };
+                let basis = e.basis.as_str().to_string();
+                let (energy, kwh) = e.energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
+                let (fp16e, _) = e.fp16_energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
+                let weights = e.input.params_b * bits_per_weight(&e.input.precision) / 8.0;
+                let vram = gpu_info.get().map(|g| g.vram_gb);
+                view! {
+                    <div class="card result" id="model-result">
+                        <p class=cls id="model-verdict">{verdict}</p>
+                        <div class="stats">
+                            <div class="stat">
+                                <span class="k">"ΔE vs FP16"</span>
+                                <span class="v" id="model-delta">{e.delta_pct.map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</span>
+                                <span class="sub">{match (e.ci_low, e.ci_high) {
+                                    (Some(l), Some(h)) => format!("95 % CI {} to {}", pct(l, 1), pct(h, 1)),
+                                    _ => "no interval".into(),
+                                }}</span>
+                            </div>
+                            <div class="stat">
+                                <span class="k">"Energy per 1M tokens"</span>
+                                <span class="v">{energy}</span>
+                                <span class="sub">{format!("{kwh} · FP16 {fp16e}")}</span>
+                            </div>
+                            <div class="stat">
+                                <span class="k">"Weights"</span>
+                                <span class="v">{format!("{weights:.1} GB")}</span>
+                                <span class="sub">{vram.map(|v| if weights > v { format!("does not fit in {v:.0} GB") } else { format!("of {v:.0} GB VRAM (weights only)") }).unwrap_or_default()}</span>
+                            </div>
+                        </div>
+                        <div class="tags">
+                            <BasisTag basis=basis/>
+                            <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
+                            {e.class.clone().map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
+                            {e.borrowed_from.clone().map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
+                        </div>
+                        <ul class="notes">
+                            {e.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
+                        </ul>
+                    </div>
+                }
+            }}
+
+            <div class="card">
+                <h2 class="card-title">"The fitted curve behind the estimate"</h2>
+                <p class="sub">
+                    "Line: the class's fit. Shaded: its 95 % band along the whole curve (parameter uncertainty inside the measured range, widening with the distance outside it). "
+                    "Circles: the measured anchors (filled n ≥ 2, hollow n = 1). Diamond: your model with its 95 % CI, coloured by basis."
+                </p>
+                <Chart spec=spec id="model-canvas" label="Fitted crossover curve with uncertainty band, measured anchors and your model's estimate"/>
+                <ul class="legend">
+                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"━"</span>"fitted curve · band 95 %"</li>
+                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"●"</span>"anchor n ≥ 2"</li>
+                    <li class="faded"><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"○"</span>"anchor n = 1"</li>
+                    <li><span class="glyph" style:color=move || format!("var({})", basis_col(est.get().basis.as_str()))>"◆"</span>{move || format!("your model ({})", est.get().basis.as_str())}</li>
+                </ul>
+                {move || (est.get().batch_context_factor < 1.0).then(|| view! {
+                    <p class="fine">"The curve is for batch 1 and a 2 048-token context; your point includes the batch/context factor, which only shrinks savings."</p>
+                })}
+                <ClassFacts class=class/>
+            </div>
+
+            <div class="card">
+                <h2 class="card-title">"This estimate as energy.json"</h2>
+                <p class="sub">"Schema-valid, basis never “measured”: nothing here touched a GPU."</p>
+                <div class="actions"><CopyButton text=report_json label="Copy JSON" id="copy-json"/></div>
+                <pre class="code" id="report-json">{move || report_json.get()}</pre>
+            </div>
+        </section>
+    }
+}

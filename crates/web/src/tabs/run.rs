@@ -1,0 +1,677 @@
+//! Run it yourself: how to run the meter; a drop zone, file picker and paste box that stack
+//! several `energy.json` reports (or overlay links); each report validated locally with errors by
+//! JSON path and warnings next to its point; valid points drawn on the fitted curve of their
+//! class, coloured by basis; Markdown for a submission and a share link per point; and a toggle
+//! that refits the curves with your measured points as extra anchors.
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+
+use analysis::{default_classes, find_class, fit_classes, ClassPoint, CurveClass, Dataset, Point};
+use report::share::{self, SharePoint};
+
+use super::model::{anchor_marks, class_layers};
+use super::{basis_col, prec_col, BasisTag, CopyButton};
+use crate::chart::{Chart, Mark, Shape, Spec};
+use crate::url::Query;
+use crate::util::{self, pct, size_b};
+use crate::validate::{self, Checked};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Origin {
+    File,
+    Paste,
+    Link,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum EntryState {
+    Checking,
+    Report(Box<Checked>),
+    Link(Result<SharePoint, String>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub id: u32,
+    pub name: String,
+    pub origin: Origin,
+    pub state: EntryState,
+}
+
+impl Entry {
+    /// The overlay point, when the entry is valid.
+    pub fn point(&self) -> Option<SharePoint> {
+        match &self.state {
+            EntryState::Report(c) if c.is_valid() => c.report.as_ref().map(share::from_report),
+            EntryState::Link(Ok(p)) => Some(p.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Where a point goes on the chart: (arch, precision, N, ΔE).
+pub fn placement(p: &SharePoint) -> Option<(String, String, f64, f64)> {
+    let n = p.params_b.filter(|x| x.is_finite() && *x > 0.0)?;
+    let d = p.vs_fp16_pct.filter(|x| x.is_finite())?;
+    let arch = p.arch.trim().to_ascii_lowercase();
+    if arch.is_empty() {
+        return None;
+    }
+    Some((arch, p.precision.trim().to_string(), n, d))
+}
+
+#[derive(Clone, Copy)]
+pub struct RunState {
+    pub entries: RwSignal<Vec<Entry>>,
+    pub include_fit: RwSignal<bool>,
+    pub next_id: RwSignal<u32>,
+    pub dragging: RwSignal<bool>,
+}
+
+impl RunState {
+    pub fn from_query(q: &Query) -> RunState {
+        let mut entries = Vec::new();
+        for (i, payload) in q.get_all("overlay").into_iter().enumerate() {
+            let decoded = share::decode_link(payload).map_err(|e| e.to_string());
+            entries.push(Entry {
+                id: i as u32 + 1,
+                name: format!("overlay link {}", i + 1),
+                origin: Origin::Link,
+                state: EntryState::Link(decoded),
+            });
+        }
+        let n = entries.len() as u32;
+        RunState {
+            entries: RwSignal::new(entries),
+            include_fit: RwSignal::new(q.get("fit") == Some("1")),
+            next_id: RwSignal::new(n + 1),
+            dragging: RwSignal::new(false),
+        }
+    }
+
+    pub fn write_query(&self, q: &mut Query) {
+        self.entries.with(|es| {
+            for e in es {
+                if let Some(p) = e.point() {
+                    q.push("overlay", share::encode(&p));
+                }
+            }
+        });
+        if self.include_fit.get() {
+            q.push("fit", "1");
+        }
+    }
+
+    fn take_id(&self) -> u32 {
+        let id = self.next_id.get_untracked();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    fn set_state(&self, id: u32, state: EntryState) {
+        self.entries.update(|es| {
+            if let Some(e) = es.iter_mut().find(|e| e.id == id) {
+                e.state = state;
+            }
+        });
+    }
+
+    /// Add report text (a file's contents or a paste) and validate it.
+    pub fn add_text(&self, name: String, origin: Origin, text: String) {
+        let id = self.take_id();
+        self.entries.update(|es| {
+            es.push(Entry {
+                id,
+                name,
+                origin,
+                state: EntryState::Checking,
+            })
+        });
+        let me = *self;
+        validate::validate(text, move |c| {
+            me.set_state(id, EntryState::Report(Box::new(c)))
+        });
+    }
+
+    /// Add a pasted overlay link (or bare payload).
+    pub fn add_link(&self, text: &str) {
+        let id = self.take_id();
+        let decoded = share::decode_link(text).map_err(|e| e.to_string());
+        self.entries.update(|es| {
+            es.push(Entry {
+                id,
+                name: "pasted link".into(),
+                origin: Origin::Link,
+                state: EntryState::Link(decoded),
+            })
+        });
+    }
+
+    /// Add a dropped or picked file: refused by size before any byte is read.
+    pub fn add_file(&self, file: web_sys::File) {
+        let name: String = file.name().chars().take(120).collect();
+        let size = file.size();
+        if size > report::MAX_INPUT_BYTES as f64 {
+            let id = self.take_id();
+            self.entries.update(|es| {
+                es.push(Entry {
+                    id,
+                    name,
+                    origin: Origin::File,
+                    state: EntryState::Report(Box::new(validate::too_big(size))),
+                })
+            });
+            return;
+        }
+        let me = *self;
+        leptos::task::spawn_local(async move {
+            let f = gloo_file::File::from(file);
+            match gloo_file::futures::read_as_text(&f).await {
+                Ok(text) => me.add_text(name, Origin::File, text),
+                Err(e) => {
+                    let id = me.take_id();
+                    let c = Checked {
+                        errors: vec![validate::Finding {
+                            path: "$".into(),
+                            message: format!("the file could not be read as text ({e}); expected a UTF-8 JSON file"),
+                        }],
+                        warnings: Vec::new(),
+                        report: None,
+                        engine: "read".into(),
+                    };
+                    me.entries.update(|es| {
+                        es.push(Entry {
+                            id,
+                            name,
+                            origin: Origin::File,
+                            state: EntryState::Report(Box::new(c)),
+                        })
+                    });
+                }
+            }
+        });
+    }
+
+    pub fn add_files(&self, files: &web_sys::FileList) {
+        for i in 0..files.length() {
+            if let Some(f) = files.get(i) {
+                self.add_file(f);
+            }
+        }
+    }
+
+    /// The user's measured points as extra anchors: (arch, precision, point).
+    pub fn extra_anchors(&self) -> Vec<(String, String, ClassPoint)> {
+        self.entries.with(|es| {
+            es.iter()
+                .filter_map(|e| {
+                    let p = e.point()?;
+                    if p.basis != "measured" {
+                        return None;
+                    }
+                    let (arch, precision, n, d) = placement(&p)?;
+                    Some((
+                        arch,
+                        precision,
+                        ClassPoint {
+                            point: Point { n, delta: d },
+                            gpu: p.gpu.clone(),
+                            model: p.model.clone(),
+                            n: Some(1),
+                            cv_pct: None,
+                            source: format!("your report: {}", e.name),
+                            origin: "user",
+                        },
+                    ))
+                })
+                .collect()
+        })
+    }
+}
+
+/// Refit every class with `extra`; returns the classes and the time it took (ms).
+pub fn refit(extra: &[(String, String, ClassPoint)]) -> (Vec<CurveClass>, f64) {
+    let t0 = util::now_ms();
+    let classes = fit_classes(Dataset::embedded(), extra);
+    let ms = util::now_ms() - t0;
+    (classes, ms)
+}
+
+/// Spec of the overlay chart: every class that has a point, its curve and band, the dataset
+/// anchors (muted), your points coloured by basis, and — with the toggle — the refitted curve.
+pub fn overlay_spec(points: &[(SharePoint, String)], refitted: Option<&[CurveClass]>) -> Spec {
+    let mut spec = Spec {
+        x_label: "model size (B parameters, log scale)".into(),
+        y_label: "ΔE vs FP16 (%)".into(),
+        shade: true,
+        ..Spec::default()
+    };
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let placed: Vec<(&SharePoint, &String, (String, String, f64, f64))> = points
+        .iter()
+        .filter_map(|(p, name)| placement(p).map(|pl| (p, name, pl)))
+        .collect();
+    for (_, _, (a, p, _, _)) in &placed {
+        let k = (a.clone(), p.to_ascii_uppercase());
+        if !keys.contains(&k) && find_class(default_classes(), a, p).is_some() {
+            keys.push(k);
+        }
+    }
+    if keys.is_empty() && placed.is_empty() {
+        keys.push(("ada".into(), "NF4".into()));
+    }
+    let (mut x0, mut x1) = (0.3f64, 30.0f64);
+    for (_, _, (_, _, n, _)) in &placed {
+        x0 = x0.min(n / 1.5);
+        x1 = x1.max(n * 1.5);
+    }
+    spec.x_range = (x0.max(0.05), x1.min(1000.0));
+    let xr = spec.x_range;
+    for (a, p) in keys.iter().take(4) {
+        if let Some(c) = find_class(default_classes(), a, p) {
+            let tag = if keys.len() > 1 {
+                format!("{a} {p} ")
+            } else {
+                String::new()
+            };
+            class_layers(c, &mut spec, xr, prec_col(p), false, &tag);
+            anchor_marks(c, &mut spec, "--muted");
+            if let Some(rc) = refitted.and_then(|r| find_class(r, a, p)) {
+                if rc.points.len() != c.points.len() {
+                    let before_bands = spec.bands.len();
+                    class_layers(rc, &mut spec, xr, "--fg", true, &format!("{tag}refit "));
+                    spec.bands.truncate(before_bands); // the refit shows as a dashed line only
+                }
+            }
+        }
+    }
+    for (p, name, (_, _, n, d)) in placed {
+        spec.marks.push(Mark {
+            x: n,
+            y: d,
+            col: basis_col(&p.basis),
+            filled: true,
+            shape: Shape::Diamond,
+            r: 6.0,
+            ring: false,
+            err: None,
+            tip: format!(
+                "{} · {}\n{} ({}) · {}\nΔE {} vs FP16 ({})\nfrom: {}",
+                p.model,
+                size_b(n),
+                p.gpu,
+                p.arch,
+                p.precision,
+                pct(d, 1),
+                p.basis,
+                name
+            ),
+        });
+    }
+    spec.fit_y(40.0);
+    let (lo, hi) = spec.y_range;
+    spec.y_range = (lo.max(-120.0), hi.min(1000.0));
+    spec
+}
+
+const COMMANDS: [(&str, &str); 3] = [
+    (
+        "Measure (synthetic weights in a real model's shapes; needs an NVIDIA GPU)",
+        "cargo run --release -p measure -- measure --synthetic qwen2-0.5b --precision Q4_K",
+    ),
+    (
+        "Validate the report it wrote",
+        "quantenergy validate energy.json",
+    ),
+    (
+        "No GPU? Estimate from the published curves (never labelled measured)",
+        "quantenergy estimate --gpu \"RTX 4090\" --params-b 7 --precision NF4",
+    ),
+];
+
+#[component]
+pub fn RunTab() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().run;
+    let paste = RwSignal::new(String::new());
+    let refit_ms = RwSignal::new(None::<f64>);
+
+    let points = Memo::new(move |_| {
+        st.entries.with(|es| {
+            es.iter()
+                .filter_map(|e| e.point().map(|p| (p, e.name.clone())))
+                .collect::<Vec<_>>()
+        })
+    });
+    let refitted = Memo::new(move |_| {
+        if !st.include_fit.get() {
+            return None;
+        }
+        let extra = st.extra_anchors();
+        let (classes, ms) = refit(&extra);
+        refit_ms.set(Some(ms));
+        util::publish_metric("refitMs", ms);
+        Some((classes, extra.len()))
+    });
+    let spec = Signal::derive(move || {
+        let pts = points.get();
+        refitted.with(|r| overlay_spec(&pts, r.as_ref().map(|(c, _)| c.as_slice())))
+    });
+
+    let on_drop = move |ev: web_sys::DragEvent| {
+        ev.prevent_default();
+        st.dragging.set(false);
+        if let Some(files) = ev.data_transfer().and_then(|dt| dt.files()) {
+            st.add_files(&files);
+        }
+    };
+    let on_pick = move |ev: web_sys::Event| {
+        let Some(input) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return;
+        };
+        if let Some(files) = input.files() {
+            st.add_files(&files);
+        }
+        input.set_value("");
+    };
+    let on_paste_check = move |_| {
+        let text = paste.get_untracked();
+        let t = text.trim();
+        if t.is_empty() {
+            return;
+        }
+        if t.starts_with('{') || t.starts_with('[') {
+            st.add_text("pasted JSON".into(), Origin::Paste, text);
+        } else {
+            st.add_link(t);
+        }
+        paste.set(String::new());
+    };
+
+    view! {
+        <section class="tab-run">
+            <div class="card">
+                <h2 class="card-title">"1 · Run the meter"</h2>
+                <p class="sub">
+                    "The meter samples GPU-package power through NVML during real decoding and writes an "
+                    <code>"energy.json"</code>
+                    " with the same fields this page reads. Without a GPU it still writes a report, labelled interpolated or extrapolated — never measured."
+                </p>
+                {COMMANDS
+                    .iter()
+                    .map(|(what, cmd)| {
+                        let cmd_s = cmd.to_string();
+                        view! {
+                            <div class="cmd">
+                                <span class="cmd-what">{*what}</span>
+                                <div class="cmd-row">
+                                    <pre class="code"><code>{*cmd}</code></pre>
+                                    <CopyButton text=Signal::derive(move || cmd_s.clone()) label="Copy"/>
+                                </div>
+                            </div>
+                        }
+                    })
+                    .collect_view()}
+            </div>
+
+            <div class="card">
+                <h2 class="card-title">"2 · Check your reports here"</h2>
+                <p class="sub">"Drop one or several energy.json files (upstream ecocompute-energy/1.x reports work too), pick them, or paste JSON or an overlay link. Everything stays in this tab."</p>
+                <div
+                    class="dropzone"
+                    id="dropzone"
+                    class:dragging=move || st.dragging.get()
+                    on:dragover=move |ev: web_sys::DragEvent| {
+                        ev.prevent_default();
+                        st.dragging.set(true);
+                    }
+                    on:dragleave=move |_| st.dragging.set(false)
+                    on:drop=on_drop
+                >
+                    <p class="drop-title">"Drop energy.json files here"</p>
+                    <label class="file-label">
+                        <span>"or choose files"</span>
+                        <input id="file-input" type="file" multiple accept=".json,application/json" on:change=on_pick/>
+                    </label>
+                </div>
+                <label class="paste">
+                    <span>"…or paste a report or an overlay link"</span>
+                    <textarea
+                        id="paste-box"
+                        rows="4"
+                        spellcheck="false"
+                        placeholder="{ \"schema_version\": … }  or  https://…?tab=run&overlay=…"
+                        prop:value=move || paste.get()
+                        on:input=move |ev| paste.set(event_target_value(&ev))
+                    ></textarea>
+                </label>
+                <div class="actions">
+                    <button class="btn primary" id="paste-check" on:click=on_paste_check>"Check pasted text"</button>
+                    <button
+                        class="btn"
+                        id="clear-all"
+                        on:click=move |_| st.entries.set(Vec::new())
+                        disabled=move || st.entries.with(|e| e.is_empty())
+                    >
+                        "Clear all"
+                    </button>
+                </div>
+                <ul class="entries" id="entries">
+                    <For
+                        each=move || st.entries.get()
+                        key=|e| (e.id, format!("{:?}", std::mem::discriminant(&e.state)), matches!(e.state, EntryState::Checking))
+                        children=move |e| view! { <EntryCard e=e/> }
+                    />
+                </ul>
+            </div>
+
+            <div class="card">
+                <h2 class="card-title">"3 · Your points on the fitted curves"</h2>
+                <p class="sub">
+                    "Each valid report is drawn at (size, ΔE recomputed from its energies) on the fitted curve of its architecture and precision, coloured by basis. Grey circles: the published anchors."
+                </p>
+                <div class="chart-controls">
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            id="include-fit"
+                            prop:checked=move || st.include_fit.get()
+                            on:change=move |ev| st.include_fit.set(event_target_checked(&ev))
+                        />
+                        "Include my measured points in the fit"
+                    </label>
+                </div>
+                <Chart spec=spec id="overlay-canvas" label="Your reports drawn on the fitted crossover curves"/>
+                <ul class="legend">
+                    {report::Basis::ALL
+                        .iter()
+                        .map(|b| view! {
+                            <li><span class="glyph" style:color=format!("var({})", basis_col(b.as_str()))>"◆"</span>{b.as_str()}</li>
+                        })
+                        .collect_view()}
+                    <li><span class="glyph" style:color="var(--muted)">"●"</span>"published anchors"</li>
+                    <Show when=move || st.include_fit.get()>
+                        <li><span class="glyph" style:color="var(--fg)">"┅"</span>"refit with your measured points"</li>
+                    </Show>
+                </ul>
+                <Show when=move || refitted.with(|r| r.is_some())>
+                    <CrossoverMoves refitted=Signal::derive(move || refitted.get()) ms=refit_ms/>
+                </Show>
+            </div>
+        </section>
+    }
+}
+
+#[component]
+fn CrossoverMoves(
+    refitted: Signal<Option<(Vec<CurveClass>, usize)>>,
+    ms: RwSignal<Option<f64>>,
+) -> impl IntoView {
+    move || {
+        refitted.get().map(|(classes, added)| {
+            let rows: Vec<_> = classes
+                .iter()
+                .filter(|c| c.points.iter().any(|p| p.origin == "user"))
+                .map(|c| {
+                    let before = find_class(default_classes(), &c.arch, &c.precision);
+                    let fmt = |x: Option<f64>| x.map(|v| size_b((v * 100.0).round() / 100.0)).unwrap_or_else(|| "none".into());
+                    let users = c.points.iter().filter(|p| p.origin == "user").count();
+                    (
+                        c.label(),
+                        before.map(|b| fmt(b.crossover_b)).unwrap_or_else(|| "no curve".into()),
+                        fmt(c.crossover_b),
+                        users,
+                    )
+                })
+                .collect();
+            view! {
+                <div class="moves" id="crossover-moves">
+                    {if added == 0 {
+                        view! { <p class="fine">"None of your points is a measured one yet: interpolated, extrapolated and unavailable points never join a fit."</p> }.into_any()
+                    } else {
+                        view! {
+                            <table class="facts">
+                                <caption>"How the crossover moves with your points"</caption>
+                                <thead><tr><th>"class"</th><th>"published"</th><th>"with yours"</th><th>"your points"</th></tr></thead>
+                                <tbody>
+                                    {rows.into_iter().map(|(l, b, a, n)| view! { <tr><td>{l}</td><td>{b}</td><td>{a}</td><td>{n}</td></tr> }).collect_view()}
+                                </tbody>
+                            </table>
+                        }.into_any()
+                    }}
+                    <p class="fine">{move || ms.get().map(|m| format!("All classes refitted in {m:.1} ms in this browser.")).unwrap_or_default()}</p>
+                </div>
+            }
+        })
+    }
+}
+
+#[component]
+fn EntryCard(e: Entry) -> impl IntoView {
+    let st = expect_context::<crate::AppState>().run;
+    let id = e.id;
+    let remove = move |_| st.entries.update(|es| es.retain(|x| x.id != id));
+    let origin = match e.origin {
+        Origin::File => "file",
+        Origin::Paste => "pasted",
+        Origin::Link => "link",
+    };
+    let point = e.point();
+    let body = match &e.state {
+        EntryState::Checking => view! { <p class="checking">"Checking…"</p> }.into_any(),
+        EntryState::Link(Err(msg)) => view! {
+            <div class="errors" role="alert">
+                <p class="bad">"This overlay link cannot be read, so nothing is drawn."</p>
+                <ul><li><code>"overlay"</code>" "{msg.clone()}</li></ul>
+            </div>
+        }
+        .into_any(),
+        EntryState::Link(Ok(_)) => {
+            view! { <PointSummary p=point.clone() warnings=Vec::new()/> }.into_any()
+        }
+        EntryState::Report(c) => {
+            let c = (**c).clone();
+            let engine = match c.engine.as_str() {
+                "schema" => "checked against the JSON Schema, types and semantics",
+                "typed" => "checked for types and semantics in this tab (the schema checker could not start)",
+                _ => "refused before reading",
+            };
+            if c.is_valid() {
+                let rep = c.report.clone().expect("valid has a report");
+                let md = report::to_markdown(&rep);
+                let warnings = c.warnings.clone();
+                view! {
+                    <PointSummary p=point.clone() warnings=warnings/>
+                    <details class="md">
+                        <summary>"Markdown for a submission"</summary>
+                        <div class="actions"><CopyButton text=Signal::derive({ let md = md.clone(); move || md.clone() }) label="Copy Markdown"/></div>
+                        <pre class="code">{md}</pre>
+                    </details>
+                    <p class="fine">{engine}</p>
+                }
+                .into_any()
+            } else {
+                view! {
+                    <div class="errors" role="alert">
+                        <p class="bad">{format!("{} error{} — not drawn", c.errors.len(), if c.errors.len() == 1 { "" } else { "s" })}</p>
+                        <ul>
+                            {c.errors.iter().map(|i| view! { <li><code>{i.path.clone()}</code>" "{i.message.clone()}</li> }).collect_view()}
+                        </ul>
+                    </div>
+                    {(!c.warnings.is_empty()).then(|| view! {
+                        <ul class="warnings">
+                            {c.warnings.iter().map(|i| view! { <li>"⚠ "<code>{i.path.clone()}</code>" "{i.message.clone()}</li> }).collect_view()}
+                        </ul>
+                    })}
+                    <p class="fine">{engine}</p>
+                }
+                .into_any()
+            }
+        }
+    };
+    let share_link = point.as_ref().map(|p| share::link(&util::base_url(), p));
+    view! {
+        <li class="entry" data-entry-id=id.to_string()>
+            <div class="entry-head">
+                <span class="entry-name">{e.name.clone()}</span>
+                <span class="tag">{origin}</span>
+                <button class="btn small" on:click=remove aria-label=format!("Remove {}", e.name)>"Remove"</button>
+            </div>
+            {body}
+            {share_link.map(|l| {
+                let l2 = l.clone();
+                view! {
+                    <div class="share">
+                        <label>
+                            <span>"Share link for this point"</span>
+                            <input type="text" readonly prop:value=l.clone() class="share-link"/>
+                        </label>
+                        <CopyButton text=Signal::derive(move || l2.clone()) label="Copy link"/>
+                    </div>
+                }
+            })}
+        </li>
+    }
+}
+
+#[component]
+fn PointSummary(p: Option<SharePoint>, warnings: Vec<validate::Finding>) -> impl IntoView {
+    let Some(p) = p else {
+        return view! { <p class="fine">"No point to draw."</p> }.into_any();
+    };
+    let placed = placement(&p);
+    let where_ = match &placed {
+        Some((a, pr, _, _)) => {
+            if find_class(default_classes(), a, pr).is_some() {
+                format!("drawn on the {a} {pr} curve")
+            } else {
+                format!("drawn alone: no published {a} {pr} curve yet")
+            }
+        }
+        None => "not drawn: the report has no usable size or ΔE (params_b / energies)".into(),
+    };
+    let basis = p.basis.clone();
+    view! {
+        <div class="point">
+            <p class="point-line">
+                <strong>{p.model.clone()}</strong>
+                {format!(" · {} · {} · {} · ", p.gpu, p.arch, p.precision)}
+                {p.params_b.map(size_b).unwrap_or_else(|| "size ?".into())}
+                " · ΔE "
+                <strong>{p.vs_fp16_pct.map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</strong>
+                " "
+                <BasisTag basis=basis/>
+            </p>
+            <p class="fine">{where_}</p>
+            {(!warnings.is_empty()).then(|| view! {
+                <ul class="warnings">
+                    {warnings.iter().map(|i| view! { <li>"⚠ "<code>{i.path.clone()}</code>" "{i.message.clone()}</li> }).collect_view()}
+                </ul>
+            })}
+        </div>
+    }
+    .into_any()
+}

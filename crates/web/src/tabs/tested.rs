@@ -1,0 +1,665 @@
+//! Tested models: pick a card and a model; bars of energy per 1M tokens for every measured
+//! precision with Δ vs FP16 and a plain verdict, n chips, a decision brief and a permalink; and the
+//! crossover chart of measured points only (one series per card, precision and session).
+
+use leptos::prelude::*;
+
+use analysis::{Anchor, Dataset};
+
+use super::{prec_col, prec_rank, CopyButton, NChip};
+use crate::chart::{Chart, Line, Mark, Shape, Spec};
+use crate::url::Query;
+use crate::util::{pct, per_million, size_b};
+
+#[derive(Clone, Copy)]
+pub struct TestedState {
+    pub gpu: RwSignal<String>,
+    pub model: RwSignal<String>,
+    /// Show every card's series on the crossover chart, not only the selected card's.
+    pub all_cards: RwSignal<bool>,
+    /// Precisions switched off on the chart.
+    pub hidden: RwSignal<Vec<String>>,
+}
+
+fn ds() -> &'static Dataset {
+    Dataset::embedded()
+}
+
+/// A row the tested views can show: batch 1, with a recomputable delta or an FP16 energy.
+fn usable(a: &Anchor) -> bool {
+    a.batch == 1 && a.energy_mj.is_some()
+}
+
+pub fn gpus() -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for a in ds().anchors.iter().filter(|a| usable(a)) {
+        if !v.contains(&a.gpu) {
+            v.push(a.gpu.clone());
+        }
+    }
+    v
+}
+
+pub fn models(gpu: &str) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = Vec::new();
+    for a in ds().anchors.iter().filter(|a| usable(a) && a.gpu == gpu) {
+        if !v.iter().any(|(m, _)| *m == a.model) {
+            v.push((a.model.clone(), a.params_b));
+        }
+    }
+    v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+fn default_model(gpu: &str) -> String {
+    let ms = models(gpu);
+    ms.iter()
+        .find(|(m, _)| m == "Qwen2-7B")
+        .or_else(|| ms.last())
+        .map(|(m, _)| m.clone())
+        .unwrap_or_default()
+}
+
+impl TestedState {
+    pub fn from_query(q: &Query, active: bool) -> TestedState {
+        let all = gpus();
+        let gpu = q
+            .get("gpu")
+            .filter(|_| active)
+            .and_then(|g| {
+                all.iter()
+                    .find(|x| x.eq_ignore_ascii_case(g.trim()))
+                    .cloned()
+            })
+            .unwrap_or_else(|| "RTX 4090".to_string());
+        let model = q
+            .get("model")
+            .filter(|_| active)
+            .and_then(|m| {
+                models(&gpu)
+                    .into_iter()
+                    .find(|(x, _)| x == m.trim())
+                    .map(|x| x.0)
+            })
+            .unwrap_or_else(|| default_model(&gpu));
+        let hidden = q
+            .get("hide")
+            .filter(|_| active)
+            .map(|h| {
+                h.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        TestedState {
+            gpu: RwSignal::new(gpu),
+            model: RwSignal::new(model),
+            all_cards: RwSignal::new(active && q.get("all") == Some("1")),
+            hidden: RwSignal::new(hidden),
+        }
+    }
+
+    pub fn write_query(&self, q: &mut Query) {
+        q.push("gpu", self.gpu.get());
+        q.push("model", self.model.get());
+        if self.all_cards.get() {
+            q.push("all", "1");
+        }
+        let h = self.hidden.get();
+        if !h.is_empty() {
+            q.push("hide", h.join(","));
+        }
+    }
+}
+
+/// Rows of one session for the selected card and model.
+struct SessionRows {
+    session: String,
+    rows: Vec<&'static Anchor>,
+}
+
+fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
+    let mut out: Vec<SessionRows> = Vec::new();
+    for a in ds()
+        .anchors
+        .iter()
+        .filter(|a| usable(a) && a.gpu == gpu && a.model == model)
+    {
+        match out.iter_mut().find(|s| s.session == a.session) {
+            Some(s) => s.rows.push(a),
+            None => out.push(SessionRows {
+                session: a.session.clone(),
+                rows: vec![a],
+            }),
+        }
+    }
+    // Sessions feeding the default curves first.
+    out.sort_by_key(|s| !s.rows.iter().any(|a| a.default_curve));
+    out
+}
+
+fn verdict(precision: &str, d: f64) -> String {
+    if d.abs() < 0.5 {
+        format!("{precision} ≈ FP16 here")
+    } else if d < 0.0 {
+        format!("{precision} saves {:.0} % here", -d)
+    } else {
+        format!("{precision} costs {:.0} % more here", d)
+    }
+}
+
+fn arch_label(arch: &str) -> String {
+    let mut c = arch.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+/// The decision brief: the verdicts with their evidence, as plain text for a spec or a chat.
+fn brief(gpu: &str, model: &str) -> String {
+    let mut out = String::new();
+    let arch = ds()
+        .anchors
+        .iter()
+        .find(|a| a.gpu == gpu)
+        .map(|a| arch_label(&a.arch))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "Quantization energy check — {model} on {gpu} ({arch})\n"
+    ));
+    for s in sessions(gpu, model) {
+        for a in s.rows.iter().filter(|a| a.precision != "FP16") {
+            if let Some(d) = a.delta_pct() {
+                out.push_str(&format!(
+                    "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
+                    verdict(&a.precision, d),
+                    pct(d, 1),
+                    a.energy_mj.unwrap_or(f64::NAN),
+                    a.fp16_energy_mj.unwrap_or(f64::NAN),
+                    a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+                    a.cv_pct
+                        .map(|c| format!(", CV {c:.1} %"))
+                        .unwrap_or_default(),
+                    s.session
+                ));
+            }
+        }
+    }
+    out.push_str("Scope: GPU-package energy (NVML), single-stream decode, batch 1; card + software stack specific.\n");
+    if let Some(src) = ds()
+        .anchors
+        .iter()
+        .find(|a| a.gpu == gpu && a.model == model)
+        .map(|a| a.source.clone())
+    {
+        out.push_str(&format!("Source: {src}\n"));
+    }
+    out.push_str(&format!("Permalink: {}\n", crate::util::current_url()));
+    out
+}
+
+/// Crossover chart of measured points only.
+pub fn crossover_spec(
+    gpu: &str,
+    model: &str,
+    all_cards: bool,
+    hidden: &[String],
+) -> (Spec, Vec<LegendItem>) {
+    struct Series {
+        gpu: String,
+        precision: String,
+        session: String,
+        rows: Vec<&'static Anchor>,
+    }
+    let mut series: Vec<Series> = Vec::new();
+    for a in ds().anchors.iter().filter(|a| {
+        usable(a)
+            && a.precision != "FP16"
+            && !a.precision.ends_with("F16")
+            && a.delta_pct().is_some()
+            && (all_cards || a.gpu == gpu)
+            && !hidden.contains(&a.precision)
+    }) {
+        match series
+            .iter_mut()
+            .find(|s| s.gpu == a.gpu && s.precision == a.precision && s.session == a.session)
+        {
+            Some(s) => s.rows.push(a),
+            None => series.push(Series {
+                gpu: a.gpu.clone(),
+                precision: a.precision.clone(),
+                session: a.session.clone(),
+                rows: vec![a],
+            }),
+        }
+    }
+    series.sort_by(|a, b| {
+        (a.gpu != gpu)
+            .cmp(&(b.gpu != gpu))
+            .then(a.gpu.cmp(&b.gpu))
+            .then(prec_rank(&a.precision).cmp(&prec_rank(&b.precision)))
+    });
+    // One marker shape per (card, session), so sessions of one card stay apart.
+    let mut shape_keys: Vec<(String, String)> = Vec::new();
+    let mut spec = Spec {
+        x_label: "model size (B parameters, log scale)".into(),
+        y_label: "ΔE vs FP16 (%)".into(),
+        shade: true,
+        ..Spec::default()
+    };
+    let mut legend = Vec::new();
+    let (mut xmin, mut xmax) = (f64::INFINITY, f64::NEG_INFINITY);
+    for s in &series {
+        let key = (s.gpu.clone(), s.session.clone());
+        let si = match shape_keys.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                shape_keys.push(key);
+                shape_keys.len() - 1
+            }
+        };
+        let shape = Shape::ALL[si % Shape::ALL.len()];
+        let col = prec_col(&s.precision);
+        let replicated = s.rows.iter().all(|a| a.replicated());
+        let selected_card = s.gpu == gpu;
+        // Line through the mean at each size (repeats at one size are all drawn as markers).
+        let mut sizes: Vec<f64> = s.rows.iter().map(|a| a.params_b).collect();
+        sizes.sort_by(f64::total_cmp);
+        sizes.dedup();
+        let pts: Vec<(f64, f64)> = sizes
+            .iter()
+            .map(|n| {
+                let ds: Vec<f64> = s
+                    .rows
+                    .iter()
+                    .filter(|a| a.params_b == *n)
+                    .filter_map(|a| a.delta_pct())
+                    .collect();
+                (*n, ds.iter().sum::<f64>() / ds.len() as f64)
+            })
+            .collect();
+        spec.lines.push(Line {
+            col,
+            pts,
+            width: if replicated { 2.25 } else { 1.5 },
+            alpha: match (replicated, selected_card) {
+                (true, true) => 1.0,
+                (false, true) => 0.45,
+                (true, false) => 0.5,
+                (false, false) => 0.25,
+            },
+            dash: false,
+        });
+        for a in &s.rows {
+            let d = a.delta_pct().unwrap_or(0.0);
+            xmin = xmin.min(a.params_b);
+            xmax = xmax.max(a.params_b);
+            spec.marks.push(Mark {
+                x: a.params_b,
+                y: d,
+                col,
+                filled: a.replicated(),
+                shape,
+                r: if selected_card { 5.0 } else { 4.0 },
+                ring: a.gpu == gpu && a.model == model,
+                err: None,
+                tip: format!(
+                    "{} · {}\n{} · {} · session {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
+                    a.model,
+                    size_b(a.params_b),
+                    a.gpu,
+                    a.precision,
+                    a.session,
+                    pct(d, 1),
+                    a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+                    a.cv_pct
+                        .map(|c| format!(" · CV {c:.1} %"))
+                        .unwrap_or_else(|| " · CV not published".into()),
+                    a.source
+                ),
+            });
+        }
+        let n_max = s.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
+        legend.push(LegendItem {
+            col,
+            glyph: shape.glyph(replicated),
+            text: format!("{} · {} · {}", s.gpu, s.precision, s.session),
+            sub: if replicated {
+                format!("n ≥ 2 (up to {n_max})")
+            } else {
+                "n = 1 (single run)".to_string()
+            },
+            faded: !replicated,
+        });
+    }
+    if xmin.is_finite() {
+        spec.x_range = ((xmin / 1.6).max(0.1), (xmax * 1.6).min(200.0));
+    } else {
+        spec.x_range = (0.3, 20.0);
+    }
+    spec.fit_y(30.0);
+    (spec, legend)
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LegendItem {
+    pub col: &'static str,
+    pub glyph: &'static str,
+    pub text: String,
+    pub sub: String,
+    pub faded: bool,
+}
+
+#[component]
+pub fn Legend(#[prop(into)] items: Signal<Vec<LegendItem>>) -> impl IntoView {
+    view! {
+        <ul class="legend">
+            {move || {
+                items
+                    .get()
+                    .into_iter()
+                    .map(|i| {
+                        view! {
+                            <li class:faded=i.faded>
+                                <span class="glyph" style:color=format!("var({})", i.col)>
+                                    {i.glyph}
+                                </span>
+                                <span>{i.text}</span>
+                                <span class="sub">{i.sub}</span>
+                            </li>
+                        }
+                    })
+                    .collect_view()
+            }}
+        </ul>
+    }
+}
+
+#[component]
+pub fn TestedTab() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    let on_gpu = move |ev: web_sys::Event| {
+        let g = event_target_value(&ev);
+        st.model.set(default_model(&g));
+        st.gpu.set(g);
+    };
+    let chart = Memo::new(move |_| {
+        crossover_spec(
+            &st.gpu.get(),
+            &st.model.get(),
+            st.all_cards.get(),
+            &st.hidden.get(),
+        )
+    });
+    let spec = Signal::derive(move || chart.get().0);
+    let legend = Signal::derive(move || chart.get().1);
+    let precisions = Memo::new(move |_| {
+        let g = st.gpu.get();
+        let all = st.all_cards.get();
+        let mut v: Vec<String> = Vec::new();
+        for a in ds().anchors.iter().filter(|a| {
+            usable(a)
+                && a.precision != "FP16"
+                && !a.precision.ends_with("F16")
+                && (all || a.gpu == g)
+        }) {
+            if !v.contains(&a.precision) {
+                v.push(a.precision.clone());
+            }
+        }
+        v.sort_by_key(|p| prec_rank(p));
+        v
+    });
+    let brief_text = Signal::derive(move || brief(&st.gpu.get(), &st.model.get()));
+    let permalink = Signal::derive(move || {
+        // Track the inputs so the copied link is the current one.
+        st.gpu.track();
+        st.model.track();
+        crate::util::current_url()
+    });
+
+    view! {
+        <section class="tab-tested">
+            <div class="pickers">
+                <label>
+                    <span>"GPU card"</span>
+                    <select id="gpu-select" on:change=on_gpu prop:value=move || st.gpu.get()>
+                        {gpus()
+                            .into_iter()
+                            .map(|g| {
+                                let arch = ds()
+                                    .anchors
+                                    .iter()
+                                    .find(|a| a.gpu == g)
+                                    .map(|a| arch_label(&a.arch))
+                                    .unwrap_or_default();
+                                let vram = ds().gpu(&g).map(|x| format!(" · {:.0} GB", x.vram_gb)).unwrap_or_default();
+                                view! { <option value=g.clone()>{format!("{g} · {arch}{vram}")}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>
+                    <span>"Model"</span>
+                    <select
+                        id="model-select"
+                        on:change=move |ev| st.model.set(event_target_value(&ev))
+                        prop:value=move || st.model.get()
+                    >
+                        {move || {
+                            models(&st.gpu.get())
+                                .into_iter()
+                                .map(|(m, n)| {
+                                    view! { <option value=m.clone()>{format!("{m} ({})", size_b(n))}</option> }
+                                })
+                                .collect_view()
+                        }}
+                    </select>
+                </label>
+            </div>
+
+            <div class="card">
+                <h2 class="card-title">"Energy per 1 million generated tokens"</h2>
+                {move || {
+                    let g = st.gpu.get();
+                    let m = st.model.get();
+                    sessions(&g, &m).into_iter().map(|s| view! { <SessionBlock s=s/> }).collect_view()
+                }}
+                <div class="actions">
+                    <CopyButton text=brief_text label="Copy decision brief" id="copy-brief"/>
+                    <CopyButton text=permalink label="Copy permalink" id="copy-permalink"/>
+                </div>
+                <p class="fine">
+                    "Bars are GPU-package energy (NVML) for single-stream decode at batch 1. ΔE is recomputed from the two energies of the same session, never copied from a published percentage. "
+                    "Compare deltas within a session; absolute energies drift between sessions and hosts."
+                </p>
+            </div>
+
+            <div class="card">
+                <h2 class="card-title">"Crossover: measured points only"</h2>
+                <p class="sub">
+                    "Each line is one card, precision and session. Below the dashed zero line quantization saves energy; above it, it costs more. "
+                    "Filled markers on solid lines were repeated (n ≥ 2); hollow markers on faded lines are single runs (n = 1). Ringed: the model picked above."
+                </p>
+                <div class="chart-controls">
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            id="all-cards"
+                            prop:checked=move || st.all_cards.get()
+                            on:change=move |ev| st.all_cards.set(event_target_checked(&ev))
+                        />
+                        "Compare all cards"
+                    </label>
+                    {move || {
+                        precisions
+                            .get()
+                            .into_iter()
+                            .map(|p| {
+                                let p2 = p.clone();
+                                let p3 = p.clone();
+                                view! {
+                                    <label class="check">
+                                        <input
+                                            type="checkbox"
+                                            prop:checked=move || !st.hidden.with(|h| h.contains(&p2))
+                                            on:change=move |ev| {
+                                                let on = event_target_checked(&ev);
+                                                let p = p3.clone();
+                                                st.hidden.update(|h| {
+                                                    h.retain(|x| *x != p);
+                                                    if !on {
+                                                        h.push(p);
+                                                    }
+                                                });
+                                            }
+                                        />
+                                        <span class="swatch" style:background=format!("var({})", prec_col(&p))></span>
+                                        {p.clone()}
+                                    </label>
+                                }
+                            })
+                            .collect_view()
+                    }}
+                </div>
+                <Chart spec=spec id="crossover-canvas" label="Crossover chart: measured energy change versus FP16 by model size, for the selected card"/>
+                <Legend items=legend/>
+                <p class="fine">
+                    "Hover or focus the chart (arrow keys step through points) for model, card, n, CV and source. "
+                    "For a fitted curve with its uncertainty, use " <a href="?tab=model">"Your model"</a> "."
+                </p>
+            </div>
+        </section>
+    }
+}
+
+#[component]
+fn SessionBlock(s: SessionRows) -> impl IntoView {
+    let mut rows: Vec<&Anchor> = s.rows.clone();
+    rows.sort_by_key(|a| prec_rank(&a.precision));
+    let fp16_row = rows.iter().find(|a| a.precision == "FP16").copied();
+    let paired = rows.iter().find_map(|a| a.fp16_energy_mj);
+    let baseline = fp16_row.and_then(|a| a.energy_mj).or(paired);
+    let max_e = rows
+        .iter()
+        .filter_map(|a| a.energy_mj)
+        .chain(baseline)
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let first = rows.first().copied();
+    let accounting = first
+        .map(|a| a.power_accounting.clone())
+        .unwrap_or_default();
+    let stack = first.map(|a| a.stack.clone()).unwrap_or_default();
+    let source = first.map(|a| a.source.clone()).unwrap_or_default();
+
+    struct Bar {
+        label: String,
+        col: &'static str,
+        e: f64,
+        delta: Option<f64>,
+        n: Option<u32>,
+        cv: Option<f64>,
+        baseline: bool,
+    }
+    let mut bars: Vec<Bar> = Vec::new();
+    if let Some(b) = baseline {
+        bars.push(Bar {
+            label: if fp16_row.is_some() {
+                "FP16".into()
+            } else {
+                "FP16 (paired)".into()
+            },
+            col: "--c-fp16",
+            e: b,
+            delta: None,
+            n: fp16_row.and_then(|a| a.n).or(first.and_then(|a| a.n)),
+            cv: fp16_row.and_then(|a| a.cv_pct),
+            baseline: true,
+        });
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for a in rows.iter().filter(|a| a.precision != "FP16") {
+        let Some(e) = a.energy_mj else { continue };
+        let repeat = seen.iter().filter(|p| **p == a.precision).count();
+        seen.push(a.precision.clone());
+        bars.push(Bar {
+            label: if repeat > 0 {
+                format!("{} (run {})", a.precision, repeat + 1)
+            } else {
+                a.precision.clone()
+            },
+            col: prec_col(&a.precision),
+            e,
+            delta: a.delta_pct(),
+            n: a.n,
+            cv: a.cv_pct,
+            baseline: false,
+        });
+    }
+    let verdicts: Vec<(String, f64)> = bars
+        .iter()
+        .filter(|b| !b.baseline && !b.label.contains("(run"))
+        .filter_map(|b| b.delta.map(|d| (verdict(&b.label, d), d)))
+        .collect();
+
+    view! {
+        <div class="session">
+            <div class="session-head">
+                <span class="session-name">"Session " {s.session.clone()}</span>
+                {(accounting == "idle-subtracted").then(|| view! {
+                    <span class="tag warn" title="Idle power was subtracted in this session: do not compare its energies with gross sessions">
+                        "idle-subtracted"
+                    </span>
+                })}
+                <span class="tag basis basis-measured"><span class="dot" aria-hidden="true"></span>"measured"</span>
+            </div>
+            <div class="bars" role="list">
+                {bars
+                    .into_iter()
+                    .map(|b| {
+                        let (main, kwh) = per_million(b.e);
+                        let w = format!("{:.1}%", b.e / max_e * 100.0);
+                        let delta_txt = match (b.baseline, b.delta) {
+                            (true, _) => "baseline".to_string(),
+                            (false, Some(d)) => pct(d, 1),
+                            (false, None) => "—".into(),
+                        };
+                        let cls = match b.delta {
+                            Some(d) if d < -0.5 => "delta good",
+                            Some(d) if d > 0.5 => "delta bad",
+                            _ => "delta",
+                        };
+                        view! {
+                            <div class="bar-row" role="listitem">
+                                <span class="bar-label" style:color=format!("var({})", b.col)>{b.label.clone()}</span>
+                                <span class="bar-track">
+                                    <span class="bar-fill" style:width=w style:background=format!("var({})", b.col)></span>
+                                </span>
+                                <span class="bar-value">
+                                    <strong>{main}</strong>
+                                    <span class="sub">{kwh}</span>
+                                </span>
+                                <span class=cls>{delta_txt}</span>
+                                <NChip n=b.n cv=b.cv/>
+                            </div>
+                        }
+                    })
+                    .collect_view()}
+            </div>
+            <div class="verdicts">
+                {verdicts
+                    .into_iter()
+                    .map(|(v, d)| {
+                        let cls = if d < -0.5 { "verdict good" } else if d > 0.5 { "verdict bad" } else { "verdict" };
+                        let arrow = if d < -0.5 { "↓ " } else if d > 0.5 { "↑ " } else { "≈ " };
+                        view! { <p class=cls>{arrow}{v}</p> }
+                    })
+                    .collect_view()}
+            </div>
+            <p class="fine">"Stack: " {stack} " · Source: " {source}</p>
+        </div>
+    }
+}

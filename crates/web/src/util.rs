@@ -1,0 +1,125 @@
+//! Small browser helpers: number formatting, clipboard, downloads, timing. No formulas live here:
+//! every figure shown comes from `analysis` or `report`.
+
+use wasm_bindgen::{JsCast, JsValue};
+
+/// A signed percentage with a typographic minus: `+11.7 %`, `−28.5 %`.
+pub fn pct(x: f64, dp: usize) -> String {
+    let s = format!("{:.*}", dp, x.abs());
+    if s.chars().all(|c| c == '0' || c == '.') {
+        return format!("{s} %");
+    }
+    if x < 0.0 {
+        format!("−{s} %")
+    } else {
+        format!("+{s} %")
+    }
+}
+
+/// A plain number with a typographic minus.
+pub fn num(x: f64, dp: usize) -> String {
+    let s = format!("{:.*}", dp, x);
+    s.replacen('-', "−", 1)
+}
+
+/// Energy per generated token (mJ) as energy per one million tokens: `3.38 MJ (0.94 kWh)`.
+/// 1 mJ/token × 10⁶ tokens = 1 kJ.
+pub fn per_million(mj_per_token: f64) -> (String, String) {
+    let kj = mj_per_token; // kJ per 1M tokens
+    let main = if kj >= 1000.0 {
+        format!("{:.2} MJ", kj / 1000.0)
+    } else {
+        format!("{kj:.0} kJ")
+    };
+    let kwh = kj / 3600.0;
+    (main, format!("{kwh:.2} kWh"))
+}
+
+/// Model size: `0.5 B`, `7 B`, `1.1 B`.
+pub fn size_b(n: f64) -> String {
+    if (n - n.round()).abs() < 1e-9 {
+        format!("{n:.0} B")
+    } else if n < 1.0 {
+        format!("{n:.2} B").replace(".50 B", ".5 B")
+    } else {
+        let s = format!("{n:.2}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        format!("{s} B")
+    }
+}
+
+pub fn window() -> web_sys::Window {
+    web_sys::window().expect("a browser window")
+}
+
+/// Milliseconds since page start (`performance.now()`).
+pub fn now_ms() -> f64 {
+    window().performance().map(|p| p.now()).unwrap_or(0.0)
+}
+
+/// Copy text to the clipboard; resolves to whether it worked.
+pub async fn copy_text(text: String) -> bool {
+    let clip = window().navigator().clipboard();
+    wasm_bindgen_futures::JsFuture::from(clip.write_text(&text))
+        .await
+        .is_ok()
+}
+
+/// Offer `content` as a file download (a `blob:` URL clicked programmatically, then revoked).
+pub fn download(name: &str, mime: &str, content: &str) -> Result<(), JsValue> {
+    let parts = js_sys::Array::of1(&JsValue::from_str(content));
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)?;
+    let doc = window().document().ok_or("no document")?;
+    let a: web_sys::HtmlAnchorElement = doc.create_element("a")?.dyn_into()?;
+    a.set_href(&url);
+    a.set_download(name);
+    a.click();
+    web_sys::Url::revoke_object_url(&url)?;
+    Ok(())
+}
+
+/// The page URL without query and fragment (works under a sub-path such as `/quantenergy/`).
+pub fn base_url() -> String {
+    let loc = window().location();
+    let origin = loc.origin().unwrap_or_default();
+    let path = loc.pathname().unwrap_or_else(|_| "/".into());
+    format!("{origin}{path}")
+}
+
+/// The full current URL (the permalink of what is on screen).
+pub fn current_url() -> String {
+    window().location().href().unwrap_or_default()
+}
+
+/// Publish a number for the end-to-end tests and the performance notes (`window.qe.<key>`).
+pub fn publish_metric(key: &str, value: f64) {
+    let w = window();
+    let qe = js_sys::Reflect::get(&w, &"qe".into())
+        .ok()
+        .filter(|v| v.is_object())
+        .unwrap_or_else(|| {
+            let o: JsValue = js_sys::Object::new().into();
+            let _ = js_sys::Reflect::set(&w, &"qe".into(), &o);
+            o
+        });
+    let _ = js_sys::Reflect::set(&qe, &key.into(), &value.into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(pct(11.66, 1), "+11.7 %");
+        assert_eq!(pct(-28.46, 0), "−28 %");
+        assert_eq!(pct(0.0, 1), "0.0 %");
+        assert_eq!(size_b(7.0), "7 B");
+        assert_eq!(size_b(1.1), "1.1 B");
+        assert_eq!(size_b(0.5), "0.5 B");
+        assert_eq!(per_million(3382.6).0, "3.38 MJ");
+    }
+}

@@ -1,0 +1,254 @@
+//! Component tests in headless Chromium (wasm-bindgen-test): mount the app at a URL, change an
+//! input, read the DOM. `leptos::task::tick().await` lets effects run before reading.
+
+#![cfg(target_arch = "wasm32")]
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_test::wasm_bindgen_test as test;
+use wasm_bindgen_test::wasm_bindgen_test_configure;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const ILLUSTRATIVE: &str =
+    include_str!("../../../data/examples/upstream-measured-illustrative.json");
+const NO_GPU: &str = include_str!("../../../data/examples/upstream-no-gpu.json");
+
+fn doc() -> web_sys::Document {
+    web_sys::window().unwrap().document().unwrap()
+}
+
+struct Mounted {
+    root: web_sys::HtmlElement,
+    _handle: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        self.root.remove();
+    }
+}
+
+/// Mount the app with `search` as the page's query string.
+fn mount(search: &str) -> Mounted {
+    web::validate::force_main_thread();
+    let w = web_sys::window().unwrap();
+    let path = w.location().pathname().unwrap();
+    w.history()
+        .unwrap()
+        .replace_state_with_url(
+            &wasm_bindgen::JsValue::NULL,
+            "",
+            Some(&format!("{path}{search}")),
+        )
+        .unwrap();
+    let root: web_sys::HtmlElement = doc().create_element("div").unwrap().unchecked_into();
+    root.style().set_property("width", "900px").unwrap();
+    doc().body().unwrap().append_child(&root).unwrap();
+    let handle = leptos::mount::mount_to(root.clone(), || web::App().into_any());
+    Mounted {
+        root,
+        _handle: handle,
+    }
+}
+
+async fn sleep(ms: i32) {
+    let p = js_sys::Promise::new(&mut |resolve, _| {
+        web_sys::window()
+            .unwrap()
+            .set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms)
+            .unwrap();
+    });
+    wasm_bindgen_futures::JsFuture::from(p).await.unwrap();
+}
+
+/// Let effects and spawned tasks run.
+async fn settle() {
+    for _ in 0..3 {
+        leptos::task::tick().await;
+        sleep(10).await;
+    }
+}
+
+fn q(root: &web_sys::HtmlElement, sel: &str) -> web_sys::Element {
+    root.query_selector(sel)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no element matches {sel}"))
+}
+
+fn text(root: &web_sys::HtmlElement) -> String {
+    root.text_content().unwrap_or_default()
+}
+
+fn set_and_fire(el: &web_sys::Element, value: &str, event: &str) {
+    if let Some(s) = el.dyn_ref::<web_sys::HtmlSelectElement>() {
+        s.set_value(value);
+    } else if let Some(i) = el.dyn_ref::<web_sys::HtmlInputElement>() {
+        i.set_value(value);
+    } else if let Some(t) = el.dyn_ref::<web_sys::HtmlTextAreaElement>() {
+        t.set_value(value);
+    }
+    el.dispatch_event(&web_sys::Event::new(event).unwrap())
+        .unwrap();
+}
+
+#[test]
+async fn tested_tab_shows_bars_verdicts_and_follows_the_model_picker() {
+    let m = mount("?tab=tested&gpu=RTX%204090&model=Qwen2-7B");
+    settle().await;
+    let t = text(&m.root);
+    assert!(t.contains("Energy per 1 million generated tokens"), "{t}");
+    // July 2026: NF4 3911.8 vs FP16 5467.9 mJ/token → −28.5 %.
+    assert!(t.contains("NF4 saves 28 % here"), "{t}");
+    assert!(t.contains("n = 1"));
+    set_and_fire(&q(&m.root, "#model-select"), "Qwen2-0.5B", "change");
+    settle().await;
+    let t = text(&m.root);
+    assert!(t.contains("NF4 costs 36 % more here"), "{t}");
+    assert!(web_sys::window()
+        .unwrap()
+        .location()
+        .search()
+        .unwrap()
+        .contains("model=Qwen2-0.5B"));
+    let canvas = q(&m.root, "#crossover-canvas");
+    assert_eq!(canvas.get_attribute("data-painted").as_deref(), Some("1"));
+}
+
+#[test]
+async fn model_tab_estimates_and_reacts_to_size() {
+    let m = mount("?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048");
+    settle().await;
+    let verdict = q(&m.root, "#model-verdict").text_content().unwrap();
+    assert!(verdict.contains("saves"), "{verdict}");
+    let t = text(&m.root);
+    assert!(
+        t.contains("interpolated") || t.contains("extrapolated"),
+        "{t}"
+    );
+    assert!(t.contains("Leave-one-out MAE"));
+    set_and_fire(&q(&m.root, "#params-input"), "0.5", "change");
+    settle().await;
+    let verdict = q(&m.root, "#model-verdict").text_content().unwrap();
+    assert!(verdict.contains("costs"), "{verdict}");
+    // The report JSON is schema-shaped and never says measured.
+    let json = q(&m.root, "#report-json").text_content().unwrap();
+    let v = report::validate_str(&json);
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    assert_ne!(v.report.unwrap().results.basis, report::Basis::Measured);
+}
+
+#[test]
+async fn run_tab_stacks_pasted_reports_and_lists_their_basis() {
+    let m = mount("?tab=run");
+    settle().await;
+    for text in [ILLUSTRATIVE, NO_GPU] {
+        set_and_fire(&q(&m.root, "#paste-box"), text, "input");
+        settle().await;
+        q(&m.root, "#paste-check")
+            .unchecked_into::<web_sys::HtmlElement>()
+            .click();
+        settle().await;
+    }
+    settle().await;
+    let entries = m.root.query_selector_all("#entries > li").unwrap();
+    assert_eq!(entries.length(), 2);
+    let t = text(&m.root);
+    assert!(t.contains("measured") && t.contains("interpolated"), "{t}");
+    assert!(t.contains("drawn on the blackwell NF4 curve"), "{t}");
+    // The illustrative report's stated 11.3 % disagrees with its energies: warned next to it.
+    assert!(t.contains("⚠"), "{t}");
+    let canvas = q(&m.root, "#overlay-canvas");
+    // 4 blackwell anchors + 2 points.
+    assert_eq!(canvas.get_attribute("data-marks").as_deref(), Some("6"));
+    // Include in the fit: the illustrative report is the one measured point.
+    set_and_fire(&q(&m.root, "#include-fit"), "", "change");
+    let cb = q(&m.root, "#include-fit").unchecked_into::<web_sys::HtmlInputElement>();
+    cb.set_checked(true);
+    cb.dispatch_event(&web_sys::Event::new("change").unwrap())
+        .unwrap();
+    settle().await;
+    assert!(
+        text(&m.root).contains("How the crossover moves"),
+        "{}",
+        text(&m.root)
+    );
+    q(&m.root, "#clear-all")
+        .unchecked_into::<web_sys::HtmlElement>()
+        .click();
+    settle().await;
+    assert_eq!(
+        m.root.query_selector_all("#entries > li").unwrap().length(),
+        0
+    );
+}
+
+#[test]
+async fn malformed_report_names_the_field() {
+    let m = mount("?tab=run");
+    settle().await;
+    let bad = NO_GPU.replace("\"basis\": \"interpolated\"", "\"basis\": \"guessed\"");
+    set_and_fire(&q(&m.root, "#paste-box"), &bad, "input");
+    q(&m.root, "#paste-check")
+        .unchecked_into::<web_sys::HtmlElement>()
+        .click();
+    settle().await;
+    let t = text(&m.root);
+    assert!(t.contains("$.results.basis"), "{t}");
+    assert!(t.contains("not drawn"), "{t}");
+}
+
+#[test]
+async fn overlay_links_draw_and_hostile_text_stays_text() {
+    let p = report::share::SharePoint {
+        model: "<img src=x onerror=alert(1)><script>alert(2)</script>".into(),
+        params_b: Some(1.1),
+        arch: "ada".into(),
+        precision: "NF4".into(),
+        vs_fp16_pct: Some(12.5),
+        basis: "measured".into(),
+        gpu: "RTX 4090".into(),
+        source: None,
+    };
+    let payload = report::share::encode(&p);
+    let m = mount(&format!("?tab=run&overlay={payload}"));
+    settle().await;
+    let t = text(&m.root);
+    assert!(t.contains("<img src=x onerror=alert(1)>"), "{t}");
+    assert!(m.root.query_selector("img").unwrap().is_none());
+    assert!(m.root.query_selector("script").unwrap().is_none());
+    assert!(t.contains("drawn on the ada NF4 curve"), "{t}");
+    // A malformed payload shows a message, not a blank page.
+    drop(m);
+    let m = mount("?tab=run&overlay=%%%not-base64");
+    settle().await;
+    let t = text(&m.root);
+    assert!(t.contains("cannot be read"), "{t}");
+    assert!(t.contains("Run it yourself"));
+}
+
+#[test]
+async fn unknown_tab_falls_back_with_a_notice() {
+    let m = mount("?tab=nonsense");
+    settle().await;
+    let t = text(&m.root);
+    assert!(t.contains("does not have"), "{t}");
+    assert!(t.contains("Energy per 1 million generated tokens"));
+}
+
+#[test]
+async fn data_tab_offers_downloads_and_method() {
+    let m = mount("?tab=data");
+    settle().await;
+    let t = text(&m.root);
+    assert!(
+        t.contains("Download CSV") && t.contains("How we measure"),
+        "{t}"
+    );
+    assert!(t.contains("GPU package"));
+    let rows = m
+        .root
+        .query_selector_all("#classes-table tbody tr")
+        .unwrap();
+    assert_eq!(rows.length() as usize, analysis::default_classes().len());
+}

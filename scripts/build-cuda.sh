@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build `quantenergy` with the `cuda` feature on a machine WITHOUT a GPU (DESIGN.md §6b):
+#  - CUDA 13.0 toolkit pieces from PyPI wheels (nvcc, nvvm, runtime, crt, cccl, nvrtc, cublas, curand),
+#    downloaded once into ~/.cache/quantenergy and unpacked (no GitHub, no NVIDIA installer);
+#  - a stub libcuda.so.1 to link against (the real one comes with the driver on the GPU machine);
+#  - CUDA_COMPUTE_CAP=90 (Hopper). Output: target/cuda/release/quantenergy and a zstd copy under
+#    .ship/ (ignored by git) small enough to carry to the GPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE=${QE_CUDA_CACHE:-$HOME/.cache/quantenergy}
+WHEELS=$CACHE/cuda-wheels
+CU=$CACHE/cuda13/nvidia/cu13
+PKGS="nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88
+nvidia-cuda-cccl==13.0.85 nvidia-cuda-nvrtc==13.0.88 nvidia-cublas==13.0.2.14 nvidia-curand==10.4.0.35"
+if [ ! -x "$CU/bin/nvcc" ]; then
+  mkdir -p "$WHEELS" "$CACHE/cuda13"
+  python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$WHEELS" $PKGS
+  for w in "$WHEELS"/*.whl; do unzip -q -o "$w" 'nvidia/*' -d "$CACHE/cuda13"; done
+fi
+# In CUDA 13 cicc and libdevice live in the nvvm wheel: put them where nvcc looks.
+[ -e "$CU/nvvm/bin/cicc" ] || { echo "nvvm missing under $CU/nvvm" >&2; exit 1; }
+LINK=$CACHE/link
+mkdir -p "$LINK"
+for l in cublas cublasLt nvrtc cudart curand; do
+  f=$(ls "$CU"/lib/lib$l.so.* | head -1); ln -sf "$f" "$LINK/lib$l.so"
+done
+if [ ! -e "$LINK/libcuda.so" ]; then
+  src=$(ls -d "$HOME"/.cargo/registry/src/*/cudarc-0.19.10 | head -1)
+  grep -ohE "fn cu[A-Za-z0-9_]+\(" "$src/src/driver/sys/mod.rs" | sed 's/fn //; s/($//' | sort -u \
+    | awk '{print "void " $1 "(void) {}"}' > "$LINK/stub.c"
+  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$LINK/libcuda.so" "$LINK/stub.c"
+fi
+export CUDA_HOME=$CU CUDA_ROOT=$CU CUDA_PATH=$CU NVCC=$CU/bin/nvcc PATH=$CU/bin:$PATH CUDA_COMPUTE_CAP=90
+export LIBRARY_PATH=$LINK:$CU/lib:${LIBRARY_PATH:-}
+export RUSTFLAGS="-L native=$LINK -L native=$CU/lib"
+nvcc --version | tail -2
+cargo build --release -p measure --features cuda --target-dir target/cuda --bin quantenergy
+mkdir -p .ship
+strip -o .ship/quantenergy target/cuda/release/quantenergy
+zstd -q -f -19 -T2 .ship/quantenergy -o .ship/quantenergy.zst
+rm .ship/quantenergy
+ls -la .ship/
