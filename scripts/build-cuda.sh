@@ -3,7 +3,7 @@
 #  - CUDA 13.0 toolkit pieces from PyPI wheels (nvcc, nvvm, runtime, crt, cccl, nvrtc, cublas, curand),
 #    downloaded once into ~/.cache/quantenergy and unpacked (no GitHub, no NVIDIA installer);
 #  - a stub libcuda.so.1 to link against (the real one comes with the driver on the GPU machine);
-#  - CUDA_COMPUTE_CAP=90 (Hopper). Output: target/cuda/release/quantenergy and a zstd copy under
+#  - CUDA_COMPUTE_CAP=90 (Hopper). Output: target/cuda/release/quantenergy and a gzip copy under
 #    .ship/ (ignored by git) small enough to carry to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +39,6 @@ nvcc --version | tail -2
 cargo build --release -p measure --features cuda --target-dir target/cuda --bin quantenergy
 mkdir -p .ship
 strip -o .ship/quantenergy target/cuda/release/quantenergy
-zstd -q -f -19 -T2 .ship/quantenergy -o .ship/quantenergy.zst
-rm .ship/quantenergy
+# gzip, not zstd: the GPU machine has gunzip but no zstd.
+gzip -f -9 .ship/quantenergy
 ls -la .ship/

@@ -54,22 +54,52 @@ impl CurveClass {
     }
 }
 
+/// The points of one (architecture, precision) class before fitting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointGroup {
+    pub arch: String,
+    pub precision: String,
+    pub points: Vec<ClassPoint>,
+    pub stacks: Vec<String>,
+}
+
+impl PointGroup {
+    fn new(arch: String, precision: String) -> Self {
+        PointGroup {
+            arch,
+            precision,
+            points: Vec::new(),
+            stacks: Vec::new(),
+        }
+    }
+}
+
+fn group_mut<'a>(
+    groups: &'a mut Vec<PointGroup>,
+    arch: &str,
+    precision: &str,
+) -> &'a mut PointGroup {
+    match groups
+        .iter()
+        .position(|g| g.arch == arch && g.precision == precision)
+    {
+        Some(i) => &mut groups[i],
+        None => {
+            groups.push(PointGroup::new(arch.to_string(), precision.to_string()));
+            groups.last_mut().expect("just pushed")
+        }
+    }
+}
+
 /// Points of the default curves, grouped by (arch, precision), in first-seen order.
-pub fn default_points(ds: &Dataset) -> Vec<((String, String), Vec<ClassPoint>, Vec<String>)> {
-    let mut groups: Vec<((String, String), Vec<ClassPoint>, Vec<String>)> = Vec::new();
+pub fn default_points(ds: &Dataset) -> Vec<PointGroup> {
+    let mut groups: Vec<PointGroup> = Vec::new();
     for a in ds.anchors.iter().filter(|a| a.default_curve) {
         let Some(point) = anchor_point(a) else {
             continue;
         };
-        let key = (a.arch.clone(), a.precision.clone());
-        let idx = match groups.iter().position(|(k, _, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                groups.push((key, Vec::new(), Vec::new()));
-                groups.len() - 1
-            }
-        };
-        groups[idx].1.push(ClassPoint {
+        let g = group_mut(&mut groups, &a.arch, &a.precision);
+        g.points.push(ClassPoint {
             point,
             gpu: a.gpu.clone(),
             model: a.model.clone(),
@@ -78,8 +108,8 @@ pub fn default_points(ds: &Dataset) -> Vec<((String, String), Vec<ClassPoint>, V
             source: a.source.clone(),
             origin: "dataset",
         });
-        if !groups[idx].2.contains(&a.stack) {
-            groups[idx].2.push(a.stack.clone());
+        if !g.stacks.contains(&a.stack) {
+            g.stacks.push(a.stack.clone());
         }
     }
     groups
@@ -97,37 +127,36 @@ fn anchor_point(a: &Anchor) -> Option<Point> {
 pub fn fit_classes(ds: &Dataset, extra: &[(String, String, ClassPoint)]) -> Vec<CurveClass> {
     let mut groups = default_points(ds);
     for (arch, precision, cp) in extra {
-        let key = (arch.to_ascii_lowercase(), precision.clone());
-        match groups.iter_mut().find(|(k, _, _)| *k == key) {
-            Some(g) => g.1.push(cp.clone()),
-            None => groups.push((key, vec![cp.clone()], vec!["user-supplied".into()])),
+        let g = group_mut(&mut groups, &arch.to_ascii_lowercase(), precision);
+        if g.points.is_empty() {
+            g.stacks.push("user-supplied".into());
+        }
+        g.points.push(cp.clone());
+    }
+    groups.into_iter().filter_map(fit_group).collect()
+}
+
+fn fit_group(g: PointGroup) -> Option<CurveClass> {
+    let cap = s_cap(&g.precision);
+    let pts: Vec<Point> = g.points.iter().map(|p| p.point).collect();
+    let fit = fit_curve(&pts, cap).ok()?;
+    let mut gpus: Vec<String> = Vec::new();
+    for p in &g.points {
+        if !gpus.contains(&p.gpu) {
+            gpus.push(p.gpu.clone());
         }
     }
-    groups
-        .into_iter()
-        .filter_map(|((arch, precision), points, stacks)| {
-            let cap = s_cap(&precision);
-            let pts: Vec<Point> = points.iter().map(|p| p.point).collect();
-            let fit = fit_curve(&pts, cap).ok()?;
-            let mut gpus: Vec<String> = Vec::new();
-            for p in &points {
-                if !gpus.contains(&p.gpu) {
-                    gpus.push(p.gpu.clone());
-                }
-            }
-            Some(CurveClass {
-                crossover_b: fit.crossover_b(),
-                loo_mae: loo_mae(&pts, cap),
-                arch,
-                precision,
-                fit,
-                s_cap: cap,
-                points,
-                gpus,
-                stacks,
-            })
-        })
-        .collect()
+    Some(CurveClass {
+        crossover_b: fit.crossover_b(),
+        loo_mae: loo_mae(&pts, cap),
+        arch: g.arch,
+        precision: g.precision,
+        fit,
+        s_cap: cap,
+        points: g.points,
+        gpus,
+        stacks: g.stacks,
+    })
 }
 
 /// The default classes of the embedded dataset (fitted once per process).

@@ -256,10 +256,8 @@ impl Decoder for CandleDecoder {
             }
             last.expect("prompt_len ≥ 1")
         };
-        let mut pos = prompt_len;
-        for _ in 1..new_tokens {
+        for pos in prompt_len..prompt_len + new_tokens - 1 {
             next = self.forward(&next.to_dtype(DType::U32)?, pos, &mut cache)?;
-            pos += 1;
         }
         // Keep the last token alive until here so the work cannot be elided.
         drop(next);
@@ -468,7 +466,7 @@ fn gguf_name(hf: &str) -> String {
 /// block size, else Q8_0 (block 32), as llama.cpp falls back per tensor. Returned with a note.
 fn format_for(q: GgmlDType, dims: &[usize]) -> GgmlDType {
     let input = *dims.last().unwrap_or(&0);
-    if input % q.block_size() == 0 {
+    if input.is_multiple_of(q.block_size()) {
         q
     } else {
         GgmlDType::Q8_0

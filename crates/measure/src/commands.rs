@@ -182,8 +182,8 @@ pub fn crossover(arch: Option<&str>, precision: Option<&str>, json: bool) -> Res
         return Ok(());
     }
     println!(
-        "{:<16} {:>9} {:>9} {:>8} {:>7} {:>10} {:>8} {:>4}  {}",
-        "class", "A", "S", "N*", "resid", "crossover", "LOO MAE", "n", "notes"
+        "{:<16} {:>9} {:>9} {:>8} {:>7} {:>10} {:>8} {:>4}  notes",
+        "class", "A", "S", "N*", "resid", "crossover", "LOO MAE", "n"
     );
     for c in classes {
         let mut notes = Vec::new();
@@ -560,6 +560,65 @@ pub fn optimize(a: &OptimizeArgs) -> Result<()> {
     );
     for n in &r.notes {
         println!("  note: {n}");
+    }
+    Ok(())
+}
+
+pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str) -> Result<()> {
+    let rows = measure::sweep::aggregate_anchors(dir)?;
+    if rows.is_empty() {
+        bail!("{}: no measured reports with a baseline arm", dir.display());
+    }
+    let q = |s: &str| {
+        if s.contains(',') || s.contains('"') {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    for r in rows {
+        let fp16 = r.precision == "FP16";
+        let delta = (r.energy_mj - r.fp16_mj) / r.fp16_mj * 100.0;
+        let cv = if r.cv_pct.is_finite() {
+            format!("{:.2}", r.cv_pct)
+        } else {
+            String::new()
+        };
+        let note = if fp16 {
+            "FP16 baseline (dE = 0 by definition); used for absolute energy".to_string()
+        } else {
+            let mut n = format!("H200 candle campaign, n = {} independent runs", r.n);
+            if r.cv_pct.is_finite() && r.cv_pct >= 2.0 {
+                n.push_str(&format!("; CV {:.1} % is above the 2 % target", r.cv_pct));
+            }
+            if let Some(x) = r.counter_over_trace {
+                if (x - 1.0).abs() > 0.02 {
+                    n.push_str(&format!("; counter/trace {x:.3} differs by more than 2 %"));
+                }
+            }
+            n
+        };
+        println!(
+            "{},{},{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.1},{},{},gross,{},{},{},{},{}",
+            q(&r.gpu),
+            r.arch,
+            q(&r.model),
+            r.params_b,
+            r.precision,
+            r.batch,
+            r.energy_mj,
+            r.fp16_mj,
+            if fp16 { 0.0 } else { delta },
+            r.tok_s,
+            r.power_w,
+            r.n,
+            cv,
+            q(stack),
+            q(session),
+            q(source),
+            if fp16 { 0 } else { 1 },
+            q(&note)
+        );
     }
     Ok(())
 }

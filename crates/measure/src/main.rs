@@ -47,6 +47,9 @@ enum Command {
     /// Run a sweep plan (TOML): every repeat in its own process, resumable, aggregate CSV.
     Sweep {
         plan: std::path::PathBuf,
+        /// Write reports here instead of the plan's `out`.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
         /// Run at most this many pending jobs, then stop (rerun to resume).
         #[arg(long)]
         limit: Option<usize>,
@@ -56,6 +59,22 @@ enum Command {
         /// List the pending jobs only.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Aggregate a directory of measured reports into data/anchors.csv rows (mean, n, CV).
+    Aggregate {
+        dir: std::path::PathBuf,
+        #[arg(long)]
+        session: String,
+        #[arg(
+            long,
+            default_value = "candle 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"
+        )]
+        stack: String,
+        #[arg(
+            long,
+            default_value = "quantenergy data/measurements (this repository)"
+        )]
+        source: String,
     },
     /// Print what NVML sees: name, architecture, counter support, power fields, update periods.
     Probe {
@@ -104,12 +123,14 @@ fn main() -> ExitCode {
         Command::Measure(args) => commands::measure(&args),
         Command::Sweep {
             plan,
+            out,
             limit,
             time_budget_s,
             dry_run,
         } => measure::sweep::run_sweep(
             &plan,
             &measure::sweep::SweepOptions {
+                out,
                 limit,
                 time_budget_s,
                 dry_run,
@@ -117,6 +138,12 @@ fn main() -> ExitCode {
         )
         .map(|_| ExitCode::SUCCESS),
         Command::Probe { device } => commands::probe(device),
+        Command::Aggregate {
+            dir,
+            session,
+            stack,
+            source,
+        } => commands::aggregate(&dir, &session, &stack, &source).map(|_| ExitCode::SUCCESS),
         Command::Optimize(args) => commands::optimize(&args).map(|_| ExitCode::SUCCESS),
         Command::Share {
             file,

@@ -121,7 +121,7 @@ fn lost(s: &FakeState) -> Result<(), MeterError> {
 fn read_power(s: &mut FakeState) -> Result<f64, MeterError> {
     lost(s)?;
     s.power_reads += 1;
-    if s.fail_power_every > 0 && s.power_reads % s.fail_power_every == 0 {
+    if s.fail_power_every > 0 && s.power_reads.is_multiple_of(s.fail_power_every) {
         return Err(MeterError::Read("scripted power read failure".into()));
     }
     Ok((s.power)(s.now_s))

@@ -114,80 +114,95 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
     Ok(plan)
 }
 
+/// The plan's processes, breadth first: repeat 1 of every configuration, then repeat 2, … — so a
+/// campaign cut short by its time budget still covers every configuration.
 pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
     let d = &plan.defaults;
+    let max_repeats = plan
+        .runs
+        .iter()
+        .map(|r| r.repeats.unwrap_or(d.repeats))
+        .max()
+        .unwrap_or(0);
     let mut jobs = Vec::new();
-    for r in &plan.runs {
-        let name = r.synthetic.clone().unwrap_or_else(|| {
-            r.model
-                .as_ref()
-                .map(|m| m.display().to_string())
-                .unwrap_or_default()
-        });
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        for &b in &r.batch {
-            for rep in 1..=r.repeats.unwrap_or(d.repeats) {
-                let stem = format!("{clean}_b{b}_r{rep}");
-                let mut args = vec!["measure".to_string()];
-                match (&r.synthetic, &r.model) {
-                    (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),
-                    (_, Some(m)) => args.extend(["--model".into(), m.display().to_string()]),
-                    _ => unreachable!("checked by parse_plan"),
-                }
-                args.extend([
-                    "--precision".into(),
-                    r.precisions.join(","),
-                    "--baseline".into(),
-                    r.baseline.clone().unwrap_or_else(|| d.baseline.clone()),
-                    "--batch".into(),
-                    b.to_string(),
-                    "--tokens".into(),
-                    r.tokens.unwrap_or(d.tokens).to_string(),
-                    "--iterations".into(),
-                    r.iterations.unwrap_or(d.iterations).to_string(),
-                    "--warmup".into(),
-                    d.warmup.to_string(),
-                    "--seed".into(),
-                    rep.to_string(),
-                    "--cooldown-max-s".into(),
-                    d.cooldown_max_s.to_string(),
-                    "--sample-hz".into(),
-                    d.sample_hz.to_string(),
-                    "--out".into(),
-                    out.display().to_string(),
-                    "--name".into(),
-                    stem.clone(),
-                ]);
-                let expected = r
-                    .precisions
-                    .iter()
-                    .map(|p| {
-                        let p = crate::run_report::report_precision(p);
-                        if r.precisions.len() == 1 {
-                            out.join(format!("{stem}.json"))
-                        } else {
-                            out.join(format!("{stem}_{p}.json"))
-                        }
-                    })
-                    .collect();
-                jobs.push(Job {
-                    args,
-                    stem,
-                    expected,
-                });
+    for rep in 1..=max_repeats {
+        for r in &plan.runs {
+            if rep > r.repeats.unwrap_or(d.repeats) {
+                continue;
+            }
+            for &b in &r.batch {
+                jobs.push(job(d, r, b, rep, out));
             }
         }
     }
     jobs
+}
+
+fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, out: &Path) -> Job {
+    let name = r.synthetic.clone().unwrap_or_else(|| {
+        r.model
+            .as_ref()
+            .map(|m| m.display().to_string())
+            .unwrap_or_default()
+    });
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = format!("{clean}_b{b}_r{rep}");
+    let mut args = vec!["measure".to_string()];
+    match (&r.synthetic, &r.model) {
+        (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),
+        (_, Some(m)) => args.extend(["--model".into(), m.display().to_string()]),
+        _ => unreachable!("checked by parse_plan"),
+    }
+    args.extend([
+        "--precision".into(),
+        r.precisions.join(","),
+        "--baseline".into(),
+        r.baseline.clone().unwrap_or_else(|| d.baseline.clone()),
+        "--batch".into(),
+        b.to_string(),
+        "--tokens".into(),
+        r.tokens.unwrap_or(d.tokens).to_string(),
+        "--iterations".into(),
+        r.iterations.unwrap_or(d.iterations).to_string(),
+        "--warmup".into(),
+        d.warmup.to_string(),
+        "--seed".into(),
+        rep.to_string(),
+        "--cooldown-max-s".into(),
+        d.cooldown_max_s.to_string(),
+        "--sample-hz".into(),
+        d.sample_hz.to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--name".into(),
+        stem.clone(),
+    ]);
+    let expected = r
+        .precisions
+        .iter()
+        .map(|p| {
+            let p = crate::run_report::report_precision(p);
+            if r.precisions.len() == 1 {
+                out.join(format!("{stem}.json"))
+            } else {
+                out.join(format!("{stem}_{p}.json"))
+            }
+        })
+        .collect();
+    Job {
+        args,
+        stem,
+        expected,
+    }
 }
 
 /// One row per report in `dir`, for spreadsheets and for the aggregation into anchors.
@@ -266,6 +281,8 @@ pub fn aggregate_csv(dir: &Path) -> Result<String> {
 }
 
 pub struct SweepOptions {
+    /// Write reports here instead of the plan's `out`.
+    pub out: Option<PathBuf>,
     pub limit: Option<usize>,
     pub time_budget_s: Option<f64>,
     pub dry_run: bool,
@@ -276,7 +293,7 @@ pub fn run_sweep(plan_path: &Path, opts: &SweepOptions) -> Result<()> {
         .with_context(|| format!("reading {}", plan_path.display()))?;
     let plan = parse_plan(&text)?;
     let base = plan_path.parent().unwrap_or(Path::new("."));
-    let out = base.join(&plan.out);
+    let out = opts.out.clone().unwrap_or_else(|| base.join(&plan.out));
     std::fs::create_dir_all(&out)?;
     let all = jobs(&plan, &out);
     let pending: Vec<&Job> = all
@@ -356,7 +373,17 @@ repeats = 1
         let plan = parse_plan(PLAN).unwrap();
         let js = jobs(&plan, Path::new("/o"));
         assert_eq!(js.len(), 2 + 2);
-        assert_eq!(js[0].stem, "qwen2-0.5b_b1_r1");
+        // Breadth first: every configuration's first repeat before any second repeat.
+        let stems: Vec<&str> = js.iter().map(|j| j.stem.as_str()).collect();
+        assert_eq!(
+            stems,
+            [
+                "qwen2-0.5b_b1_r1",
+                "qwen2-1.5b_b1_r1",
+                "qwen2-1.5b_b4_r1",
+                "qwen2-0.5b_b1_r2"
+            ]
+        );
         assert_eq!(
             js[0].expected,
             vec![
@@ -368,9 +395,9 @@ repeats = 1
             .args
             .windows(2)
             .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
-        assert!(js[1].args.windows(2).any(|w| w == ["--seed", "2"]));
+        assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
         assert_eq!(
-            js[3].expected,
+            js[2].expected,
             vec![PathBuf::from("/o/qwen2-1.5b_b4_r1.json")]
         );
     }
@@ -388,4 +415,145 @@ repeats = 1
         .unwrap_err();
         assert!(format!("{e:#}").contains("bogus"), "{e:#}");
     }
+}
+
+/// One aggregated configuration of a campaign, in `data/anchors.csv` form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnchorRow {
+    pub gpu: String,
+    pub arch: String,
+    pub model: String,
+    pub params_b: f64,
+    pub precision: String,
+    pub batch: u64,
+    pub energy_mj: f64,
+    pub fp16_mj: f64,
+    pub tok_s: f64,
+    pub power_w: f64,
+    pub n: usize,
+    pub cv_pct: f64,
+    pub counter_over_trace: Option<f64>,
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn cv_pct(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return f64::NAN;
+    }
+    let m = mean(v);
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+    var.sqrt() / m * 100.0
+}
+
+/// Aggregate the measured reports of a directory: one row per (model, precision, batch) with the
+/// mean over independent runs, n and CV; the FP16 baseline of each row is the mean of the F16 arms
+/// of the same runs (each run counted once however many reports it wrote).
+pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
+    type Key = (String, String, u64);
+    // (model, precision, batch) → per-run (energy, tok/s, power, ratio)
+    let mut arms: Vec<(Key, String, f64, f64, f64, Option<f64>)> = Vec::new();
+    let mut meta: Vec<(String, (String, String, f64))> = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        let v = report::validate_str(&std::fs::read_to_string(&f)?);
+        let Some(rep) = v.report.filter(|_| v.errors.is_empty()) else {
+            continue;
+        };
+        let value = serde_json::to_value(&rep)?;
+        let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+        let run_id = format!(
+            "{}|{}|{}",
+            model,
+            rep.timestamp_utc.clone().unwrap_or_default(),
+            value
+                .pointer("/protocol/seed")
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        );
+        let batch = rep.workload.batch_size as u64;
+        if !meta.iter().any(|(m, _)| *m == model) {
+            meta.push((
+                model.clone(),
+                (
+                    rep.system_under_test.gpu.clone(),
+                    rep.system_under_test.gpu_arch.clone(),
+                    rep.workload.params_b.unwrap_or(0.0),
+                ),
+            ));
+        }
+        for arm in value
+            .pointer("/protocol/arms")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+        {
+            if arm.get("status").and_then(|s| s.as_str()) != Some("ok") {
+                continue;
+            }
+            let p = arm["precision"].as_str().unwrap_or_default().to_string();
+            let key = (model.clone(), p, batch);
+            if arms.iter().any(|(k, r, ..)| *k == key && *r == run_id) {
+                continue; // the same arm seen again through another report of the same run
+            }
+            let g = |k: &str| arm.get(k).and_then(|x| x.as_f64());
+            if let (Some(e), Some(t), Some(w)) = (
+                g("energy_per_token_mj"),
+                g("throughput_tokens_per_s"),
+                g("avg_power_watts"),
+            ) {
+                arms.push((key, run_id.clone(), e, t, w, g("counter_over_trace_ratio")));
+            }
+        }
+    }
+    let mut keys: Vec<Key> = Vec::new();
+    for (k, ..) in &arms {
+        if !keys.contains(k) {
+            keys.push(k.clone());
+        }
+    }
+    let mut rows = Vec::new();
+    for key in keys {
+        let these: Vec<_> = arms.iter().filter(|a| a.0 == key).collect();
+        let runs: Vec<&String> = these.iter().map(|a| &a.1).collect();
+        let fp16: Vec<f64> = arms
+            .iter()
+            .filter(|a| {
+                a.0 .0 == key.0 && a.0 .1 == "FP16" && a.0 .2 == key.2 && runs.contains(&&a.1)
+            })
+            .map(|a| a.2)
+            .collect();
+        if fp16.is_empty() {
+            continue;
+        }
+        let e: Vec<f64> = these.iter().map(|a| a.2).collect();
+        let ratios: Vec<f64> = these.iter().filter_map(|a| a.5).collect();
+        let (gpu, arch, params_b) = meta
+            .iter()
+            .find(|(m, _)| *m == key.0)
+            .map(|(_, x)| x.clone())
+            .unwrap_or_default();
+        rows.push(AnchorRow {
+            gpu,
+            arch,
+            model: key.0.clone(),
+            params_b,
+            precision: key.1.clone(),
+            batch: key.2,
+            energy_mj: mean(&e),
+            fp16_mj: mean(&fp16),
+            tok_s: mean(&these.iter().map(|a| a.3).collect::<Vec<_>>()),
+            power_w: mean(&these.iter().map(|a| a.4).collect::<Vec<_>>()),
+            n: e.len(),
+            cv_pct: cv_pct(&e),
+            counter_over_trace: (!ratios.is_empty()).then(|| mean(&ratios)),
+        });
+    }
+    Ok(rows)
 }

@@ -1,11 +1,14 @@
-//! Report validation off the main thread.
+//! Work that needs the full report machinery runs off the main thread.
 //!
-//! The full check (JSON Schema + typed parse + semantic checks) runs in a Web Worker: a second
-//! wasm module (`quantenergy-validator`, built with `report/schema`) that is fetched only when a
-//! user first drops or pastes a report, so the page's first load carries no `regex`. Requests are
-//! queued until the worker says it is ready. If the worker cannot start (no worker file, blocked),
-//! the page validates in the main thread with `report`'s typed + semantic checks (same verdict on
-//! every bad report the project tests, plainer messages for type errors) and says so.
+//! The JSON-Schema check of a dropped report (with the typed parse and the semantic checks), its
+//! Markdown and overlay point, and the energy.json of an estimate all run in a Web Worker: a second
+//! wasm module (`quantenergy-validator`, built with `report/schema`) fetched only when first
+//! needed. The page's own module then carries neither `regex` nor the report deserializer, which
+//! keeps the first load small; and a huge file cannot freeze the page.
+//!
+//! Requests are queued until the worker says it is ready. With the `inline` feature (on by
+//! default, off in the trunk build of the page) a worker that cannot start is replaced by the same
+//! code in this thread, so component tests (which serve no worker file) exercise the real checks.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,23 +25,100 @@ pub struct Finding {
     pub message: String,
 }
 
-/// What a validation returns (also the worker's wire format, as JSON).
+/// An overlay point on the wire (`report::share::SharePoint` has no serde).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointWire {
+    pub model: String,
+    pub params_b: Option<f64>,
+    pub arch: String,
+    pub precision: String,
+    pub vs_fp16_pct: Option<f64>,
+    pub basis: String,
+    pub gpu: String,
+    pub source: Option<String>,
+}
+
+impl PointWire {
+    pub fn to_share(&self) -> report::share::SharePoint {
+        report::share::SharePoint {
+            model: self.model.clone(),
+            params_b: self.params_b,
+            arch: self.arch.clone(),
+            precision: self.precision.clone(),
+            vs_fp16_pct: self.vs_fp16_pct,
+            basis: self.basis.clone(),
+            gpu: self.gpu.clone(),
+            source: self.source.clone(),
+        }
+    }
+}
+
+/// What a validation returns (also the worker's reply, as JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checked {
     pub errors: Vec<Finding>,
     pub warnings: Vec<Finding>,
-    pub report: Option<report::Report>,
-    /// `schema` when the JSON-Schema pass ran, `typed` for the main-thread fallback.
+    /// No errors and a typed report.
+    pub valid: bool,
+    /// The point the report contributes to an overlay (size, architecture, recomputed ΔE, …).
+    pub point: Option<PointWire>,
+    /// Markdown for a submission (valid reports only).
+    pub markdown: Option<String>,
+    /// `schema` when the JSON-Schema pass ran, `typed` for typed + semantic checks only,
+    /// `size`/`read`/`none` when the text was never checked.
     pub engine: String,
 }
 
 impl Checked {
-    pub fn is_valid(&self) -> bool {
-        self.errors.is_empty() && self.report.is_some()
+    fn refused(path: &str, message: String, engine: &str) -> Checked {
+        Checked {
+            errors: vec![Finding {
+                path: path.into(),
+                message,
+            }],
+            warnings: Vec::new(),
+            valid: false,
+            point: None,
+            markdown: None,
+            engine: engine.into(),
+        }
+    }
+
+    /// A file too large to read: refused from its size alone, before any byte is read.
+    pub fn too_big(bytes: f64) -> Checked {
+        Checked::refused(
+            "$",
+            format!(
+                "the file is {:.1} MB; expected at most {} MiB for one report (it was not read)",
+                bytes / 1e6,
+                report::MAX_INPUT_BYTES / (1024 * 1024)
+            ),
+            "size",
+        )
+    }
+
+    pub fn unreadable(why: String) -> Checked {
+        Checked::refused(
+            "$",
+            format!("the file could not be read as text ({why}); expected a UTF-8 JSON file"),
+            "read",
+        )
     }
 }
 
-/// Run `report::validate_str` here (whatever features this module was built with).
+/// The estimate whose energy.json is wanted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EstimateReq {
+    pub arch: String,
+    pub params_b: f64,
+    pub precision: String,
+    pub batch: u32,
+    pub context: u32,
+    pub gpu: String,
+    pub name: String,
+}
+
+/// `report::validate_str` in this module, with the overlay point and the Markdown.
 pub fn check_here(text: &str) -> Checked {
     let v = report::validate_str(text);
     let conv = |v: Vec<report::Issue>| {
@@ -49,10 +129,27 @@ pub fn check_here(text: &str) -> Checked {
             })
             .collect()
     };
+    let valid = v.is_valid();
+    let point = v.report.as_ref().filter(|_| valid).map(|r| {
+        let p = report::share::from_report(r);
+        PointWire {
+            model: p.model,
+            params_b: p.params_b,
+            arch: p.arch,
+            precision: p.precision,
+            vs_fp16_pct: p.vs_fp16_pct,
+            basis: p.basis,
+            gpu: p.gpu,
+            source: p.source,
+        }
+    });
+    let markdown = v.report.as_ref().filter(|_| valid).map(report::to_markdown);
     Checked {
         errors: conv(v.errors),
         warnings: conv(v.warnings),
-        report: v.report,
+        valid,
+        point,
+        markdown,
         engine: if cfg!(feature = "schema") {
             "schema".into()
         } else {
@@ -61,24 +158,35 @@ pub fn check_here(text: &str) -> Checked {
     }
 }
 
-/// A file too large to read: refused from its size alone, before any byte is read.
-pub fn too_big(bytes: f64) -> Checked {
-    Checked {
-        errors: vec![Finding {
-            path: "$".into(),
-            message: format!(
-                "the file is {:.1} MB; expected at most {} MiB for one report (not read)",
-                bytes / 1e6,
-                report::MAX_INPUT_BYTES / (1024 * 1024)
-            ),
-        }],
-        warnings: Vec::new(),
-        report: None,
-        engine: "size".into(),
+/// The pretty energy.json of an estimate (never labelled measured).
+pub fn estimate_json_here(req: &EstimateReq) -> String {
+    let e = analysis::estimate(
+        analysis::Dataset::embedded(),
+        analysis::default_classes(),
+        &analysis::EstimateInput {
+            arch: req.arch.clone(),
+            params_b: req.params_b,
+            precision: req.precision.clone(),
+            batch: req.batch,
+            context: req.context,
+        },
+    );
+    analysis::estimate_report(&e, &req.gpu, &req.name).to_json_pretty()
+}
+
+/// Serve one request: `v` validates report text, `e` writes an estimate's energy.json.
+pub fn handle(kind: &str, payload: &str) -> String {
+    match kind {
+        "v" => serde_json::to_string(&check_here(payload)).unwrap_or_default(),
+        "e" => match serde_json::from_str::<EstimateReq>(payload) {
+            Ok(req) => estimate_json_here(&req),
+            Err(e) => format!("{{\"error\": \"bad estimate request: {e}\"}}"),
+        },
+        _ => String::new(),
     }
 }
 
-type Callback = Box<dyn FnOnce(Checked)>;
+type Callback = Box<dyn FnOnce(Option<String>)>;
 
 #[derive(Default)]
 struct Client {
@@ -86,8 +194,8 @@ struct Client {
     ready: bool,
     failed: bool,
     next_id: u32,
-    queue: Vec<(u32, String)>,
-    pending: HashMap<u32, (String, Callback)>,
+    queue: Vec<(u32, &'static str, String)>,
+    pending: HashMap<u32, (&'static str, String, Callback)>,
 }
 
 thread_local! {
@@ -95,16 +203,29 @@ thread_local! {
     static FORCE_MAIN_THREAD: RefCell<bool> = const { RefCell::new(false) };
 }
 
-/// Tests: validate in the main thread (no worker file is served by the test runner).
+/// Tests: answer in this thread (the test runner serves no worker file). Needs `inline`.
 pub fn force_main_thread() {
     FORCE_MAIN_THREAD.with(|f| *f.borrow_mut() = true);
 }
 
-/// Name of the worker's loader script, next to the page (resolved against `<base href>`).
+/// The worker's loader script, next to the page (resolved against `<base href>`).
 const WORKER_URL: &str = "./quantenergy-validator_loader.js";
 
+/// Answer without a worker: the same code in this thread with `inline`, else `None`.
+fn answer_here(kind: &'static str, payload: String, cb: Callback) {
+    leptos::task::spawn_local(async move {
+        #[cfg(feature = "inline")]
+        cb(Some(handle(kind, &payload)));
+        #[cfg(not(feature = "inline"))]
+        {
+            let _ = (kind, payload);
+            cb(None);
+        }
+    });
+}
+
 fn fail_over(client: &Rc<RefCell<Client>>) {
-    let pending: Vec<(String, Callback)> = {
+    let pending: Vec<(&'static str, String, Callback)> = {
         let mut c = client.borrow_mut();
         c.failed = true;
         if let Some(w) = c.worker.take() {
@@ -113,9 +234,14 @@ fn fail_over(client: &Rc<RefCell<Client>>) {
         c.queue.clear();
         c.pending.drain().map(|(_, v)| v).collect()
     };
-    for (text, cb) in pending {
-        cb(check_here(&text));
+    for (kind, payload, cb) in pending {
+        answer_here(kind, payload, cb);
     }
+}
+
+fn post(w: &web_sys::Worker, id: u32, kind: &str, payload: &str) {
+    let msg = js_sys::Array::of3(&id.into(), &kind.into(), &payload.into());
+    let _ = w.post_message(&msg);
 }
 
 fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
@@ -135,23 +261,19 @@ fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
                     (c.worker.clone(), std::mem::take(&mut c.queue))
                 };
                 if let Some(w) = worker {
-                    for (id, t) in queue {
-                        let _ = w.post_message(&js_sys::Array::of2(&id.into(), &t.into()));
+                    for (id, kind, t) in queue {
+                        post(&w, id, kind, &t);
                     }
                 }
                 return;
             }
-            // "<id>\n<json>"
-            let Some((id, json)) = text.split_once('\n') else {
+            let Some((id, reply)) = text.split_once('\n') else {
                 return;
             };
             let Ok(id) = id.parse::<u32>() else { return };
             let entry = c2.borrow_mut().pending.remove(&id);
-            if let Some((input, cb)) = entry {
-                match serde_json::from_str::<Checked>(json) {
-                    Ok(checked) => cb(checked),
-                    Err(_) => cb(check_here(&input)),
-                }
+            if let Some((_, _, cb)) = entry {
+                cb(Some(reply.to_string()));
             }
         });
     worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
@@ -164,7 +286,7 @@ fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
     worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
     on_error.forget();
     client.borrow_mut().worker = Some(worker);
-    // A worker that never says ready (blocked script, old browser) must not hold reports hostage.
+    // A worker that never says ready (blocked script, old browser) must not hold requests hostage.
     let c4 = client.clone();
     leptos::prelude::set_timeout(
         move || {
@@ -176,40 +298,75 @@ fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
                 fail_over(&c4);
             }
         },
-        std::time::Duration::from_secs(15),
+        std::time::Duration::from_secs(20),
     );
     Ok(())
 }
 
-/// Validate `text`; `done` is called exactly once, later (never synchronously inside this call,
-/// so callers may hold signals' write guards freely).
-pub fn validate(text: String, done: impl FnOnce(Checked) + 'static) {
+/// Send one request; `done` is called exactly once, later (never inside this call).
+fn request(kind: &'static str, payload: String, done: Callback) {
     let forced = FORCE_MAIN_THREAD.with(|f| *f.borrow());
     CLIENT.with(|client| {
         if forced || client.borrow().failed {
-            leptos::task::spawn_local(async move { done(check_here(&text)) });
+            answer_here(kind, payload, done);
             return;
         }
         if client.borrow().worker.is_none() && start(client).is_err() {
             client.borrow_mut().failed = true;
-            leptos::task::spawn_local(async move { done(check_here(&text)) });
+            answer_here(kind, payload, done);
             return;
         }
         let mut c = client.borrow_mut();
         c.next_id += 1;
         let id = c.next_id;
-        c.pending.insert(id, (text.clone(), Box::new(done)));
         if c.ready {
             if let Some(w) = &c.worker {
-                let _ = w.post_message(&js_sys::Array::of2(&id.into(), &text.into()));
+                post(w, id, kind, &payload);
             }
         } else {
-            c.queue.push((id, text));
+            c.queue.push((id, kind, payload.clone()));
         }
+        c.pending.insert(id, (kind, payload, done));
     });
 }
 
-/// The worker side: answer `[id, text]` messages with `"<id>\n<Checked as JSON>"`.
+/// Validate report text.
+pub fn validate(text: String, done: impl FnOnce(Checked) + 'static) {
+    request(
+        "v",
+        text,
+        Box::new(move |reply| {
+            let checked = reply
+                .and_then(|r| serde_json::from_str::<Checked>(&r).ok())
+                .unwrap_or_else(|| {
+                    Checked::refused(
+                        "$",
+                        "the report checker could not start in this browser (Web Workers blocked?); nothing was checked".into(),
+                        "none",
+                    )
+                });
+            done(checked)
+        }),
+    );
+}
+
+/// The energy.json of an estimate.
+pub fn estimate_json(req: &EstimateReq, done: impl FnOnce(String) + 'static) {
+    let payload = serde_json::to_string(req).unwrap_or_default();
+    request(
+        "e",
+        payload,
+        Box::new(move |reply| {
+            done(
+                reply.unwrap_or_else(|| {
+                    "// the report writer could not start in this browser".into()
+                }),
+            )
+        }),
+    );
+}
+
+/// The worker side: answer `[id, kind, payload]` with `"<id>\n<reply>"`.
 pub fn run_worker() {
     let scope: web_sys::DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
     let reply_to = scope.clone();
@@ -217,10 +374,10 @@ pub fn run_worker() {
         Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
             let arr = js_sys::Array::from(&ev.data());
             let id = arr.get(0).as_f64().unwrap_or(0.0) as u32;
-            let text = arr.get(1).as_string().unwrap_or_default();
-            let checked = check_here(&text);
-            let json = serde_json::to_string(&checked).unwrap_or_else(|_| "null".into());
-            let _ = reply_to.post_message(&format!("{id}\n{json}").into());
+            let kind = arr.get(1).as_string().unwrap_or_default();
+            let payload = arr.get(2).as_string().unwrap_or_default();
+            let reply = handle(&kind, &payload);
+            let _ = reply_to.post_message(&format!("{id}\n{reply}").into());
         });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();

@@ -131,7 +131,13 @@ async fn model_tab_estimates_and_reacts_to_size() {
     settle().await;
     let verdict = q(&m.root, "#model-verdict").text_content().unwrap();
     assert!(verdict.contains("costs"), "{verdict}");
-    // The report JSON is schema-shaped and never says measured.
+    // The report JSON is schema-valid and never says measured.
+    let details = q(&m.root, "#report-details").unchecked_into::<web_sys::HtmlDetailsElement>();
+    details.set_open(true);
+    details
+        .dispatch_event(&web_sys::Event::new("toggle").unwrap())
+        .unwrap();
+    settle().await;
     let json = q(&m.root, "#report-json").text_content().unwrap();
     let v = report::validate_str(&json);
     assert!(v.errors.is_empty(), "{:?}", v.errors);

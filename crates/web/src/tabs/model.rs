@@ -4,6 +4,7 @@
 //! parameters, crossover and leave-one-out error; the estimate as a schema-valid energy.json.
 
 use leptos::prelude::*;
+use wasm_bindgen::JsCast;
 
 use analysis::{
     default_classes, estimate, find_class, CurveClass, Dataset, Estimate, EstimateInput,
@@ -261,9 +262,25 @@ pub fn ModelTab() -> impl IntoView {
     let est = Memo::new(move |_| st.estimate());
     let spec = Signal::derive(move || model_spec(&est.get()));
     let class = Signal::derive(move || used_class(&est.get()));
-    let report_json = Signal::derive(move || {
-        let e = est.get();
-        analysis::estimate_report(&e, &st.gpu.get(), &st.name.get()).to_json_pretty()
+    // The energy.json is written by the worker module (it holds the report serializer), when the
+    // reader opens it: the page's first load stays small.
+    let json_open = RwSignal::new(false);
+    let report_json = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        if !json_open.get() {
+            return;
+        }
+        let req = crate::validate::EstimateReq {
+            arch: st.arch(),
+            params_b: st.params_b.get(),
+            precision: st.precision.get(),
+            batch: st.batch.get(),
+            context: st.context.get(),
+            gpu: st.gpu.get(),
+            name: st.name.get(),
+        };
+        report_json.set("writing…".into());
+        crate::validate::estimate_json(&req, move |j| report_json.set(j));
     });
     let gpu_info = Memo::new(move |_| Dataset::embedded().gpu(&st.gpu.get()).cloned());
 
@@ -402,8 +419,18 @@ pub fn ModelTab() -> impl IntoView {
             <div class="card">
                 <h2 class="card-title">"This estimate as energy.json"</h2>
                 <p class="sub">"Schema-valid, basis never “measured”: nothing here touched a GPU."</p>
-                <div class="actions"><CopyButton text=report_json label="Copy JSON" id="copy-json"/></div>
-                <pre class="code" id="report-json">{move || report_json.get()}</pre>
+                <details id="report-details" on:toggle=move |ev: web_sys::Event| {
+                    let open = ev
+                        .target()
+                        .and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok())
+                        .map(|d| d.open())
+                        .unwrap_or(false);
+                    json_open.set(open);
+                }>
+                    <summary>"Show the report JSON"</summary>
+                    <div class="actions"><CopyButton text=report_json label="Copy JSON" id="copy-json"/></div>
+                    <pre class="code" id="report-json">{move || report_json.get()}</pre>
+                </details>
             </div>
         </section>
     }

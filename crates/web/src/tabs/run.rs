@@ -43,7 +43,7 @@ impl Entry {
     /// The overlay point, when the entry is valid.
     pub fn point(&self) -> Option<SharePoint> {
         match &self.state {
-            EntryState::Report(c) if c.is_valid() => c.report.as_ref().map(share::from_report),
+            EntryState::Report(c) if c.valid => c.point.as_ref().map(|p| p.to_share()),
             EntryState::Link(Ok(p)) => Some(p.clone()),
             _ => None,
         }
@@ -159,7 +159,7 @@ impl RunState {
                     id,
                     name,
                     origin: Origin::File,
-                    state: EntryState::Report(Box::new(validate::too_big(size))),
+                    state: EntryState::Report(Box::new(Checked::too_big(size))),
                 })
             });
             return;
@@ -171,15 +171,7 @@ impl RunState {
                 Ok(text) => me.add_text(name, Origin::File, text),
                 Err(e) => {
                     let id = me.take_id();
-                    let c = Checked {
-                        errors: vec![validate::Finding {
-                            path: "$".into(),
-                            message: format!("the file could not be read as text ({e}); expected a UTF-8 JSON file"),
-                        }],
-                        warnings: Vec::new(),
-                        report: None,
-                        engine: "read".into(),
-                    };
+                    let c = Checked::unreadable(e.to_string());
                     me.entries.update(|es| {
                         es.push(Entry {
                             id,
@@ -576,12 +568,12 @@ fn EntryCard(e: Entry) -> impl IntoView {
             let c = (**c).clone();
             let engine = match c.engine.as_str() {
                 "schema" => "checked against the JSON Schema, types and semantics",
-                "typed" => "checked for types and semantics in this tab (the schema checker could not start)",
+                "typed" => "checked for types and semantics (without the JSON-Schema pass)",
+                "none" => "not checked",
                 _ => "refused before reading",
             };
-            if c.is_valid() {
-                let rep = c.report.clone().expect("valid has a report");
-                let md = report::to_markdown(&rep);
+            if c.valid {
+                let md = c.markdown.clone().unwrap_or_default();
                 let warnings = c.warnings.clone();
                 view! {
                     <PointSummary p=point.clone() warnings=warnings/>

@@ -1,0 +1,219 @@
+//! The `quantenergy` binary as a user runs it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn qe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+        .args(args)
+        .current_dir(repo())
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run quantenergy")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn validate_accepts_every_example_including_upstream() {
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("data/examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .collect();
+    files.sort();
+    let args: Vec<&str> = std::iter::once("validate")
+        .chain(files.iter().map(String::as_str))
+        .collect();
+    let o = qe(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("upstream-no-gpu.json: ok"));
+}
+
+#[test]
+fn validate_rejects_the_whole_bad_corpus_with_field_messages_and_exit_codes() {
+    let manifest = std::fs::read_to_string(repo().join("tests/bad_reports/expected.tsv")).unwrap();
+    let mut checked = 0;
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty() && !l.starts_with("file\t"))
+    {
+        let (file, expected) = line.split_once('\t').unwrap();
+        let path = format!("tests/bad_reports/{file}");
+        let o = qe(&["validate", &path]);
+        let code = o.status.code();
+        assert!(code == Some(1) || code == Some(2), "{file}: exit {code:?}");
+        let out = stdout(&o);
+        assert!(
+            out.contains("INVALID") || out.contains("unreadable"),
+            "{file}: {out}"
+        );
+        assert!(
+            out.to_lowercase().contains(&expected.to_lowercase()),
+            "{file}: expected {expected:?} in {out}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("panicked"),
+            "{file} panicked"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} corpus cases");
+}
+
+#[test]
+fn validate_exit_codes_distinguish_invalid_from_not_json() {
+    let dir = std::env::temp_dir().join(format!("qe-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad_enum = dir.join("bad.json");
+    let text = std::fs::read_to_string(repo().join("data/examples/upstream-no-gpu.json"))
+        .unwrap()
+        .replace("\"interpolated\"", "\"guessed\"");
+    std::fs::write(&bad_enum, text).unwrap();
+    assert_eq!(
+        qe(&["validate", bad_enum.to_str().unwrap()]).status.code(),
+        Some(1)
+    );
+    let not_json = dir.join("x.json");
+    std::fs::write(&not_json, "{ nope").unwrap();
+    assert_eq!(
+        qe(&["validate", not_json.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        qe(&["validate", "/nonexistent/energy.json"]).status.code(),
+        Some(2)
+    );
+    // stdin
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+        .args(["validate", "-"])
+        .current_dir(repo())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            std::fs::read(repo().join("data/examples/interpolated.json"))
+                .unwrap()
+                .as_slice(),
+        )
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn crossover_ada_nf4_is_3_73_b() {
+    let o = qe(&["crossover", "--arch", "ada", "--precision", "NF4", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let x = v[0]["crossover_b"].as_f64().unwrap();
+    assert!((x - 3.73).abs() / 3.73 < 0.01, "{x}");
+    assert_eq!(v[0]["anchors"], 9);
+    let table = stdout(&qe(&["crossover"]));
+    assert!(table.contains("3.728 B"), "{table}");
+    assert!(qe(&["crossover", "--arch", "voodoo"]).status.code() == Some(2));
+}
+
+#[test]
+fn estimate_json_is_a_valid_report_never_measured() {
+    let o = qe(&[
+        "estimate",
+        "--arch",
+        "ada",
+        "--params-b",
+        "7",
+        "--precision",
+        "NF4",
+        "--json",
+    ]);
+    assert!(o.status.success());
+    let text = stdout(&o);
+    let v = report::validate_str(&text);
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    let r = v.report.unwrap();
+    assert_eq!(r.results.basis, report::Basis::Interpolated);
+    let human = stdout(&qe(&[
+        "estimate",
+        "--gpu",
+        "NVIDIA H200",
+        "--params-b",
+        "70",
+        "--precision",
+        "INT8",
+    ]));
+    assert!(
+        human.contains("extrapolated") && human.contains("borrowed from ampere"),
+        "{human}"
+    );
+    assert_eq!(
+        qe(&[
+            "estimate",
+            "--params-b",
+            "-1",
+            "--arch",
+            "ada",
+            "--precision",
+            "NF4"
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn share_round_trips_through_the_link() {
+    let o = qe(&["share", "data/examples/upstream-no-gpu.json"]);
+    assert!(o.status.success());
+    let link = stdout(&o).trim().to_string();
+    assert!(link.contains("?tab=run&overlay="), "{link}");
+    let d = qe(&["share", "--decode", &link]);
+    assert!(d.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert_eq!(v["gpu_arch"], "blackwell");
+    assert_eq!(v["basis"], "interpolated");
+    let bad = qe(&["share", "--decode", "?tab=run&overlay=%%%<script>"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot decode"));
+}
+
+#[test]
+fn measure_without_a_gpu_writes_a_labelled_estimate_never_measured() {
+    let dir = std::env::temp_dir().join(format!("qe-measure-{}", std::process::id()));
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-7b",
+        "--precision",
+        "NF4,Q4_K",
+        "--gpu",
+        "RTX 4090",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let v = report::validate_str(&std::fs::read_to_string(&p).unwrap());
+        assert!(v.errors.is_empty(), "{}: {:?}", p.display(), v.errors);
+        let r = v.report.unwrap();
+        assert_ne!(r.results.basis, report::Basis::Measured);
+        assert!(r.results.note.unwrap().starts_with("Not measured:"));
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    std::fs::remove_dir_all(&dir).ok();
+}
