@@ -195,11 +195,8 @@ const X_TICKS: [f64; 17] = [
 ];
 
 fn tick_label(x: f64) -> String {
-    if x < 1.0 {
-        format!("{x}")
-    } else {
-        format!("{x:.0}").replace("1.5", "1.5")
-    }
+    let s = format!("{x:.1}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Draw `spec` on `canvas` (sized to its CSS box × devicePixelRatio). Returns the hit list.
@@ -236,7 +233,7 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         .margin_bottom(si(6.0))
         .margin_left(si(6.0))
         .x_label_area_size(si(44.0))
-        .y_label_area_size(si(if narrow { 50.0 } else { 62.0 }))
+        .y_label_area_size(si(if narrow { 62.0 } else { 78.0 }))
         .build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), y0..y1)
         .ok()?;
     let label_style = TextStyle::from((font, s(label_px)).into_font()).color(&th.muted);
@@ -272,6 +269,8 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     let (left, top) = px(x0, y1);
     let (right, bottom) = px(x1, y0);
     ctx.save();
+    // plotters leaves its last text baseline / alignment on the context.
+    ctx.set_text_baseline("alphabetic");
     ctx.begin_path();
     ctx.rect(left, top, right - left, bottom - top);
     ctx.clip();
@@ -291,12 +290,35 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         ctx.line_to(right, zy);
         ctx.stroke();
         let _ = ctx.set_line_dash(&js_sys::Array::new());
+        // Labels in the plot's left corners, on a card-coloured plate so data stays readable.
         ctx.set_font(&format!("600 {}px {font}", s(label_px)));
-        ctx.set_text_align("right");
-        ctx.set_fill_style_str(&rgba(th.bad, 1.0));
-        let _ = ctx.fill_text("↑ costs more than FP16", right - s(6.0), zy - s(6.0));
-        ctx.set_fill_style_str(&rgba(th.good, 1.0));
-        let _ = ctx.fill_text("↓ saves vs FP16", right - s(6.0), zy + s(label_px + 5.0));
+        ctx.set_text_align("left");
+        let plate = |ctx: &CanvasRenderingContext2d, text: &str, x: f64, y: f64, col: RGBColor| {
+            let w = ctx.measure_text(text).map(|m| m.width()).unwrap_or(0.0);
+            ctx.set_fill_style_str(&rgba(th.bg, 0.82));
+            ctx.fill_rect(
+                x - s(4.0),
+                y - s(label_px + 1.0),
+                w + s(8.0),
+                s(label_px + 7.0),
+            );
+            ctx.set_fill_style_str(&rgba(col, 1.0));
+            let _ = ctx.fill_text(text, x, y);
+        };
+        plate(
+            &ctx,
+            "↑ costs more than FP16",
+            left + s(8.0),
+            top + s(label_px + 6.0),
+            th.bad,
+        );
+        plate(
+            &ctx,
+            "↓ saves energy vs FP16",
+            left + s(8.0),
+            bottom - s(8.0),
+            th.good,
+        );
     }
 
     for b in &spec.bands {
@@ -320,7 +342,7 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         ctx.fill();
     }
 
-    for v in &spec.vlines {
+    for (vi, v) in spec.vlines.iter().enumerate() {
         if v.x < x0 || v.x > x1 {
             continue;
         }
@@ -340,7 +362,9 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         let right_half = x > (left + right) / 2.0;
         ctx.set_text_align(if right_half { "right" } else { "left" });
         let dx = if right_half { -s(5.0) } else { s(5.0) };
-        let _ = ctx.fill_text(&v.label, x + dx, top + s(label_px + 4.0));
+        // Below the corner label ("costs more than FP16"), one row per vertical line.
+        let row = (vi as f64 + 1.0) * (label_px + 7.0);
+        let _ = ctx.fill_text(&v.label, x + dx, top + s(label_px + 4.0 + row));
     }
 
     for l in &spec.lines {
@@ -553,6 +577,12 @@ pub fn Chart(
                 role="status"
                 aria-live="polite"
                 class:hidden=move || tip.with(|t| t.is_none())
+                class:tip-left=move || tip.with(|t| t.as_ref().is_some_and(|t| t.0 < 150.0))
+                class:tip-right=move || {
+                    let w = canvas_ref.get().map(|c| c.client_width() as f64).unwrap_or(1e9);
+                    tip.with(|t| t.as_ref().is_some_and(|t| t.0 >= 150.0 && t.0 > w - 150.0))
+                }
+                class:tip-below=move || tip.with(|t| t.as_ref().is_some_and(|t| t.1 < 130.0))
                 style:left=move || tip.with(|t| t.as_ref().map(|t| format!("{}px", t.0)).unwrap_or_default())
                 style:top=move || tip.with(|t| t.as_ref().map(|t| format!("{}px", t.1)).unwrap_or_default())
             >

@@ -43,14 +43,13 @@ impl AppState {
                 Tab::Tested
             }),
         };
-        let state = AppState {
+        AppState {
             tab: RwSignal::new(tab),
             tested: tabs::tested::TestedState::from_query(q, tab == Tab::Tested),
             model: tabs::model::ModelState::from_query(q, tab == Tab::Model),
             run: tabs::run::RunState::from_query(q),
             link_notice: RwSignal::new(notices),
-        };
-        state
+        }
     }
 
     /// The query string of what is on screen: the tab and that tab's inputs.
@@ -121,20 +120,18 @@ pub fn App() -> impl IntoView {
     view! {
         <a class="skip" href="#main">"Skip to content"</a>
         <Hero/>
-        <nav class="tabs" role="tablist" aria-label="Sections">
+        <nav class="tabs" aria-label="Sections">
             {Tab::ALL
                 .iter()
                 .map(|&t| {
                     let selected = move || state.tab.get() == t;
                     view! {
                         <a
-                            role="tab"
                             id=format!("tab-{}", t.slug())
                             href=format!("?tab={}", t.slug())
                             class="tab"
                             class:active=selected
-                            aria-selected=move || selected().to_string()
-                            aria-controls="main"
+                            aria-current=move || selected().then_some("page")
                             on:click=move |ev: web_sys::MouseEvent| {
                                 if !(ev.ctrl_key() || ev.meta_key() || ev.shift_key()) {
                                     ev.prevent_default();
@@ -158,7 +155,7 @@ pub fn App() -> impl IntoView {
                 </button>
             </div>
         </Show>
-        <main id="main" role="tabpanel" aria-labelledby=move || format!("tab-{}", state.tab.get().slug())>
+        <main id="main" aria-labelledby=move || format!("tab-{}", state.tab.get().slug())>
             <TabBody/>
         </main>
         <Footer/>
@@ -181,9 +178,14 @@ pub fn TabBody() -> impl IntoView {
 fn Hero() -> impl IntoView {
     let classes = analysis::default_classes();
     let cross = |arch: &str| {
-        analysis::find_class(classes, arch, "NF4")
-            .and_then(|c| c.crossover_b)
-            .map(util::size_b)
+        analysis::find_class(classes, arch, "NF4").and_then(|c| {
+            c.crossover_b.map(|x| {
+                (
+                    util::size_b((x * 100.0).round() / 100.0),
+                    format!("fit of {} measured points", c.points.len()),
+                )
+            })
+        })
     };
     let summary = [
         ("Ada (RTX 4090)", "ada"),
@@ -191,7 +193,7 @@ fn Hero() -> impl IntoView {
         ("Turing (T4)", "turing"),
     ]
     .iter()
-    .filter_map(|(label, arch)| cross(arch).map(|c| (label.to_string(), c)))
+    .filter_map(|(label, arch)| cross(arch).map(|(c, n)| (label.to_string(), c, n)))
     .collect::<Vec<_>>();
     view! {
         <header class="hero">
@@ -205,17 +207,18 @@ fn Hero() -> impl IntoView {
                 <strong>"costs"</strong>
                 " energy on small models and "
                 <strong>"saves"</strong>
-                " it only above a crossover size; LLM.int8() cost more at every size measured. "
+                " it only above a crossover size; LLM.int8() with its default threshold cost more at every size measured. "
                 "Every number here is measured GPU-package energy, or says plainly that it is not."
             </p>
             <ul class="crossovers" aria-label="NF4 crossover sizes">
                 {summary
                     .into_iter()
-                    .map(|(label, c)| {
+                    .map(|(label, c, n)| {
                         view! {
                             <li>
                                 <span class="k">{label}</span>
                                 <span class="v">"NF4 pays off above ≈ " {c}</span>
+                                <span class="n">{n}</span>
                             </li>
                         }
                     })

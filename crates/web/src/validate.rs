@@ -174,7 +174,34 @@ pub fn estimate_json_here(req: &EstimateReq) -> String {
     analysis::estimate_report(&e, &req.gpu, &req.name).to_json_pretty()
 }
 
-/// Serve one request: `v` validates report text, `e` writes an estimate's energy.json.
+/// The embedded dataset as JSON: every row with its recomputed ΔE, the fitted classes, the cards.
+pub fn dataset_json_here() -> String {
+    let ds = analysis::Dataset::embedded();
+    let anchors: Vec<serde_json::Value> = ds
+        .anchors
+        .iter()
+        .map(|a| {
+            let mut o = serde_json::to_value(a).unwrap_or_default();
+            if let Some(m) = o.as_object_mut() {
+                m.insert(
+                    "delta_pct_recomputed".into(),
+                    serde_json::json!(a.delta_pct().map(|d| (d * 100.0).round() / 100.0)),
+                );
+            }
+            o
+        })
+        .collect();
+    let v = serde_json::json!({
+        "description": "quantenergy embedded dataset: published measured configurations (anchors) and the fitted crossover classes. delta_pct_recomputed is (energy − fp16)/fp16 × 100 from each row's own two energies.",
+        "anchors": anchors,
+        "classes": analysis::default_classes(),
+        "gpus": ds.gpus,
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// Serve one request: `v` validates report text, `e` writes an estimate's energy.json, `d` the
+/// dataset as JSON.
 pub fn handle(kind: &str, payload: &str) -> String {
     match kind {
         "v" => serde_json::to_string(&check_here(payload)).unwrap_or_default(),
@@ -182,6 +209,7 @@ pub fn handle(kind: &str, payload: &str) -> String {
             Ok(req) => estimate_json_here(&req),
             Err(e) => format!("{{\"error\": \"bad estimate request: {e}\"}}"),
         },
+        "d" => dataset_json_here(),
         _ => String::new(),
     }
 }
@@ -363,6 +391,15 @@ pub fn estimate_json(req: &EstimateReq, done: impl FnOnce(String) + 'static) {
                 }),
             )
         }),
+    );
+}
+
+/// The dataset as JSON (for the download button).
+pub fn dataset_json(done: impl FnOnce(String) + 'static) {
+    request(
+        "d",
+        String::new(),
+        Box::new(move |reply| done(reply.unwrap_or_default())),
     );
 }
 

@@ -258,3 +258,31 @@ async fn data_tab_offers_downloads_and_method() {
         .unwrap();
     assert_eq!(rows.length() as usize, analysis::default_classes().len());
 }
+
+#[test]
+fn number_formats() {
+    use web::util::{pct, per_million, size_b};
+    assert_eq!(pct(11.66, 1), "+11.7 %");
+    assert_eq!(pct(-28.46, 0), "−28 %");
+    assert_eq!(pct(0.0, 1), "0.0 %");
+    assert_eq!(size_b(7.0), "7 B");
+    assert_eq!(size_b(1.1), "1.1 B");
+    assert_eq!(size_b(0.5), "0.5 B");
+    // 1 mJ per token × 10⁶ tokens = 1 kJ.
+    assert_eq!(
+        per_million(3382.6),
+        ("3.38 MJ".to_string(), "0.94 kWh".to_string())
+    );
+}
+
+#[test]
+async fn model_tab_accepts_a_card_by_architecture_and_says_when_a_curve_is_borrowed() {
+    let m = mount("?tab=model&n=7&gpu=Other%20Hopper%20card&p=NF4");
+    settle().await;
+    let sel = q(&m.root, "#model-gpu").unchecked_into::<web_sys::HtmlSelectElement>();
+    assert_eq!(sel.value(), "Other Hopper card");
+    let t = text(&m.root);
+    assert!(t.contains("borrowed from ampere"), "{t}");
+    assert!(t.contains("extrapolated"), "{t}");
+    assert!(t.contains("confidence: low"), "{t}");
+}

@@ -7,23 +7,6 @@ use analysis::{dataset::ANCHORS_CSV, default_classes, Dataset};
 
 use crate::util::{self, num, pct, size_b};
 
-fn dataset_json() -> String {
-    let ds = Dataset::embedded();
-    let v = serde_json::json!({
-        "description": "quantenergy embedded dataset: published measured configurations (anchors) and the fitted crossover classes. ΔE% is recomputed from the two energies of each row.",
-        "anchors": ds.anchors.iter().map(|a| {
-            let mut o = serde_json::to_value(a).unwrap_or_default();
-            if let Some(m) = o.as_object_mut() {
-                m.insert("delta_pct_recomputed".into(), serde_json::json!(a.delta_pct().map(|d| (d * 100.0).round() / 100.0)));
-            }
-            o
-        }).collect::<Vec<_>>(),
-        "classes": default_classes(),
-        "gpus": ds.gpus,
-    });
-    serde_json::to_string_pretty(&v).unwrap_or_default()
-}
-
 #[component]
 pub fn DataTab() -> impl IntoView {
     let ds = Dataset::embedded();
@@ -41,16 +24,23 @@ pub fn DataTab() -> impl IntoView {
         "text/csv",
         ANCHORS_CSV.to_string(),
     );
-    let json_click = dl(
-        "quantenergy-dataset.json",
-        "application/json",
-        dataset_json(),
-    );
+    // The JSON (rows + fits) is written by the worker module, which holds the serializers.
+    let json_click = move |_| {
+        notice.set("preparing quantenergy-dataset.json…".into());
+        crate::validate::dataset_json(move |json| {
+            notice.set(
+                match util::download("quantenergy-dataset.json", "application/json", &json) {
+                    Ok(()) => "quantenergy-dataset.json saved.".into(),
+                    Err(_) => "quantenergy-dataset.json could not be saved by this browser.".into(),
+                },
+            )
+        });
+    };
     let n_rows = ds.anchors.len();
     let n_repl = ds.anchors.iter().filter(|a| a.replicated()).count();
     let n_cards = {
         let mut v: Vec<&str> = ds.anchors.iter().map(|a| a.gpu.as_str()).collect();
-        v.sort();
+        crate::util::sort_by_key(&mut v, |x| *x);
         v.dedup();
         v.len()
     };

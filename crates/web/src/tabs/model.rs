@@ -33,7 +33,12 @@ impl ModelState {
     pub fn from_query(q: &Query, active: bool) -> ModelState {
         let g = |k: &str| q.get(k).filter(|_| active);
         let gpu = g("gpu")
-            .and_then(|x| Dataset::embedded().gpu(x).map(|g| g.name.clone()))
+            .and_then(|x| {
+                Dataset::embedded()
+                    .gpu(x)
+                    .map(|g| g.name.clone())
+                    .or_else(|| other_arch(x).map(other_label))
+            })
             .unwrap_or_else(|| "RTX 4090".into());
         let precision = g("p")
             .and_then(|p| PRECISIONS.iter().find(|x| x.eq_ignore_ascii_case(p.trim())))
@@ -66,9 +71,11 @@ impl ModelState {
     }
 
     pub fn arch(&self) -> String {
+        let gpu = self.gpu.get();
         Dataset::embedded()
-            .gpu(&self.gpu.get())
+            .gpu(&gpu)
             .map(|g| g.arch.clone())
+            .or_else(|| other_arch(&gpu).map(|a| a.as_str().to_string()))
             .unwrap_or_else(|| "ada".into())
     }
 
@@ -85,6 +92,18 @@ impl ModelState {
             },
         )
     }
+}
+
+/// "Other Ampere card" → ampere (cards not in `data/gpus.csv`, chosen by architecture).
+fn other_arch(label: &str) -> Option<report::Arch> {
+    let t = label.trim();
+    let word = t.strip_prefix("Other ")?.strip_suffix(" card")?;
+    word.parse().ok()
+}
+
+fn other_label(a: report::Arch) -> String {
+    let s = a.as_str();
+    format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
 }
 
 /// Bits per weight of a precision as stored (FP16 16, INT8 8, 4-bit formats 4). Display only:
@@ -309,13 +328,22 @@ pub fn ModelTab() -> impl IntoView {
                         />
                     </label>
                     <label>
-                        <span>"GPU (architecture)"</span>
+                        <span>"GPU (sets the architecture)"</span>
                         <select id="model-gpu" on:change=move |ev| st.gpu.set(event_target_value(&ev)) prop:value=move || st.gpu.get()>
                             {Dataset::embedded()
                                 .gpus
                                 .iter()
                                 .map(|g| view! { <option value=g.name.clone()>{format!("{} · {}", g.name, g.arch)}</option> })
                                 .collect_view()}
+                            <optgroup label="Another card, by architecture">
+                                {report::Arch::ALL
+                                    .iter()
+                                    .map(|a| {
+                                        let l = other_label(*a);
+                                        view! { <option value=l.clone()>{l.clone()}</option> }
+                                    })
+                                    .collect_view()}
+                            </optgroup>
                         </select>
                     </label>
                     <label>

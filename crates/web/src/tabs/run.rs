@@ -51,7 +51,10 @@ impl Entry {
 }
 
 /// Where a point goes on the chart: (arch, precision, N, ΔE).
-pub fn placement(p: &SharePoint) -> Option<(String, String, f64, f64)> {
+pub type Placement = (String, String, f64, f64);
+
+/// Where a point goes on the chart, when it has a size, a ΔE and an architecture.
+pub fn placement(p: &SharePoint) -> Option<Placement> {
     let n = p.params_b.filter(|x| x.is_finite() && *x > 0.0)?;
     let d = p.vs_fp16_pct.filter(|x| x.is_finite())?;
     let arch = p.arch.trim().to_ascii_lowercase();
@@ -240,7 +243,7 @@ pub fn overlay_spec(points: &[(SharePoint, String)], refitted: Option<&[CurveCla
         ..Spec::default()
     };
     let mut keys: Vec<(String, String)> = Vec::new();
-    let placed: Vec<(&SharePoint, &String, (String, String, f64, f64))> = points
+    let placed: Vec<(&SharePoint, &String, Placement)> = points
         .iter()
         .filter_map(|(p, name)| placement(p).map(|pl| (p, name, pl)))
         .collect();
@@ -454,7 +457,7 @@ pub fn RunTab() -> impl IntoView {
                 <ul class="entries" id="entries">
                     <For
                         each=move || st.entries.get()
-                        key=|e| (e.id, format!("{:?}", std::mem::discriminant(&e.state)), matches!(e.state, EntryState::Checking))
+                        key=|e| (e.id, matches!(e.state, EntryState::Checking))
                         children=move |e| view! { <EntryCard e=e/> }
                     />
                 </ul>

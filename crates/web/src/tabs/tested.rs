@@ -19,6 +19,8 @@ pub struct TestedState {
     pub all_cards: RwSignal<bool>,
     /// Precisions switched off on the chart.
     pub hidden: RwSignal<Vec<String>>,
+    /// Zoom the y axis to −60 … +150 % (points beyond are pinned to the edge as ▲).
+    pub zoom: RwSignal<bool>,
 }
 
 fn ds() -> &'static Dataset {
@@ -47,7 +49,7 @@ pub fn models(gpu: &str) -> Vec<(String, f64)> {
             v.push((a.model.clone(), a.params_b));
         }
     }
-    v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    crate::util::sort_by_key(&mut v, |x| (x.1, x.0.clone()));
     v
 }
 
@@ -97,6 +99,7 @@ impl TestedState {
             model: RwSignal::new(model),
             all_cards: RwSignal::new(active && q.get("all") == Some("1")),
             hidden: RwSignal::new(hidden),
+            zoom: RwSignal::new(!(active && q.get("full") == Some("1"))),
         }
     }
 
@@ -109,6 +112,9 @@ impl TestedState {
         let h = self.hidden.get();
         if !h.is_empty() {
             q.push("hide", h.join(","));
+        }
+        if !self.zoom.get() {
+            q.push("full", "1");
         }
     }
 }
@@ -135,7 +141,7 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
         }
     }
     // Sessions feeding the default curves first.
-    out.sort_by_key(|s| !s.rows.iter().any(|a| a.default_curve));
+    crate::util::sort_by_key(&mut out, |s| !s.rows.iter().any(|a| a.default_curve));
     out
 }
 
@@ -200,12 +206,16 @@ fn brief(gpu: &str, model: &str) -> String {
     out
 }
 
+/// Top of the zoomed y axis of the crossover chart (%); savings never go below −100 %.
+pub const ZOOM_TOP: f64 = 150.0;
+
 /// Crossover chart of measured points only.
 pub fn crossover_spec(
     gpu: &str,
     model: &str,
     all_cards: bool,
     hidden: &[String],
+    zoom: bool,
 ) -> (Spec, Vec<LegendItem>) {
     struct Series {
         gpu: String,
@@ -235,11 +245,8 @@ pub fn crossover_spec(
             }),
         }
     }
-    series.sort_by(|a, b| {
-        (a.gpu != gpu)
-            .cmp(&(b.gpu != gpu))
-            .then(a.gpu.cmp(&b.gpu))
-            .then(prec_rank(&a.precision).cmp(&prec_rank(&b.precision)))
+    crate::util::sort_by_key(&mut series, |s| {
+        (s.gpu != gpu, s.gpu.clone(), prec_rank(&s.precision))
     });
     // One marker shape per (card, session), so sessions of one card stay apart.
     let mut shape_keys: Vec<(String, String)> = Vec::new();
@@ -266,7 +273,7 @@ pub fn crossover_spec(
         let selected_card = s.gpu == gpu;
         // Line through the mean at each size (repeats at one size are all drawn as markers).
         let mut sizes: Vec<f64> = s.rows.iter().map(|a| a.params_b).collect();
-        sizes.sort_by(f64::total_cmp);
+        crate::util::sort_by_key(&mut sizes, |x| *x);
         sizes.dedup();
         let pts: Vec<(f64, f64)> = sizes
             .iter()
@@ -340,6 +347,17 @@ pub fn crossover_spec(
         spec.x_range = (0.3, 20.0);
     }
     spec.fit_y(30.0);
+    if zoom {
+        let (lo, hi) = spec.y_range;
+        let top = hi.min(ZOOM_TOP);
+        for m in spec.marks.iter_mut().filter(|m| m.y > top) {
+            m.tip
+                .push_str(&format!("\n(above the zoomed chart: ΔE {})", pct(m.y, 1)));
+            m.y = top - (top - lo) * 0.015;
+            m.shape = Shape::Triangle;
+        }
+        spec.y_range = (lo, top);
+    }
     (spec, legend)
 }
 
@@ -391,6 +409,7 @@ pub fn TestedTab() -> impl IntoView {
             &st.model.get(),
             st.all_cards.get(),
             &st.hidden.get(),
+            st.zoom.get(),
         )
     });
     let spec = Signal::derive(move || chart.get().0);
@@ -409,7 +428,7 @@ pub fn TestedTab() -> impl IntoView {
                 v.push(a.precision.clone());
             }
         }
-        v.sort_by_key(|p| prec_rank(p));
+        crate::util::sort_by_key(&mut v, |p| prec_rank(p));
         v
     });
     let brief_text = Signal::derive(move || brief(&st.gpu.get(), &st.model.get()));
@@ -465,7 +484,23 @@ pub fn TestedTab() -> impl IntoView {
                 {move || {
                     let g = st.gpu.get();
                     let m = st.model.get();
-                    sessions(&g, &m).into_iter().map(|s| view! { <SessionBlock s=s/> }).collect_view()
+                    let mut all = sessions(&g, &m);
+                    let rest = if all.len() > 1 { all.split_off(1) } else { Vec::new() };
+                    let n_rest = rest.len();
+                    view! {
+                        {all.into_iter().map(|s| view! { <SessionBlock s=s/> }).collect_view()}
+                        {(n_rest > 0).then(|| view! {
+                            <details class="more-sessions">
+                                <summary>
+                                    {format!(
+                                        "{n_rest} more session{} of this model on this card (other dates and stacks: compare their deltas, not their energies)",
+                                        if n_rest == 1 { "" } else { "s" },
+                                    )}
+                                </summary>
+                                {rest.into_iter().map(|s| view! { <SessionBlock s=s/> }).collect_view()}
+                            </details>
+                        })}
+                    }
                 }}
                 <div class="actions">
                     <CopyButton text=brief_text label="Copy decision brief" id="copy-brief"/>
@@ -492,6 +527,15 @@ pub fn TestedTab() -> impl IntoView {
                             on:change=move |ev| st.all_cards.set(event_target_checked(&ev))
                         />
                         "Compare all cards"
+                    </label>
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            id="zoom-y"
+                            prop:checked=move || st.zoom.get()
+                            on:change=move |ev| st.zoom.set(event_target_checked(&ev))
+                        />
+                        "Zoom to ≤ +150 % (▲ = off the top)"
                     </label>
                     {move || {
                         precisions
@@ -538,7 +582,7 @@ pub fn TestedTab() -> impl IntoView {
 #[component]
 fn SessionBlock(s: SessionRows) -> impl IntoView {
     let mut rows: Vec<&Anchor> = s.rows.clone();
-    rows.sort_by_key(|a| prec_rank(&a.precision));
+    crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision));
     let fp16_row = rows.iter().find(|a| a.precision == "FP16").copied();
     let paired = rows.iter().find_map(|a| a.fp16_energy_mj);
     let baseline = fp16_row.and_then(|a| a.energy_mj).or(paired);

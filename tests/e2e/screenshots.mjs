@@ -1,0 +1,51 @@
+// Screenshots of every tab, desktop (1280) and phone (390), light and dark, into
+// docs/screenshots/. Not a test: run `node tests/e2e/screenshots.mjs` after `trunk build --release`.
+import fs from 'node:fs';
+import path from 'node:path';
+import { startServer, launch, ROOT, EXAMPLES } from './harness.mjs';
+
+const OUT = path.join(ROOT, 'docs', 'screenshots');
+fs.mkdirSync(OUT, { recursive: true });
+const only = process.argv[2];
+
+const server = await startServer();
+const browser = await launch();
+const tabs = ['tested', 'model', 'run', 'data'];
+const sizes = { desktop: { width: 1280, height: 900 }, phone: { width: 390, height: 844 } };
+try {
+  for (const [device, viewport] of Object.entries(sizes)) {
+    for (const scheme of ['light', 'dark']) {
+      const context = await browser.newContext({
+        viewport,
+        colorScheme: scheme,
+        deviceScaleFactor: 1,
+        isMobile: device === 'phone',
+        hasTouch: device === 'phone',
+      });
+      const page = await context.newPage();
+      for (const tab of tabs) {
+        if (only && !`${tab}-${device}-${scheme}`.includes(only)) continue;
+        const q = tab === 'model' ? '?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048' : `?tab=${tab}`;
+        await page.goto(server.url + q);
+        await page.waitForSelector('main');
+        if (tab === 'run') {
+          await page.setInputFiles('#file-input', [EXAMPLES.illustrative, EXAMPLES.noGpu]);
+          await page.waitForFunction(() => document.querySelectorAll('#entries > li').length === 2
+            && !document.querySelector('#entries').textContent.includes('Checking'));
+          await page.check('#include-fit');
+        }
+        await page.waitForTimeout(300);
+        const file = path.join(OUT, `${tab}-${device}-${scheme}.png`);
+        // The first 1 800 px of the page (desktop) or 2 400 px (phone), to stay under 300 KB a file.
+        const height = await page.evaluate(() => document.documentElement.scrollHeight);
+        const clipH = Math.min(height, device === 'phone' ? 2400 : 1800);
+        await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: viewport.width, height: clipH } });
+        console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+      }
+      await context.close();
+    }
+  }
+} finally {
+  await browser.close();
+  await server.close();
+}
