@@ -265,7 +265,27 @@ mod tests {
             assert_eq!(c.points.len(), 3);
             assert_eq!(c.loo_mae, None);
         }
-        assert_eq!(default_classes().len(), 6);
+        // 6 upstream classes + the H200 candle classes (Q8_0, Q4_K, Q4_0).
+        let upstream = default_classes()
+            .iter()
+            .filter(|c| c.arch != "hopper")
+            .count();
+        assert_eq!(upstream, 6);
+    }
+
+    #[test]
+    fn hopper_classes_come_from_our_h200_campaign() {
+        for p in ["Q8_0", "Q4_K", "Q4_0"] {
+            let c = class("hopper", p);
+            assert_eq!(
+                c.points.len(),
+                4,
+                "{p}: one batch-1 point per measured shape"
+            );
+            assert_eq!(c.gpus, vec!["H200".to_string()]);
+            assert!(c.stacks[0].contains("candle"));
+            assert!(c.loo_mae.is_some());
+        }
     }
 
     #[test]

@@ -139,18 +139,24 @@ impl Observation {
 }
 
 fn observations(ds: &Dataset) -> Vec<Observation> {
-    let from_anchors = ds.anchors.iter().filter_map(|a| {
-        Some((
-            a.gpu.clone(),
-            a.model.clone(),
-            a.params_b,
-            a.precision.clone(),
-            a.batch,
-            ANCHOR_DECODE_CONTEXT,
-            a.session.clone(),
-            a.throughput_tok_s?,
-        ))
-    });
+    // Only the stacks this model describes (transformers/bitsandbytes and llama.cpp); our own candle
+    // rows (H200 campaign) are a third engine with its own launch behaviour, kept out of this fit.
+    let from_anchors = ds
+        .anchors
+        .iter()
+        .filter(|a| !a.stack.starts_with("candle"))
+        .filter_map(|a| {
+            Some((
+                a.gpu.clone(),
+                a.model.clone(),
+                a.params_b,
+                a.precision.clone(),
+                a.batch,
+                ANCHOR_DECODE_CONTEXT,
+                a.session.clone(),
+                a.throughput_tok_s?,
+            ))
+        });
     let from_sweep = batch_sweep().iter().map(|p| {
         (
             p.gpu.clone(),
@@ -655,7 +661,7 @@ mod tests {
         let with_tput = ds
             .anchors
             .iter()
-            .filter(|a| a.throughput_tok_s.is_some())
+            .filter(|a| a.throughput_tok_s.is_some() && !a.stack.starts_with("candle"))
             .count();
         let table = throughput_calibration_table();
         assert_eq!(table.len(), with_tput + batch_sweep().len());

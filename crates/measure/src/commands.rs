@@ -578,6 +578,12 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
     };
     for r in rows {
         let fp16 = r.precision == "FP16";
+        // Curves are batch-1 single-stream; batch-sweep rows feed the optimizer's batch term only.
+        let feeds_curve = !fp16 && r.batch == 1;
+        let gpu = analysis::Dataset::embedded()
+            .gpu(&r.gpu)
+            .map(|g| g.name.clone())
+            .unwrap_or_else(|| r.gpu.clone());
         let delta = (r.energy_mj - r.fp16_mj) / r.fp16_mj * 100.0;
         let cv = if r.cv_pct.is_finite() {
             format!("{:.2}", r.cv_pct)
@@ -586,6 +592,8 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
         };
         let note = if fp16 {
             "FP16 baseline (dE = 0 by definition); used for absolute energy".to_string()
+        } else if r.batch != 1 {
+            format!("H200 batch sweep (batch {}), n = {}: feeds the optimizer's batch term, not the batch-1 curves", r.batch, r.n)
         } else {
             let mut n = format!("H200 candle campaign, n = {} independent runs", r.n);
             if r.cv_pct.is_finite() && r.cv_pct >= 2.0 {
@@ -600,7 +608,7 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
         };
         println!(
             "{},{},{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.1},{},{},gross,{},{},{},{},{}",
-            q(&r.gpu),
+            q(&gpu),
             r.arch,
             q(&r.model),
             r.params_b,
@@ -616,7 +624,7 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
             q(stack),
             q(session),
             q(source),
-            if fp16 { 0 } else { 1 },
+            u8::from(feeds_curve),
             q(&note)
         );
     }
