@@ -88,7 +88,7 @@ def main():
     idle = min(power_w(h) for _ in range(30) if time.sleep(0.02) is None)
     r = shape(a.shape, a.models_csv)
     with torch.device("cuda"):
-        model = transformers.AutoModelForCausalLM.from_config(config(r), torch_dtype=torch.float16).eval()
+        model = transformers.AutoModelForCausalLM.from_config(config(r), dtype=torch.float16).eval()
     vocab = int(r["vocab"])
     ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(a.prompt_len)]], device="cuda")
     gen = dict(max_new_tokens=a.tokens, min_new_tokens=a.tokens, do_sample=False, use_cache=True,

@@ -36,4 +36,4 @@ pub use roofline::{
     latency_calibration, throughput_calibration_table, CalibrationRow, LatencyCalibration,
 };
 pub use tag::{Tag, Tagged};
-pub use vram::{find_format, vram, VramBreakdown, WeightFormat};
+pub use vram::{find_format, vram, weights_gb, VramBreakdown, WeightFormat};

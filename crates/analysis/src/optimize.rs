@@ -235,6 +235,10 @@ pub struct OptimizeResult {
     pub alternatives: Vec<Alternative>,
     /// Non-dominated on (energy, latency) among feasible candidates, by increasing latency.
     pub pareto: Vec<Candidate>,
+    /// Every feasible candidate, best first by the objective (what the page draws as the cloud
+    /// behind the frontier). Not serialized: the JSON stays the summary above.
+    #[serde(skip)]
+    pub feasible_configs: Vec<Candidate>,
     pub least_violating: Option<LeastViolating>,
     pub counts: SearchCounts,
     pub quality: ModelQuality,
@@ -727,6 +731,7 @@ pub fn optimize_with(
         optimum: feasible.first().map(|c| (*c).clone()),
         alternatives: alternatives(&feasible, req.objective),
         pareto,
+        feasible_configs: feasible.iter().map(|c| (*c).clone()).collect(),
         least_violating: least,
         counts: SearchCounts {
             evaluated: all.len(),
@@ -762,6 +767,9 @@ mod tests {
         assert_eq!(r.counts.evaluated, 3 * 7 * 7);
         assert!(r.feasible);
         assert!(r.alternatives.len() >= 3);
+        assert_eq!(r.feasible_configs.len(), r.counts.feasible);
+        assert_eq!(r.feasible_configs.first(), r.optimum.as_ref());
+        assert!(r.pareto.iter().all(|p| r.feasible_configs.contains(p)));
         assert!(
             r.counts.over_vram > 0,
             "batch 64 × 32k context of a 7B cannot fit 24 GB"

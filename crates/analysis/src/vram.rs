@@ -166,6 +166,18 @@ pub fn weight_bytes(s: &ModelShape, fmt: &WeightFormat) -> f64 {
         + p.other * 2.0
 }
 
+/// Weights of a model of `params_b` billion parameters stored as `precision`, in GB (1e9 bytes),
+/// scales included: the shape interpolated from the size ([`crate::shapes::shape_for_params`]) at
+/// the format's true bits ([`weight_bytes`]). `None` for a format the tool does not know or a size
+/// that is not a positive number.
+pub fn weights_gb(params_b: f64, precision: &str) -> Option<f64> {
+    if !(params_b.is_finite() && params_b > 0.0) {
+        return None;
+    }
+    let fmt = find_format(precision)?;
+    Some(weight_bytes(&crate::shapes::shape_for_params(params_b), fmt) / 1e9)
+}
+
 /// KV cache elements are fp16 in both stacks' defaults.
 pub const KV_BYTES_PER_ELEM: f64 = 2.0;
 /// CUDA context + cuBLAS workspace, reserved before any tensor (typical 0.3–0.6 GB).
@@ -297,6 +309,22 @@ mod tests {
             int8,
             6_525_288_448.0 + rows + (2.0 * 544_997_376.0 + 333_312.0) * 2.0
         );
+    }
+
+    #[test]
+    fn weights_gb_follows_the_format_and_refuses_what_it_cannot_count() {
+        let fp16 = weights_gb(7.0, "FP16").unwrap();
+        let shape = crate::shapes::shape_for_params(7.0);
+        assert_eq!(fp16, 2.0 * shape.param_count() as f64 / 1e9);
+        let nf4 = weights_gb(7.0, "nf4").unwrap();
+        let int8 = weights_gb(7.0, "INT8").unwrap();
+        let q4k = weights_gb(7.0, "Q4_K").unwrap();
+        assert!(nf4 < int8 && int8 < fp16, "{nf4} {int8} {fp16}");
+        // 4.5-bit linear weights, fp16 embeddings (NF4) vs quantized embeddings (GGUF)
+        assert!(q4k < nf4 && nf4 > fp16 * 4.5 / 16.0);
+        assert!(weights_gb(7.0, "FP8").is_none());
+        assert!(weights_gb(0.0, "FP16").is_none());
+        assert!(weights_gb(f64::NAN, "FP16").is_none());
     }
 
     #[test]

@@ -126,19 +126,22 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
         .unwrap_or(0);
     let mut jobs = Vec::new();
     for rep in 1..=max_repeats {
-        for r in &plan.runs {
+        for (i, r) in plan.runs.iter().enumerate() {
             if rep > r.repeats.unwrap_or(d.repeats) {
                 continue;
             }
             for &b in &r.batch {
-                jobs.push(job(d, r, b, rep, out));
+                // A different seed per configuration and repeat, so arm orders differ across the
+                // campaign (the first H200 session used the repeat number alone: one order per repeat).
+                let seed = i as u64 * 1000 + rep as u64;
+                jobs.push(job(d, r, b, rep, seed, out));
             }
         }
     }
     jobs
 }
 
-fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, out: &Path) -> Job {
+fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -> Job {
     let name = r.synthetic.clone().unwrap_or_else(|| {
         r.model
             .as_ref()
@@ -176,7 +179,7 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, out: &Path) -> Job {
         "--warmup".into(),
         d.warmup.to_string(),
         "--seed".into(),
-        rep.to_string(),
+        seed.to_string(),
         "--cooldown-max-s".into(),
         d.cooldown_max_s.to_string(),
         "--sample-hz".into(),
