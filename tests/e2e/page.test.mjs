@@ -40,6 +40,8 @@ test('the page loads with no console errors and no request leaves the page', asy
   await painted(page, 'crossover-canvas');
   await page.click('#tab-model');
   await painted(page, 'model-canvas');
+  await page.click('#tab-optimize');
+  await painted(page, 'pareto-canvas');
   await page.click('#tab-run');
   await painted(page, 'overlay-canvas');
   await page.click('#tab-data');
@@ -314,6 +316,53 @@ test('copy decision brief and copy permalink put the verdicts and the current li
   await page.waitForFunction(() => document.querySelector('#copy-permalink').textContent.includes('Copied'));
   const link = await page.evaluate(() => navigator.clipboard.readText());
   assert.equal(link, page.url());
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('the Optimize tab opens from a permalink: recommendation, tagged tiles, painted Pareto chart', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=optimize&gpu=H200&model=Qwen2-1.5B&objective=min-energy&ctx=2048`);
+  await painted(page, 'pareto-canvas');
+  assert.equal(await page.locator('#tab-optimize').getAttribute('aria-current'), 'page');
+  assert.equal(await page.locator('#opt-gpu').inputValue(), 'H200');
+  assert.equal(await page.locator('#opt-model').inputValue(), 'Qwen2-1.5B');
+  assert.equal(await page.locator('#opt-context').inputValue(), '2048');
+  assert.match(await page.locator('#opt-choice').innerText(), /batch \d+ · ctx 2048/);
+  assert.equal(await page.locator('#opt-recommendation .tiles .tchip').count(), 8);
+  const front = Number(await page.locator('#pareto-table').getAttribute('data-points'));
+  assert.ok(front >= 3, `frontier of ${front}`);
+  // frontier markers + the ★ are the chart's marks; the canvas has real pixels.
+  assert.equal(Number(await page.locator('#pareto-canvas').getAttribute('data-marks')), front + 1);
+  const differ = await page.evaluate(() => {
+    const c = document.getElementById('pareto-canvas');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - d[0]) + Math.abs(d[i + 1] - d[1]) + Math.abs(d[i + 2] - d[2]) > 30) n++;
+    return n;
+  });
+  assert.ok(differ > 2000, `only ${differ} painted pixels`);
+  // Keyboard focus shows a text tooltip of a configuration.
+  await page.focus('#pareto-canvas');
+  assert.match(await page.locator('.chart-wrap .tooltip').first().innerText(), /batch \d+ · ctx 2048[\s\S]*J\/1k tokens/);
+  assert.ok(await page.locator('#alt-table tbody tr').count() >= 3);
+  // Changing an input keeps the permalink current.
+  await page.selectOption('#opt-objective', 'max-throughput');
+  await page.waitForFunction(() => location.search.includes('objective=max-throughput'));
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('an impossible budget shows the least-violating configuration and the budget it breaks', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=optimize&gpu=RTX%204090&model=Qwen2-7B&objective=min-energy&max_ms=1`);
+  const callout = page.locator('#least-violating');
+  await callout.waitFor();
+  const text = await callout.innerText();
+  assert.match(text, /No configuration meets your budgets/);
+  assert.match(text, /Closest: \S+ · batch \d+ · ctx \d+/);
+  assert.match(text, /breaks latency budget: [\d.]+ ms\/token \(modelled\) vs limit 1 ms\/token — [\d.]+ % over it/);
+  assert.equal(await page.locator('#opt-recommendation').count(), 0);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -10,7 +10,7 @@ const only = process.argv[2];
 
 const server = await startServer();
 const browser = await launch();
-const tabs = ['tested', 'model', 'run', 'data'];
+const tabs = ['tested', 'model', 'optimize', 'run', 'data'];
 const sizes = { desktop: { width: 1280, height: 900 }, phone: { width: 390, height: 844 } };
 try {
   for (const [device, viewport] of Object.entries(sizes)) {
@@ -25,7 +25,10 @@ try {
       const page = await context.newPage();
       for (const tab of tabs) {
         if (only && !`${tab}-${device}-${scheme}`.includes(only)) continue;
-        const q = tab === 'model' ? '?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048' : `?tab=${tab}`;
+        const q = {
+          model: '?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048',
+          optimize: '?tab=optimize&gpu=H200&model=Qwen2-1.5B&objective=min-energy&ctx=2048',
+        }[tab] || `?tab=${tab}`;
         await page.goto(server.url + q);
         await page.waitForSelector('main');
         if (tab === 'run') {
@@ -36,11 +39,37 @@ try {
         }
         await page.waitForTimeout(300);
         const file = path.join(OUT, `${tab}-${device}-${scheme}.png`);
+        if (tab === 'optimize') {
+          // The chart and the tables sit below the first screen: one more shot of them.
+          await page.waitForSelector('#pareto-canvas[data-painted="1"]');
+          const extra = path.join(OUT, `optimize-pareto-${device}-${scheme}.png`);
+          await page.locator('#pareto-card').screenshot({ path: extra });
+          console.log(`${path.relative(ROOT, extra)} ${(fs.statSync(extra).size / 1024).toFixed(0)} KB`);
+        }
         // The first 1 800 px of the page (desktop) or 2 400 px (phone), to stay under 300 KB a file.
         const height = await page.evaluate(() => document.documentElement.scrollHeight);
-        const clipH = Math.min(height, device === 'phone' ? 2400 : 1800);
+        // The data tab's wide tables compress worse: a shorter clip keeps it under 300 KB too.
+        const clipH = Math.min(height, device === 'phone' ? 2400 : tab === 'data' ? 1500 : 1800);
         await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: viewport.width, height: clipH } });
         console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+      }
+      // The hopper class (candle GGUF stack) on the tabs that show it: one dark desktop, one light phone.
+      if ((device === 'desktop') === (scheme === 'dark')) {
+        for (const [name, q] of [
+          ['tested-h200', '?tab=tested&gpu=H200&model=Qwen2-7B'],
+          ['model-hopper-q4k', '?tab=model&n=7&gpu=H200&p=Q4_K&b=1&ctx=2048'],
+          ['optimize-infeasible', '?tab=optimize&gpu=RTX%204090&model=Qwen2-7B&objective=min-energy&max_ms=1'],
+        ]) {
+          if (only && !`${name}-${device}-${scheme}`.includes(only)) continue;
+          await page.goto(server.url + q);
+          await page.waitForSelector('main');
+          await page.waitForTimeout(300);
+          const file = path.join(OUT, `${name}-${device}-${scheme}.png`);
+          const height = await page.evaluate(() => document.documentElement.scrollHeight);
+          const clipH = Math.min(height, device === 'phone' ? 2400 : 1800);
+          await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: viewport.width, height: clipH } });
+          console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+        }
       }
       await context.close();
     }

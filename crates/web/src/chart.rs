@@ -25,6 +25,8 @@ pub enum Shape {
     Square,
     Triangle,
     Diamond,
+    /// The optimizer's choice (not in [`Shape::ALL`], which cycles through series).
+    Star,
 }
 
 impl Shape {
@@ -44,6 +46,8 @@ impl Shape {
             (Shape::Triangle, false) => "△",
             (Shape::Diamond, true) => "◆",
             (Shape::Diamond, false) => "◇",
+            (Shape::Star, true) => "★",
+            (Shape::Star, false) => "☆",
         }
     }
 }
@@ -100,6 +104,13 @@ pub struct Spec {
     pub lines: Vec<Line>,
     pub vlines: Vec<VLine>,
     pub marks: Vec<Mark>,
+    /// Faint context points drawn first (under lines and marks); their tooltips come after the
+    /// main marks' in hover ties and keyboard order.
+    pub bg_marks: Vec<Mark>,
+    /// x-axis key points (log scale); empty = the model-size ticks.
+    pub x_ticks: Vec<f64>,
+    /// y labels as plain numbers instead of signed percentages.
+    pub y_plain: bool,
 }
 
 impl Spec {
@@ -219,12 +230,16 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
 
     let (x0, x1) = spec.x_range;
     let (y0, y1) = spec.y_range;
-    let keys: Vec<f64> = X_TICKS
-        .iter()
-        .copied()
-        .filter(|x| *x >= x0 * 0.999 && *x <= x1 * 1.001)
-        .filter(|x| !narrow || ![0.2, 1.5, 14.0, 20.0, 70.0].contains(x))
-        .collect();
+    let keys: Vec<f64> = if spec.x_ticks.is_empty() {
+        X_TICKS
+            .iter()
+            .copied()
+            .filter(|x| *x >= x0 * 0.999 && *x <= x1 * 1.001)
+            .filter(|x| !narrow || ![0.2, 1.5, 14.0, 20.0, 70.0].contains(x))
+            .collect()
+    } else {
+        spec.x_ticks.clone()
+    };
     let font = "system-ui, sans-serif";
     let label_px = if narrow { 11.0 } else { 12.0 };
     let mut chart = ChartBuilder::on(&root)
@@ -238,8 +253,12 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         .ok()?;
     let label_style = TextStyle::from((font, s(label_px)).into_font()).color(&th.muted);
     let desc_style = TextStyle::from((font, s(label_px + 1.0)).into_font()).color(&th.fg);
+    let y_plain = spec.y_plain;
     let y_fmt = |y: &f64| {
         let v = if y.abs() < 1e-9 { 0.0 } else { *y };
+        if y_plain {
+            return tick_label(v);
+        }
         let t = format!("{v:.0}");
         if v > 0.0 {
             format!("+{t}%")
@@ -367,6 +386,13 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         let _ = ctx.fill_text(&v.label, x + dx, top + s(label_px + 4.0 + row));
     }
 
+    let mut bg_hits = Vec::with_capacity(spec.bg_marks.len());
+    for m in &spec.bg_marks {
+        if let Some(h) = draw_mark(&ctx, &px, m, &th, s, dpr) {
+            bg_hits.push(h);
+        }
+    }
+
     for l in &spec.lines {
         if l.pts.len() < 2 {
             continue;
@@ -390,77 +416,105 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         let _ = ctx.set_line_dash(&js_sys::Array::new());
     }
 
-    let mut hits = Vec::with_capacity(spec.marks.len());
+    let mut hits = Vec::with_capacity(spec.marks.len() + bg_hits.len());
     for m in &spec.marks {
-        if !(m.x.is_finite() && m.y.is_finite()) {
-            continue;
+        if let Some(h) = draw_mark(&ctx, &px, m, &th, s, dpr) {
+            hits.push(h);
         }
-        let c = css_color(m.col);
-        let (x, y) = px(m.x, m.y);
-        if let Some((lo, hi)) = m.err {
-            let (_, ylo) = px(m.x, lo);
-            let (_, yhi) = px(m.x, hi);
-            ctx.set_stroke_style_str(&rgba(c, 0.9));
-            ctx.set_line_width(s(2.0));
-            ctx.begin_path();
-            ctx.move_to(x, ylo);
-            ctx.line_to(x, yhi);
-            ctx.move_to(x - s(6.0), ylo);
-            ctx.line_to(x + s(6.0), ylo);
-            ctx.move_to(x - s(6.0), yhi);
-            ctx.line_to(x + s(6.0), yhi);
-            ctx.stroke();
-        }
-        let r = s(m.r);
-        ctx.begin_path();
-        match m.shape {
-            Shape::Circle => {
-                let _ = ctx.arc(x, y, r, 0.0, std::f64::consts::TAU);
-            }
-            Shape::Square => ctx.rect(x - r * 0.9, y - r * 0.9, r * 1.8, r * 1.8),
-            Shape::Triangle => {
-                ctx.move_to(x, y - r * 1.15);
-                ctx.line_to(x + r * 1.05, y + r * 0.8);
-                ctx.line_to(x - r * 1.05, y + r * 0.8);
-                ctx.close_path();
-            }
-            Shape::Diamond => {
-                ctx.move_to(x, y - r * 1.2);
-                ctx.line_to(x + r * 1.2, y);
-                ctx.line_to(x, y + r * 1.2);
-                ctx.line_to(x - r * 1.2, y);
-                ctx.close_path();
-            }
-        }
-        if m.filled {
-            ctx.set_fill_style_str(&rgba(c, 1.0));
-            ctx.fill();
-            ctx.set_stroke_style_str(&rgba(th.bg, 0.9));
-            ctx.set_line_width(s(1.0));
-            ctx.stroke();
-        } else {
-            ctx.set_fill_style_str(&rgba(th.bg, 1.0));
-            ctx.fill();
-            ctx.set_stroke_style_str(&rgba(c, 1.0));
-            ctx.set_line_width(s(2.0));
-            ctx.stroke();
-        }
-        if m.ring {
-            ctx.begin_path();
-            let _ = ctx.arc(x, y, r + s(5.0), 0.0, std::f64::consts::TAU);
-            ctx.set_stroke_style_str(&rgba(th.fg, 0.9));
-            ctx.set_line_width(s(1.5));
-            ctx.stroke();
-        }
-        hits.push(Hit {
-            x: x / dpr,
-            y: y / dpr,
-            tip: m.tip.clone(),
-        });
     }
+    hits.extend(bg_hits);
     ctx.restore();
     let _ = th.muted;
     Some(hits)
+}
+
+/// One marker (with its error bar and ring); its hit in CSS px.
+fn draw_mark(
+    ctx: &CanvasRenderingContext2d,
+    px: &dyn Fn(f64, f64) -> (f64, f64),
+    m: &Mark,
+    th: &Theme,
+    s: impl Fn(f64) -> f64,
+    dpr: f64,
+) -> Option<Hit> {
+    if !(m.x.is_finite() && m.y.is_finite()) {
+        return None;
+    }
+    let c = css_color(m.col);
+    let (x, y) = px(m.x, m.y);
+    if let Some((lo, hi)) = m.err {
+        let (_, ylo) = px(m.x, lo);
+        let (_, yhi) = px(m.x, hi);
+        ctx.set_stroke_style_str(&rgba(c, 0.9));
+        ctx.set_line_width(s(2.0));
+        ctx.begin_path();
+        ctx.move_to(x, ylo);
+        ctx.line_to(x, yhi);
+        ctx.move_to(x - s(6.0), ylo);
+        ctx.line_to(x + s(6.0), ylo);
+        ctx.move_to(x - s(6.0), yhi);
+        ctx.line_to(x + s(6.0), yhi);
+        ctx.stroke();
+    }
+    let r = s(m.r);
+    ctx.begin_path();
+    match m.shape {
+        Shape::Circle => {
+            let _ = ctx.arc(x, y, r, 0.0, std::f64::consts::TAU);
+        }
+        Shape::Square => ctx.rect(x - r * 0.9, y - r * 0.9, r * 1.8, r * 1.8),
+        Shape::Triangle => {
+            ctx.move_to(x, y - r * 1.15);
+            ctx.line_to(x + r * 1.05, y + r * 0.8);
+            ctx.line_to(x - r * 1.05, y + r * 0.8);
+            ctx.close_path();
+        }
+        Shape::Star => {
+            for i in 0..10 {
+                let a = std::f64::consts::PI * (i as f64 / 5.0 - 0.5);
+                let rr = if i % 2 == 0 { r * 1.6 } else { r * 0.7 };
+                let (sx, sy) = (x + rr * a.cos(), y + rr * a.sin());
+                if i == 0 {
+                    ctx.move_to(sx, sy);
+                } else {
+                    ctx.line_to(sx, sy);
+                }
+            }
+            ctx.close_path();
+        }
+        Shape::Diamond => {
+            ctx.move_to(x, y - r * 1.2);
+            ctx.line_to(x + r * 1.2, y);
+            ctx.line_to(x, y + r * 1.2);
+            ctx.line_to(x - r * 1.2, y);
+            ctx.close_path();
+        }
+    }
+    if m.filled {
+        ctx.set_fill_style_str(&rgba(c, 1.0));
+        ctx.fill();
+        ctx.set_stroke_style_str(&rgba(th.bg, 0.9));
+        ctx.set_line_width(s(1.0));
+        ctx.stroke();
+    } else {
+        ctx.set_fill_style_str(&rgba(th.bg, 1.0));
+        ctx.fill();
+        ctx.set_stroke_style_str(&rgba(c, 1.0));
+        ctx.set_line_width(s(2.0));
+        ctx.stroke();
+    }
+    if m.ring {
+        ctx.begin_path();
+        let _ = ctx.arc(x, y, r + s(5.0), 0.0, std::f64::consts::TAU);
+        ctx.set_stroke_style_str(&rgba(th.fg, 0.9));
+        ctx.set_line_width(s(1.5));
+        ctx.stroke();
+    }
+    Some(Hit {
+        x: x / dpr,
+        y: y / dpr,
+        tip: m.tip.clone(),
+    })
 }
 
 /// Index of the hit nearest to (x, y) within `radius` CSS px.

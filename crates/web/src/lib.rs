@@ -25,6 +25,7 @@ pub struct AppState {
     pub tab: RwSignal<Tab>,
     pub tested: tabs::tested::TestedState,
     pub model: tabs::model::ModelState,
+    pub optimize: tabs::optimize::OptimizeState,
     pub run: tabs::run::RunState,
     /// A message about the link the page was opened with (unknown tab, malformed overlay, …).
     pub link_notice: RwSignal<Vec<String>>,
@@ -47,6 +48,7 @@ impl AppState {
             tab: RwSignal::new(tab),
             tested: tabs::tested::TestedState::from_query(q, tab == Tab::Tested),
             model: tabs::model::ModelState::from_query(q, tab == Tab::Model),
+            optimize: tabs::optimize::OptimizeState::from_query(q, tab == Tab::Optimize),
             run: tabs::run::RunState::from_query(q),
             link_notice: RwSignal::new(notices),
         }
@@ -60,6 +62,7 @@ impl AppState {
         match tab {
             Tab::Tested => self.tested.write_query(&mut q),
             Tab::Model => self.model.write_query(&mut q),
+            Tab::Optimize => self.optimize.write_query(&mut q),
             Tab::Run => self.run.write_query(&mut q),
             Tab::Data => {}
         }
@@ -169,6 +172,7 @@ pub fn TabBody() -> impl IntoView {
     move || match state.tab.get() {
         Tab::Tested => tabs::tested::TestedTab().into_any(),
         Tab::Model => tabs::model::ModelTab().into_any(),
+        Tab::Optimize => tabs::optimize::OptimizeTab().into_any(),
         Tab::Run => tabs::run::RunTab().into_any(),
         Tab::Data => tabs::data::DataTab().into_any(),
     }

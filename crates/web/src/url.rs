@@ -2,7 +2,7 @@
 //!
 //! `?tab=tested&gpu=RTX%204090&model=Qwen2-7B`, `?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048`,
 //! `?tab=run&overlay=<b64url>&overlay=<b64url>&fit=1` (upstream container links carry one overlay),
-//! `?tab=data`. Unknown or malformed values fall back to defaults and are reported, never fatal.
+//! `?tab=optimize&gpu=H200&model=Qwen2-1.5B&objective=min-energy&max_ms=40&ctx=2048`, `?tab=data`. Unknown or malformed values fall back to defaults and are reported, never fatal.
 
 use web_sys::UrlSearchParams;
 
@@ -12,17 +12,19 @@ use web_sys::UrlSearchParams;
 pub enum Tab {
     Tested,
     Model,
+    Optimize,
     Run,
     Data,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 4] = [Tab::Tested, Tab::Model, Tab::Run, Tab::Data];
+    pub const ALL: [Tab; 5] = [Tab::Tested, Tab::Model, Tab::Optimize, Tab::Run, Tab::Data];
 
     pub fn slug(self) -> &'static str {
         match self {
             Tab::Tested => "tested",
             Tab::Model => "model",
+            Tab::Optimize => "optimize",
             Tab::Run => "run",
             Tab::Data => "data",
         }
@@ -32,6 +34,7 @@ impl Tab {
         match self {
             Tab::Tested => "Tested models",
             Tab::Model => "Your model",
+            Tab::Optimize => "Optimize",
             Tab::Run => "Run it yourself",
             Tab::Data => "Data & method",
         }
@@ -42,6 +45,7 @@ impl Tab {
         match s.trim().to_ascii_lowercase().as_str() {
             "tested" | "tested-models" | "home" | "" => Some(Tab::Tested),
             "model" | "yours" | "your-model" | "estimate" => Some(Tab::Model),
+            "optimize" | "optimizer" | "optimise" | "constraints" => Some(Tab::Optimize),
             "run" | "container" | "run-it-yourself" => Some(Tab::Run),
             "data" | "method" | "methodology" => Some(Tab::Data),
             _ => None,

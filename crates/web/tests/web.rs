@@ -257,6 +257,10 @@ async fn data_tab_offers_downloads_and_method() {
         .query_selector_all("#classes-table tbody tr")
         .unwrap();
     assert_eq!(rows.length() as usize, analysis::default_classes().len());
+    // The hopper classes say they come from another stack.
+    let table = q(&m.root, "#classes-table").text_content().unwrap();
+    assert!(table.contains("hopper Q4_K"), "{table}");
+    assert!(table.contains("different stack: candle GGUF"), "{table}");
 }
 
 #[test]
@@ -285,4 +289,146 @@ async fn model_tab_accepts_a_card_by_architecture_and_says_when_a_curve_is_borro
     assert!(t.contains("borrowed from ampere"), "{t}");
     assert!(t.contains("extrapolated"), "{t}");
     assert!(t.contains("confidence: low"), "{t}");
+}
+
+fn optimum_config(gpu: &str, model: &str, o: analysis::Objective, ctx: Option<u32>) -> String {
+    let r = analysis::optimize(&analysis::OptimizeRequest {
+        gpu: gpu.into(),
+        params_b: None,
+        model: Some(model.into()),
+        objective: o,
+        budgets: analysis::Budgets::default(),
+        context: ctx,
+    })
+    .unwrap();
+    let c = r.optimum.unwrap();
+    format!("{} · batch {} · ctx {}", c.precision, c.batch, c.context)
+}
+
+#[test]
+async fn optimize_tab_recommends_tags_every_tile_and_follows_the_objective() {
+    let m = mount("?tab=optimize&gpu=H200&model=Qwen2-1.5B&objective=min-energy&ctx=2048");
+    settle().await;
+    let choice = q(&m.root, "#opt-choice").text_content().unwrap();
+    let want = optimum_config(
+        "H200",
+        "Qwen2-1.5B",
+        analysis::Objective::MinEnergy,
+        Some(2048),
+    );
+    assert!(choice.contains(&want), "{choice} vs {want}");
+    // 8 tiles, each with its provenance chip, and the legend of the five tags.
+    let tiles = m
+        .root
+        .query_selector_all("#opt-recommendation .tiles .stat")
+        .unwrap();
+    assert_eq!(tiles.length(), 8);
+    assert_eq!(
+        m.root
+            .query_selector_all("#opt-recommendation .tiles .stat .tchip")
+            .unwrap()
+            .length(),
+        8
+    );
+    let t = text(&m.root);
+    for tag in [
+        "measured",
+        "computed",
+        "interpolated",
+        "extrapolated",
+        "modelled",
+    ] {
+        assert!(t.contains(tag), "legend lacks {tag}");
+    }
+    assert!(t.contains("Alternatives") && t.contains("Δ energy"), "{t}");
+    let front: usize = q(&m.root, "#pareto-table")
+        .get_attribute("data-points")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(front >= 3, "{front}");
+    assert_eq!(
+        m.root
+            .query_selector_all("#pareto-table tbody tr")
+            .unwrap()
+            .length() as usize,
+        front
+    );
+    assert_eq!(
+        q(&m.root, "#pareto-canvas")
+            .get_attribute("data-painted")
+            .as_deref(),
+        Some("1")
+    );
+    // The candle stack is named on the hopper card.
+    assert!(t.contains("candle GGUF"), "{t}");
+
+    set_and_fire(&q(&m.root, "#opt-objective"), "min-latency", "change");
+    settle().await;
+    let choice = q(&m.root, "#opt-choice").text_content().unwrap();
+    let want = optimum_config(
+        "H200",
+        "Qwen2-1.5B",
+        analysis::Objective::MinLatency,
+        Some(2048),
+    );
+    assert!(choice.contains(&want), "{choice} vs {want}");
+    let search = web_sys::window().unwrap().location().search().unwrap();
+    assert!(search.contains("objective=min-latency"), "{search}");
+    assert!(search.contains("tab=optimize"), "{search}");
+}
+
+#[test]
+async fn optimize_tab_names_the_budget_the_closest_configuration_breaks() {
+    let m = mount("?tab=optimize&gpu=RTX%204090&model=Qwen2-7B&max_ms=1");
+    settle().await;
+    let callout = q(&m.root, "#least-violating").text_content().unwrap();
+    assert!(
+        callout.contains("No configuration meets your budgets"),
+        "{callout}"
+    );
+    assert!(callout.contains("breaks latency budget"), "{callout}");
+    assert!(callout.contains("% over it"), "{callout}");
+    assert!(m
+        .root
+        .query_selector("#opt-recommendation")
+        .unwrap()
+        .is_none());
+    // Lifting the budget brings the recommendation back.
+    set_and_fire(&q(&m.root, "#opt-max-ms"), "", "change");
+    settle().await;
+    assert!(m
+        .root
+        .query_selector("#opt-recommendation")
+        .unwrap()
+        .is_some());
+}
+
+#[test]
+async fn model_tab_offers_the_hopper_gguf_classes_with_their_own_curve() {
+    let m = mount("?tab=model&n=7&gpu=H200&p=Q4_K");
+    settle().await;
+    let sel = q(&m.root, "#precision-select").unchecked_into::<web_sys::HtmlSelectElement>();
+    assert_eq!(sel.value(), "Q4_K");
+    let opts: Vec<String> = (0..sel.length())
+        .filter_map(|i| sel.item(i))
+        .filter_map(|o| o.get_attribute("value"))
+        .collect();
+    for p in ["NF4", "INT8", "FP16", "Q8_0", "Q4_K", "Q4_0"] {
+        assert!(opts.iter().any(|o| o == p), "{opts:?}");
+    }
+    let t = text(&m.root);
+    assert!(!t.contains("borrowed from"), "{t}");
+    assert!(t.contains("Fit of the hopper Q4_K class"), "{t}");
+    assert!(t.contains("candle GGUF"), "{t}");
+    // Weights from analysis's VRAM model (true bytes of the format).
+    let w = q(&m.root, "#model-weights").text_content().unwrap();
+    let want = format!("{:.1} GB", analysis::weights_gb(7.0, "Q4_K").unwrap());
+    assert_eq!(w, want);
+    // An ada card has no GGUF class: the picker keeps the base three (+ the current choice).
+    set_and_fire(&q(&m.root, "#precision-select"), "NF4", "change");
+    set_and_fire(&q(&m.root, "#model-gpu"), "RTX 4090", "change");
+    settle().await;
+    let sel = q(&m.root, "#precision-select").unchecked_into::<web_sys::HtmlSelectElement>();
+    assert_eq!(sel.length(), 3);
 }

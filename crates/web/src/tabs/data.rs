@@ -71,10 +71,11 @@ pub fn DataTab() -> impl IntoView {
 
             <div class="card">
                 <h2 class="card-title">"Fitted classes"</h2>
+                <p class="sub">"One crossover fit per architecture and precision. A class is a property of the card and its software stack: the hopper classes come from our own H200 runs with candle's GGUF kernels on synthetic-weight model shapes, not from transformers + bitsandbytes, so compare their deltas with the NF4/INT8 classes as a different stack."</p>
                 <div class="table-scroll">
                     <table class="facts wide" id="classes-table">
                         <thead>
-                            <tr><th>"class"</th><th>"anchors"</th><th>"A"</th><th>"S"</th><th>"N* (B)"</th><th>"crossover"</th><th>"RMS"</th><th>"LOO MAE"</th><th>"cards"</th></tr>
+                            <tr><th>"class"</th><th>"anchors"</th><th>"A"</th><th>"S"</th><th>"N* (B)"</th><th>"crossover"</th><th>"RMS"</th><th>"LOO MAE"</th><th>"cards"</th><th>"stack"</th></tr>
                         </thead>
                         <tbody>
                             {default_classes().iter().map(|c| view! {
@@ -88,6 +89,12 @@ pub fn DataTab() -> impl IntoView {
                                     <td>{num(c.fit.resid_rms, 1)}</td>
                                     <td>{c.loo_mae.map(|m| num(m, 1)).unwrap_or_else(|| "—".into())}</td>
                                     <td>{c.gpus.join(", ")}</td>
+                                    <td class="stack-cell">
+                                        {match c.stacks.iter().find_map(|s| super::other_stack(s)) {
+                                            Some(note) => view! { <span class="tag warn" title=c.stacks.join("; ")>{note}</span> }.into_any(),
+                                            None => view! { <span class="small">"transformers + bitsandbytes"</span> }.into_any(),
+                                        }}
+                                    </td>
                                 </tr>
                             }).collect_view()}
                         </tbody>

@@ -2,6 +2,7 @@
 
 pub mod data;
 pub mod model;
+pub mod optimize;
 pub mod run;
 pub mod tested;
 
@@ -18,6 +19,10 @@ pub fn prec_col(precision: &str) -> Col {
         "--c-int8"
     } else if p.starts_with("INT8") {
         "--c-int8p"
+    } else if p.ends_with("Q8_0") {
+        "--c-q8"
+    } else if p.ends_with("Q4_K") {
+        "--c-q4k"
     } else if p.starts_with("GGUF") || p.starts_with('Q') {
         "--c-gguf"
     } else if p == "FP16" {
@@ -39,10 +44,69 @@ pub fn basis_col(basis: &str) -> Col {
 
 /// Sort key of precisions for display.
 pub fn prec_rank(p: &str) -> usize {
-    ["FP16", "NF4", "INT8", "INT8-pure"]
+    ["FP16", "NF4", "INT8", "INT8-pure", "Q8_0", "Q4_K", "Q4_0"]
         .iter()
         .position(|x| x.eq_ignore_ascii_case(p))
         .unwrap_or(9)
+}
+
+/// When a session's or class's software stack is not transformers + bitsandbytes, a short label
+/// that says so (its crossovers are not comparable with the NF4/INT8 rows).
+pub fn other_stack(stack: &str) -> Option<String> {
+    if stack.contains("bitsandbytes") {
+        None
+    } else if stack.contains("candle") {
+        Some("different stack: candle GGUF kernels on synthetic-weight shapes, not bitsandbytes NF4/INT8".into())
+    } else {
+        let short: String = stack
+            .split(" (")
+            .next()
+            .unwrap_or(stack)
+            .chars()
+            .take(60)
+            .collect();
+        Some(format!("different stack: {short}, not bitsandbytes"))
+    }
+}
+
+/// A provenance chip of an optimizer figure: measured / computed / interpolated / extrapolated /
+/// modelled, coloured (same colours as the legend, [`TagLegend`]).
+pub fn tag_chip(t: analysis::Tag) -> impl IntoView {
+    view! {
+        <span class=format!("tchip t-{}", t.as_str()) title=tag_meaning(t)>
+            {t.as_str()}
+        </span>
+    }
+}
+
+pub fn tag_meaning(t: analysis::Tag) -> &'static str {
+    use analysis::Tag;
+    match t {
+        Tag::Measured => "read off a published measurement",
+        Tag::Computed => "exact arithmetic: shapes, bytes, datasheets",
+        Tag::Interpolated => "inside the measured range of a fit",
+        Tag::Extrapolated => "outside it, or borrowed from another architecture",
+        Tag::Modelled => "a calibrated physical model (roofline, batch, context)",
+    }
+}
+
+/// The legend of the provenance chips.
+#[component]
+pub fn TagLegend() -> impl IntoView {
+    use analysis::Tag;
+    view! {
+        <dl class="tag-legend" aria-label="What the chips mean">
+            {[Tag::Measured, Tag::Computed, Tag::Interpolated, Tag::Extrapolated, Tag::Modelled]
+                .into_iter()
+                .map(|t| view! {
+                    <div>
+                        <dt>{tag_chip(t)}</dt>
+                        <dd>{tag_meaning(t)}</dd>
+                    </div>
+                })
+                .collect_view()}
+        </dl>
+    }
 }
 
 /// A basis tag: "measured" / "interpolated" / "extrapolated" / "unavailable", coloured.

@@ -15,7 +15,27 @@ use crate::chart::{Band, Chart, Line, Mark, Shape, Spec, VLine};
 use crate::url::{parse_f64, parse_u32, Query};
 use crate::util::{num, pct, per_million, size_b};
 
+/// Precisions offered on every card; classes of the card's architecture (or one it borrows from)
+/// add theirs (the GGUF formats of the hopper class), see [`precisions_for`].
 pub const PRECISIONS: [&str; 3] = ["NF4", "INT8", "FP16"];
+
+/// The precision picker's options for an architecture: the base three, then every precision with
+/// a fitted class on this architecture or on one its estimate borrows from.
+pub fn precisions_for(arch: &str) -> Vec<String> {
+    let mut v: Vec<String> = PRECISIONS.iter().map(|p| p.to_string()).collect();
+    let archs: Vec<&str> = std::iter::once(arch)
+        .chain(analysis::estimate::borrow_order(arch).iter().copied())
+        .collect();
+    for c in default_classes()
+        .iter()
+        .filter(|c| archs.contains(&c.arch.as_str()))
+    {
+        if !v.iter().any(|p| p.eq_ignore_ascii_case(&c.precision)) {
+            v.push(c.precision.clone());
+        }
+    }
+    v
+}
 pub const BATCHES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 pub const CONTEXTS: [u32; 6] = [512, 1024, 2048, 4096, 8192, 16384];
 
@@ -41,8 +61,13 @@ impl ModelState {
             })
             .unwrap_or_else(|| "RTX 4090".into());
         let precision = g("p")
-            .and_then(|p| PRECISIONS.iter().find(|x| x.eq_ignore_ascii_case(p.trim())))
-            .map(|s| s.to_string())
+            .and_then(|p| {
+                PRECISIONS
+                    .iter()
+                    .map(|x| x.to_string())
+                    .chain(default_classes().iter().map(|c| c.precision.clone()))
+                    .find(|x| x.eq_ignore_ascii_case(p.trim()))
+            })
             .unwrap_or_else(|| "NF4".into());
         ModelState {
             params_b: RwSignal::new(parse_f64(g("n"), 0.05, 2000.0).unwrap_or(7.0)),
@@ -104,17 +129,6 @@ fn other_arch(label: &str) -> Option<report::Arch> {
 fn other_label(a: report::Arch) -> String {
     let s = a.as_str();
     format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
-}
-
-/// Bits per weight of a precision as stored (FP16 16, INT8 8, 4-bit formats 4). Display only:
-/// the weight size shown next to the card's VRAM.
-// TODO(lead): move to `analysis` with the VRAM model (optimizer issue) and call it from here.
-fn bits_per_weight(p: &str) -> f64 {
-    match p.to_ascii_uppercase().as_str() {
-        "FP16" | "BF16" => 16.0,
-        "INT8" | "Q8_0" => 8.0,
-        _ => 4.0,
-    }
 }
 
 /// The class an estimate used (its own architecture's or the borrowed one).
@@ -349,7 +363,21 @@ pub fn ModelTab() -> impl IntoView {
                     <label>
                         <span>"Precision"</span>
                         <select id="precision-select" on:change=move |ev| st.precision.set(event_target_value(&ev)) prop:value=move || st.precision.get()>
-                            {PRECISIONS.iter().map(|p| view! { <option value=*p>{*p}</option> }).collect_view()}
+                            {move || {
+                                let mut ps = precisions_for(&st.arch());
+                                let cur = st.precision.get();
+                                if !ps.contains(&cur) {
+                                    ps.push(cur.clone());
+                                }
+                                ps.into_iter()
+                                    .map(|p| {
+                                        let gguf = !PRECISIONS.contains(&p.as_str());
+                                        let label = if gguf { format!("{p} (GGUF)") } else { p.clone() };
+                                        let sel = p == cur;
+                                        view! { <option value=p.clone() selected=sel>{label}</option> }
+                                    })
+                                    .collect_view()
+                            }}
                         </select>
                     </label>
                     <label>
@@ -387,8 +415,10 @@ pub fn ModelTab() -> impl IntoView {
                 let basis = e.basis.as_str().to_string();
                 let (energy, kwh) = e.energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
                 let (fp16e, _) = e.fp16_energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
-                let weights = e.input.params_b * bits_per_weight(&e.input.precision) / 8.0;
+                // True bytes of the format (scales, fp16 embeddings) from analysis's VRAM model.
+                let weights = analysis::weights_gb(e.input.params_b, &e.input.precision);
                 let vram = gpu_info.get().map(|g| g.vram_gb);
+                let stack = used_class(&e).and_then(|c| c.stacks.iter().find_map(|s| super::other_stack(s)));
                 view! {
                     <div class="card result" id="model-result">
                         <p class=cls id="model-verdict">{verdict}</p>
@@ -408,8 +438,12 @@ pub fn ModelTab() -> impl IntoView {
                             </div>
                             <div class="stat">
                                 <span class="k">"Weights"</span>
-                                <span class="v">{format!("{weights:.1} GB")}</span>
-                                <span class="sub">{vram.map(|v| if weights > v { format!("does not fit in {v:.0} GB") } else { format!("of {v:.0} GB VRAM (weights only)") }).unwrap_or_default()}</span>
+                                <span class="v" id="model-weights">{weights.map(|w| format!("{w:.1} GB")).unwrap_or_else(|| "—".into())}</span>
+                                <span class="sub">{match (weights, vram) {
+                                    (Some(w), Some(v)) if w > v => format!("does not fit in {v:.0} GB"),
+                                    (Some(_), Some(v)) => format!("of {v:.0} GB VRAM (weights only, scales included)"),
+                                    _ => "weights only, scales included".into(),
+                                }}</span>
                             </div>
                         </div>
                         <div class="tags">
@@ -417,6 +451,7 @@ pub fn ModelTab() -> impl IntoView {
                             <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
                             {e.class.clone().map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
                             {e.borrowed_from.clone().map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
+                            {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
                         </div>
                         <ul class="notes">
                             {e.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}

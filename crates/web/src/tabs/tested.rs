@@ -6,7 +6,7 @@ use leptos::prelude::*;
 
 use analysis::{Anchor, Dataset};
 
-use super::{prec_col, prec_rank, CopyButton, NChip};
+use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
 use crate::url::Query;
 use crate::util::{pct, per_million, size_b};
@@ -206,6 +206,19 @@ fn brief(gpu: &str, model: &str) -> String {
     out
 }
 
+/// The stack's name, short, for a legend: `candle 0.11.1 GGUF/cuBLAS kernels`.
+fn stack_short(stack: &str) -> &str {
+    stack.split([',', '(']).next().unwrap_or(stack).trim()
+}
+
+/// Rows of this card at batch > 1 (batch sweeps): not drawn on the batch-1 views.
+fn batched_rows(gpu: &str) -> usize {
+    ds().anchors
+        .iter()
+        .filter(|a| a.gpu == gpu && a.batch > 1)
+        .count()
+}
+
 /// Top of the zoomed y axis of the crossover chart (%); savings never go below −100 %.
 pub const ZOOM_TOP: f64 = 150.0;
 
@@ -313,12 +326,13 @@ pub fn crossover_spec(
                 ring: a.gpu == gpu && a.model == model,
                 err: None,
                 tip: format!(
-                    "{} · {}\n{} · {} · session {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
+                    "{} · {}\n{} · {} · session {}\nstack: {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
                     a.model,
                     size_b(a.params_b),
                     a.gpu,
                     a.precision,
                     a.session,
+                    stack_short(&a.stack),
                     pct(d, 1),
                     a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
                     a.cv_pct
@@ -329,14 +343,20 @@ pub fn crossover_spec(
             });
         }
         let n_max = s.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
+        let stack = s.rows[0].stack.as_str();
+        let stack_sub = if other_stack(stack).is_some() {
+            format!(" · {} stack", stack_short(stack))
+        } else {
+            String::new()
+        };
         legend.push(LegendItem {
             col,
             glyph: shape.glyph(replicated),
             text: format!("{} · {} · {}", s.gpu, s.precision, s.session),
             sub: if replicated {
-                format!("n ≥ 2 (up to {n_max})")
+                format!("n ≥ 2 (up to {n_max}){stack_sub}")
             } else {
-                "n = 1 (single run)".to_string()
+                format!("n = 1 (single run){stack_sub}")
             },
             faded: !replicated,
         });
@@ -455,6 +475,12 @@ pub fn TestedTab() -> impl IntoView {
                                     .map(|a| arch_label(&a.arch))
                                     .unwrap_or_default();
                                 let vram = ds().gpu(&g).map(|x| format!(" · {:.0} GB", x.vram_gb)).unwrap_or_default();
+                                let stack = if ds().anchors.iter().any(|a| a.gpu == g && a.stack.contains("candle")) {
+                                    " · candle GGUF stack"
+                                } else {
+                                    ""
+                                };
+                                let vram = format!("{vram}{stack}");
                                 view! { <option value=g.clone()>{format!("{g} · {arch}{vram}")}</option> }
                             })
                             .collect_view()}
@@ -570,6 +596,15 @@ pub fn TestedTab() -> impl IntoView {
                 </div>
                 <Chart spec=spec id="crossover-canvas" label="Crossover chart: measured energy change versus FP16 by model size, for the selected card"/>
                 <Legend items=legend/>
+                {move || {
+                    let n = batched_rows(&st.gpu.get());
+                    (n > 0).then(|| view! {
+                        <p class="fine" id="batched-note">
+                            {format!("This card also has {n} rows at batch > 1 (a batch sweep). They are not drawn on these batch-1 views: they feed the optimizer's batch term and are listed under ")}
+                            <a href="?tab=data">"Data & method"</a>"."
+                        </p>
+                    })
+                }}
                 <p class="fine">
                     "Hover or focus the chart (arrow keys step through points) for model, card, n, CV and source. "
                     "For a fitted curve with its uncertainty, use " <a href="?tab=model">"Your model"</a> "."
@@ -659,6 +694,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
                     </span>
                 })}
                 <span class="tag basis basis-measured"><span class="dot" aria-hidden="true"></span>"measured"</span>
+                {other_stack(&stack).map(|t| view! { <span class="tag warn stack-tag">{t}</span> })}
             </div>
             <div class="bars" role="list">
                 {bars
