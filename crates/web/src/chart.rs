@@ -111,6 +111,8 @@ pub struct Spec {
     pub x_ticks: Vec<f64>,
     /// y labels as plain numbers instead of signed percentages.
     pub y_plain: bool,
+    /// Log-scale y axis (1-2-5 ticks; `y_range` must be positive).
+    pub y_log: bool,
 }
 
 impl Spec {
@@ -206,8 +208,47 @@ const X_TICKS: [f64; 17] = [
 ];
 
 fn tick_label(x: f64) -> String {
-    let s = format!("{x:.1}");
+    let s = if x.abs() < 0.95 && x != 0.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    };
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Round-numbered ticks covering `lo..hi`: about `n` linear steps of 1/2/5 × 10^k, or the 1-2-5
+/// values of each decade on a log axis.
+pub fn nice_ticks(lo: f64, hi: f64, n: usize, log: bool) -> Vec<f64> {
+    let mut out = Vec::new();
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return out;
+    }
+    if log {
+        let mut p = 10f64.powf(lo.max(1e-12).log10().floor());
+        while p <= hi * 1.001 {
+            for m in [1.0, 2.0, 5.0] {
+                let t = p * m;
+                if t >= lo * 0.999 && t <= hi * 1.001 {
+                    out.push(t);
+                }
+            }
+            p *= 10.0;
+        }
+        return out;
+    }
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let mut t = (lo / step).ceil() * step;
+    while t <= hi + step * 1e-9 {
+        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
+        t += step;
+    }
+    out
 }
 
 /// Draw `spec` on `canvas` (sized to its CSS box × devicePixelRatio). Returns the hit list.
@@ -230,6 +271,15 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
 
     let (x0, x1) = spec.x_range;
     let (y0, y1) = spec.y_range;
+    // The y axis is linear in `ty(y)`: identity, or ln for a log axis (ticks keep data values).
+    let y_log = spec.y_log && y0 > 0.0;
+    let ty = move |y: f64| if y_log { y.max(1e-12).ln() } else { y };
+    // A log y axis gets its grid and labels drawn below (plotters' own y ticks are linear).
+    let y_keys: Vec<f64> = if y_log {
+        nice_ticks(y0, y1, 0, true)
+    } else {
+        Vec::new()
+    };
     let keys: Vec<f64> = if spec.x_ticks.is_empty() {
         X_TICKS
             .iter()
@@ -249,7 +299,7 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         .margin_left(si(6.0))
         .x_label_area_size(si(44.0))
         .y_label_area_size(si(if narrow { 62.0 } else { 78.0 }))
-        .build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), y0..y1)
+        .build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), ty(y0)..ty(y1))
         .ok()?;
     let label_style = TextStyle::from((font, s(label_px)).into_font()).color(&th.muted);
     let desc_style = TextStyle::from((font, s(label_px + 1.0)).into_font()).color(&th.fg);
@@ -272,7 +322,13 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         .y_desc(spec.y_label.as_str())
         .x_label_formatter(&|x: &f64| tick_label(*x))
         .y_label_formatter(&y_fmt)
-        .y_labels(if narrow { 6 } else { 8 })
+        .y_labels(if y_log {
+            0
+        } else if narrow {
+            6
+        } else {
+            8
+        })
         .label_style(label_style)
         .axis_desc_style(desc_style)
         .bold_line_style(th.grid.stroke_width(si(1.0)))
@@ -282,11 +338,27 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
         .ok()?;
 
     let px = |x: f64, y: f64| {
-        let (a, b) = chart.backend_coord(&(x.clamp(x0, x1), y));
+        let (a, b) = chart.backend_coord(&(x.clamp(x0, x1), ty(y)));
         (a as f64, b as f64)
     };
     let (left, top) = px(x0, y1);
     let (right, bottom) = px(x1, y0);
+    if !y_keys.is_empty() {
+        ctx.set_font(&format!("{}px {font}", s(label_px)));
+        ctx.set_text_align("right");
+        ctx.set_text_baseline("middle");
+        for k in &y_keys {
+            let (_, y) = px(x0, *k);
+            ctx.set_stroke_style_str(&rgba(th.grid, 1.0));
+            ctx.set_line_width(s(1.0));
+            ctx.begin_path();
+            ctx.move_to(left, y.round() + 0.5);
+            ctx.line_to(right, y.round() + 0.5);
+            ctx.stroke();
+            ctx.set_fill_style_str(&rgba(th.muted, 1.0));
+            let _ = ctx.fill_text(&tick_label(*k), left - s(6.0), y);
+        }
+    }
     ctx.save();
     // plotters leaves its last text baseline / alignment on the context.
     ctx.set_text_baseline("alphabetic");
@@ -424,7 +496,6 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     }
     hits.extend(bg_hits);
     ctx.restore();
-    let _ = th.muted;
     Some(hits)
 }
 

@@ -155,28 +155,12 @@ fn tip(c: &Candidate, role: &str) -> String {
     )
 }
 
-/// Log-scale key points (1-2-5 per decade) covering `lo..hi`.
-fn ticks_125(lo: f64, hi: f64) -> Vec<f64> {
-    let mut out = Vec::new();
-    let mut p = 10f64.powf(lo.log10().floor());
-    while p <= hi * 1.001 {
-        for m in [1.0, 2.0, 5.0] {
-            let t = p * m;
-            if t >= lo * 0.999 && t <= hi * 1.001 {
-                out.push(t);
-            }
-        }
-        p *= 10.0;
-    }
-    out
-}
-
 /// The Pareto chart: every feasible configuration faint, the frontier as a line with markers, ★
 /// the choice. x = energy per 1k tokens (log), y = latency per token.
 pub fn pareto_spec(r: &OptimizeResult) -> Spec {
     let mut spec = Spec {
         x_label: "energy (J per 1k tokens, log scale) — left is better".into(),
-        y_label: "latency (ms/token) — lower is better".into(),
+        y_label: "latency (ms/token, log scale) — lower is better".into(),
         y_plain: true,
         ..Spec::default()
     };
@@ -205,40 +189,31 @@ pub fn pareto_spec(r: &OptimizeResult) -> Spec {
         x1 = mid * 1.45;
     }
     spec.x_range = (x0 / 1.15, x1 * 1.15);
-    spec.x_ticks = ticks_125(spec.x_range.0, spec.x_range.1);
-    // y: the frontier and the choice in full; slower configurations beyond 3× are pinned (▲).
-    let y_front = fp
-        .iter()
-        .map(|p| p.1)
-        .chain(r.optimum.iter().map(|c| c.latency_ms_per_token.value))
-        .fold(0.0f64, f64::max);
-    let y_all = all.iter().map(|p| p.1).fold(0.0f64, f64::max);
-    let top = if y_all > y_front * 3.0 {
-        y_front * 3.0
-    } else {
-        y_all * 1.08
+    spec.x_ticks = crate::chart::nice_ticks(spec.x_range.0, spec.x_range.1, 0, true);
+    // y: log scale (batch 1 and batch 64 differ by orders of magnitude); every point fits.
+    let (mut y0, mut y1) = (f64::INFINITY, 0.0f64);
+    for (_, y) in all.iter().chain(fp.iter()) {
+        y0 = y0.min(*y);
+        y1 = y1.max(*y);
     }
-    .max(1e-3);
-    spec.y_range = (0.0, top);
+    if y1 / y0 < 2.0 {
+        let mid = (y0 * y1).sqrt();
+        y0 = mid / 1.45;
+        y1 = mid * 1.45;
+    }
+    spec.y_log = true;
+    spec.y_range = (y0 / 1.2, y1 * 1.2);
     for c in &cloud {
-        let (x, mut y) = (c.energy_mj_per_token.value, c.latency_ms_per_token.value);
-        let mut t = tip(c, "feasible configuration");
-        let mut shape = Shape::Circle;
-        if y > top {
-            t.push_str("\n(slower than the chart shows: ▲ at its top)");
-            y = top * 0.985;
-            shape = Shape::Triangle;
-        }
         spec.bg_marks.push(Mark {
-            x,
-            y,
+            x: c.energy_mj_per_token.value,
+            y: c.latency_ms_per_token.value,
             col: "--c-cloud",
             filled: false,
-            shape,
+            shape: Shape::Circle,
             r: 3.0,
             ring: false,
             err: None,
-            tip: t,
+            tip: tip(c, "feasible configuration"),
         });
     }
     let mut line = fp.clone();
@@ -633,7 +608,6 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
                     <li><span class="glyph" style:color="var(--c-cloud)">"○"</span>"feasible configuration"</li>
                     <li><span class="glyph" style:color="var(--c-front)">"●"</span>"Pareto frontier (dashed line)"</li>
                     <li><span class="glyph" style:color="var(--c-star)">"★"</span>"recommended"</li>
-                    <li class="faded"><span class="glyph" style:color="var(--c-cloud)">"△"</span>"slower than the chart's top"</li>
                 </ul>
                 <div class="table-scroll">
                     <table class="facts wide opt-table" id="pareto-table" data-points=n_front.to_string()>
