@@ -17,7 +17,7 @@ use crate::pareto::pareto_front;
 use crate::roofline::{latency_calibration, roofline_step, Bound, LatencyCalibration};
 use crate::shapes::{find_shape, shape_for_params, shapes, ModelShape};
 use crate::tag::{Tag, Tagged};
-use crate::vram::{find_format, vram, VramBreakdown, WeightFormat};
+use crate::vram::{find_format, find_format_on, vram, VramBreakdown, WeightFormat};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
@@ -280,12 +280,34 @@ fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
     }
 }
 
+fn is_candle(c: &CurveClass) -> bool {
+    c.stacks.iter().any(|s| s.starts_with("candle"))
+}
+
+/// Whether an architecture's own curves come from our candle meter (the H200 campaign): then its
+/// FP16 baseline and every format are candle's, and nothing is borrowed from another stack.
+fn candle_arch(classes: &[CurveClass], arch: &str) -> bool {
+    classes.iter().any(|c| c.arch == arch && is_candle(c))
+}
+
 /// Precisions with an energy curve for this architecture or one it borrows from, FP16 first.
+/// Stacks are never mixed: a candle architecture searches only its own candle classes, and other
+/// architectures never borrow a candle class.
 fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
     let mut out = vec!["FP16".to_string()];
-    let archs = std::iter::once(arch).chain(borrow_order(arch).iter().copied());
+    let candle = candle_arch(classes, arch);
+    let archs: Vec<&str> = if candle {
+        vec![arch]
+    } else {
+        std::iter::once(arch)
+            .chain(borrow_order(arch).iter().copied())
+            .collect()
+    };
     for a in archs {
-        for c in classes.iter().filter(|c| c.arch == a) {
+        for c in classes
+            .iter()
+            .filter(|c| c.arch == a && is_candle(c) == candle)
+        {
             if !out.iter().any(|p| p.eq_ignore_ascii_case(&c.precision))
                 && find_format(&c.precision).is_some()
             {
@@ -324,7 +346,14 @@ fn precision_energy(
     };
     Some(PrecisionEnergy {
         precision: precision.to_string(),
-        fmt: find_format(precision)?,
+        fmt: find_format_on(
+            precision,
+            if candle_arch(classes, arch) {
+                "candle"
+            } else {
+                ""
+            },
+        )?,
         fp16: Tagged::new(fp16, fp16_arch_tag),
         delta: Tagged::new(delta, delta_tag),
         note: e
@@ -953,7 +982,31 @@ mod tests {
         let r = optimize(&q).unwrap();
         assert_eq!(r.model.name, "Qwen2-7B");
         assert_eq!(r.model.shape_tag, Tag::Computed);
-        assert!(r.notes.iter().any(|n| n.contains("borrowed from ampere")));
+        // The H200 has its own (candle) classes: no borrowed bitsandbytes curve is mixed in, and the
+        // modelled batch-1 latency is candle's measured launch floor (≈ 10 ms/token for 28 layers),
+        // not a memory-bound 1 ms.
+        assert!(
+            r.notes.iter().all(|n| !n.contains("borrowed")),
+            "{:?}",
+            r.notes
+        );
+        let b1 = optimize(&OptimizeRequest {
+            objective: Objective::MinEnergy,
+            budgets: Budgets::default(),
+            ..q.clone()
+        })
+        .unwrap();
+        let one = b1
+            .feasible_configs
+            .iter()
+            .find(|c| c.batch == 1)
+            .map(|c| c.latency_ms_per_token.value)
+            .expect("batch 1 fits a 7B on an H200");
+        assert!(one > 5.0, "candle batch-1 step {one} ms");
+        // An architecture without data of its own still borrows (and says so).
+        let mut h100_like = req("A100 80GB", 7.0, Objective::MinEnergy);
+        h100_like.model = Some("qwen2-7b".into());
+        assert!(optimize(&h100_like).is_ok());
         q.model = Some("gpt-9".into());
         assert!(matches!(optimize(&q), Err(OptimizeError::UnknownModel(..))));
         assert!(matches!(

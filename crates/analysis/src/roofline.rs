@@ -13,7 +13,7 @@ use crate::dataset::{Dataset, Gpu};
 use crate::shapes::{shape_for_params, shapes, ModelShape};
 use crate::tag::Tag;
 use crate::vram::{
-    find_format, kv_cache_bytes, param_split, vram, weight_bytes, Stack, WeightFormat,
+    find_format_on, kv_cache_bytes, param_split, vram, weight_bytes, Stack, WeightFormat,
 };
 use serde::Serialize;
 use std::sync::OnceLock;
@@ -139,24 +139,21 @@ impl Observation {
 }
 
 fn observations(ds: &Dataset) -> Vec<Observation> {
-    // Only the stacks this model describes (transformers/bitsandbytes and llama.cpp); our own candle
-    // rows (H200 campaign) are a third engine with its own launch behaviour, kept out of this fit.
-    let from_anchors = ds
-        .anchors
-        .iter()
-        .filter(|a| !a.stack.starts_with("candle"))
-        .filter_map(|a| {
-            Some((
-                a.gpu.clone(),
-                a.model.clone(),
-                a.params_b,
-                a.precision.clone(),
-                a.batch,
-                ANCHOR_DECODE_CONTEXT,
-                a.session.clone(),
-                a.throughput_tok_s?,
-            ))
-        });
+    // Each row is modelled on its own stack: our candle rows (H200 campaign) get candle formats and
+    // their own launch floors, never the transformers or llama.cpp constants.
+    let from_anchors = ds.anchors.iter().filter_map(|a| {
+        Some((
+            a.gpu.clone(),
+            a.model.clone(),
+            a.params_b,
+            a.precision.clone(),
+            a.batch,
+            ANCHOR_DECODE_CONTEXT,
+            a.session.clone(),
+            a.throughput_tok_s?,
+            a.stack.clone(),
+        ))
+    });
     let from_sweep = batch_sweep().iter().map(|p| {
         (
             p.gpu.clone(),
@@ -167,16 +164,17 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
             SWEEP_DECODE_CONTEXT,
             "a800-batch-sweep-2026-02-15".to_string(),
             p.throughput_tok_s,
+            "transformers + bitsandbytes".to_string(),
         )
     });
     from_anchors
         .chain(from_sweep)
         .filter_map(
-            |(gpu, model, params_b, precision, batch, context, session, tok_s)| {
+            |(gpu, model, params_b, precision, batch, context, session, tok_s, stack)| {
                 let (shape, shape_tag) = shape_for_model_name(&model, params_b);
                 Some(Observation {
                     gpu: ds.gpu(&gpu)?.clone(),
-                    fmt: find_format(&precision)?,
+                    fmt: find_format_on(&precision, &stack)?,
                     model,
                     shape,
                     shape_tag,
@@ -489,6 +487,24 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             rows: gguf_rows.len(),
         });
     }
+    // candle rows at batch 1 are launch-bound by orders of magnitude (0.5B F16 needs ~0.2 ms of HBM
+    // traffic per token on an H200, candle takes ~7 ms), so each precision's floor is the geometric
+    // mean of measured step time per layer over its batch-1 rows.
+    let candle_rows: Vec<&Observation> = obs
+        .iter()
+        .filter(|o| o.fmt.stack == Stack::Candle && o.batch == 1 && o.fits())
+        .collect();
+    for name in distinct(candle_rows.iter().map(|o| o.fmt.name)) {
+        let rows: Vec<&&Observation> = candle_rows.iter().filter(|o| o.fmt.name == name).collect();
+        precisions.push(PrecisionCalibration {
+            precision: name.to_string(),
+            stack: Stack::Candle,
+            launch_ms_per_layer: geo_mean(rows.iter().map(|o| o.measured_step_ms() / o.shape.layers as f64)),
+            bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
+            bandwidth_source: "upstream 0.70, not identifiable: candle batch-1 decode is launch-bound".to_string(),
+            rows: rows.len(),
+        });
+    }
     let cards: Vec<CardFactor> = cards
         .into_iter()
         .map(|(gpu, factor)| CardFactor {
@@ -513,7 +529,8 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
         .iter()
         .map(|o| {
             let used = launch_rows.iter().any(|r| std::ptr::eq(*r, o))
-                || gguf_rows.iter().any(|r| std::ptr::eq(*r, o));
+                || gguf_rows.iter().any(|r| std::ptr::eq(*r, o))
+                || candle_rows.iter().any(|r| std::ptr::eq(*r, o));
             let eff = cal.efficiency(&o.gpu.name, o.fmt);
             let pooled_eff = cal.efficiency("", o.fmt);
             let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
@@ -581,6 +598,7 @@ pub fn throughput_calibration_table() -> Vec<CalibrationRow> {
 mod tests {
     use super::*;
     use crate::shapes::find_shape;
+    use crate::vram::find_format;
 
     fn gpu(name: &str) -> Gpu {
         Dataset::embedded().gpu(name).unwrap().clone()
@@ -661,7 +679,7 @@ mod tests {
         let with_tput = ds
             .anchors
             .iter()
-            .filter(|a| a.throughput_tok_s.is_some() && !a.stack.starts_with("candle"))
+            .filter(|a| a.throughput_tok_s.is_some())
             .count();
         let table = throughput_calibration_table();
         assert_eq!(table.len(), with_tput + batch_sweep().len());

@@ -15,6 +15,8 @@ pub enum Stack {
     Transformers,
     /// llama.cpp with GGUF files.
     LlamaCpp,
+    /// candle (this project's meter): F16 cuBLAS and GGUF quantized matmuls, eager decode.
+    Candle,
 }
 
 /// How one precision stores a model.
@@ -80,8 +82,22 @@ const fn gguf(name: &'static str, bits: f64, head_bits: f64, note: &'static str)
 }
 
 /// Every format the tool knows the storage cost of.
+/// candle keeps GGUF weights as blocks but dequantizes the token embedding to F32 at load.
+const fn candle(name: &'static str, bits: f64, note: &'static str) -> WeightFormat {
+    WeightFormat {
+        name,
+        stack: Stack::Candle,
+        linear_bits: bits,
+        row_scale_bytes: 0.0,
+        embedding_bits: if bits < 16.0 { 32.0 } else { 16.0 },
+        head_bits: bits,
+        dequant_scratch: false,
+        storage_note: note,
+    }
+}
+
 pub fn formats() -> &'static [WeightFormat] {
-    static F: [WeightFormat; 11] = [
+    static F: [WeightFormat; 15] = [
         bnb("FP16", 16.0, 0.0, "16 bits everywhere"),
         bnb("BF16", 16.0, 0.0, "16 bits everywhere"),
         bnb(
@@ -103,12 +119,35 @@ pub fn formats() -> &'static [WeightFormat] {
         gguf("GGUF-Q6_K", Q6_K_BITS, Q6_K_BITS, "210 bytes per 256 weights = 6.5625 bits"),
         gguf("GGUF-Q4_K", Q4_K_BITS, Q6_K_BITS, "144 bytes per 256 weights = 4.5 bits; output Q6_K"),
         gguf("GGUF-Q4_0", Q4_0_BITS, Q6_K_BITS, "18 bytes per 32 weights = 4.5 bits; output Q6_K"),
+        candle("candle-F16", 16.0, "candle F16: 16 bits everywhere"),
+        candle("candle-Q8_0", Q8_0_BITS, "candle GGUF Q8_0 = 8.5 bits; embedding dequantized to F32"),
+        candle("candle-Q4_K", Q4_K_BITS, "candle GGUF Q4_K = 4.5 bits; embedding dequantized to F32"),
+        candle("candle-Q4_0", Q4_0_BITS, "candle GGUF Q4_0 = 4.5 bits; embedding dequantized to F32"),
     ];
     &F
 }
 
 /// Look a format up by its dataset name; `Q4_0` finds `GGUF-Q4_0`, and a GGUF file variant such
 /// as `GGUF-Q4_0-mlperf-client-file` finds its base format.
+/// The format of a precision on a software stack: `candle` rows (our meter) map FP16/Q8_0/Q4_K/Q4_0
+/// to the candle formats, anything else to [`find_format`].
+pub fn find_format_on(name: &str, stack: &str) -> Option<&'static WeightFormat> {
+    if stack.starts_with("candle") {
+        let n = if name.eq_ignore_ascii_case("FP16") {
+            "F16"
+        } else {
+            name
+        };
+        if let Some(f) = formats()
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(&format!("candle-{n}")))
+        {
+            return Some(f);
+        }
+    }
+    find_format(name)
+}
+
 pub fn find_format(name: &str) -> Option<&'static WeightFormat> {
     let want = name.trim().to_ascii_uppercase();
     let exact = |n: &str| formats().iter().find(|f| f.name.eq_ignore_ascii_case(n));
