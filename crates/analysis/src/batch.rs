@@ -282,3 +282,90 @@ mod tests {
         assert_eq!(b.checks.len(), 6);
     }
 }
+
+/// Batch curve of one precision on the candle stack.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StackBatchCurve {
+    pub precision: String,
+    pub c: f64,
+    pub k: f64,
+    /// (batch, measured ratio to batch 1) behind the fit.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl StackBatchCurve {
+    pub fn factor(&self, batch: u32) -> f64 {
+        batch_ratio(self.c, self.k, batch.max(1) as f64)
+    }
+}
+
+/// Per-precision batch curves fitted on our own candle batch sweep (rows of `data/anchors.csv`
+/// whose stack is candle and batch > 1, each over the same model and precision at batch 1).
+/// On the H200 the quantized matmuls gain less from batching than cuBLAS F16 (Q4_K +30 % vs F16 at
+/// batch 64), which the single A800 INT8-pure curve cannot show.
+pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
+    let candle =
+        |a: &&crate::dataset::Anchor| a.stack.starts_with("candle") && a.energy_mj.is_some();
+    let mut out: Vec<StackBatchCurve> = Vec::new();
+    for a in ds.anchors.iter().filter(candle).filter(|a| a.batch > 1) {
+        let Some(base) = ds
+            .anchors
+            .iter()
+            .filter(candle)
+            .find(|o| {
+                o.batch == 1
+                    && o.model == a.model
+                    && o.precision == a.precision
+                    && o.session == a.session
+            })
+            .and_then(|o| o.energy_mj)
+        else {
+            continue;
+        };
+        let ratio = a.energy_mj.unwrap_or(f64::NAN) / base;
+        match out.iter_mut().find(|c| c.precision == a.precision) {
+            Some(c) => c.points.push((a.batch as f64, ratio)),
+            None => out.push(StackBatchCurve {
+                precision: a.precision.clone(),
+                c: 0.0,
+                k: 1.0,
+                points: vec![(1.0, 1.0), (a.batch as f64, ratio)],
+            }),
+        }
+    }
+    for c in &mut out {
+        let (cc, k) = fit_batch_ratio(&c.points);
+        c.c = cc;
+        c.k = k;
+    }
+    out
+}
+
+#[cfg(test)]
+mod candle_tests {
+    use super::*;
+
+    #[test]
+    fn candle_curves_come_from_the_h200_sweep_and_show_quantized_batching_worse() {
+        let curves = candle_batch_curves(Dataset::embedded());
+        let f16 = curves
+            .iter()
+            .find(|c| c.precision == "FP16")
+            .expect("FP16 batch rows");
+        let q4k = curves
+            .iter()
+            .find(|c| c.precision == "Q4_K")
+            .expect("Q4_K batch rows");
+        assert_eq!(f16.points.len(), 4, "batch 1, 4, 16, 64");
+        assert!((f16.factor(1) - 1.0).abs() < 1e-12);
+        // Measured: FP16 49.3 / 1864.6 mJ = 0.026 at batch 64; Q4_K 64.0 / 1409.1 = 0.045.
+        assert!(f16.factor(64) < q4k.factor(64));
+        for (b, r) in &f16.points {
+            assert!(
+                (f16.factor(*b as u32) - r).abs() / r < 0.35,
+                "F16 b{b}: fit {} vs {r}",
+                f16.factor(*b as u32)
+            );
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //! * Energy stays anchored on measurements: FP16 baseline × (1 + ΔE%) from the class fit, × a batch
 //!   curve calibrated on the A800 sweep ([`crate::batch`]), × a context term from the roofline.
 
-use crate::batch::{batch_curve, BatchCurve};
+use crate::batch::{batch_curve, candle_batch_curves, BatchCurve, StackBatchCurve};
 use crate::curves::{default_classes, CurveClass};
 use crate::dataset::{Dataset, Gpu};
 use crate::estimate::{borrow_order, estimate, EstimateInput};
@@ -368,6 +368,8 @@ struct Setup<'a> {
     shape: ModelShape,
     cal: &'a LatencyCalibration,
     batch: &'a BatchCurve,
+    /// Our own per-precision batch curves for the candle stack (H200 sweep).
+    candle_batch: Vec<StackBatchCurve>,
 }
 
 impl Setup<'_> {
@@ -377,13 +379,30 @@ impl Setup<'_> {
         (s.step_ms, s.bound)
     }
 
+    /// Energy per token at `batch` relative to batch 1: candle formats use the curves fitted on our
+    /// H200 sweep (FP16's for F16, Q4_K's for every quantized GGUF format — the one measured),
+    /// everything else the A800 sweep's curve.
+    fn batch_factor(&self, fmt: &WeightFormat, precision: &str, batch: u32) -> f64 {
+        if fmt.stack == crate::vram::Stack::Candle {
+            let want = if precision.eq_ignore_ascii_case("FP16") {
+                "FP16"
+            } else {
+                "Q4_K"
+            };
+            if let Some(c) = self.candle_batch.iter().find(|c| c.precision == want) {
+                return c.factor(batch);
+            }
+        }
+        self.batch.factor(batch)
+    }
+
     fn candidate(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> Candidate {
         let (step, bound) = self.step_ms(pe.fmt, batch, context);
         let (ref_step, _) = self.step_ms(pe.fmt, batch, ENERGY_REFERENCE_CONTEXT);
         // Energy per token ∝ step time at fixed power: longer KV reads cost proportionally more.
         // Shorter-than-reference contexts are not credited (the anchors were measured there).
         let ctx_factor = (step / ref_step).max(1.0);
-        let b_factor = self.batch.factor(batch);
+        let b_factor = self.batch_factor(pe.fmt, &pe.precision, batch);
         let base_tag = pe.fp16.tag.weakest(pe.delta.tag);
         let energy_tag = if batch == 1 && ctx_factor == 1.0 {
             base_tag
@@ -648,13 +667,15 @@ fn model_quality(gpu: &Gpu, cal: &LatencyCalibration, b: &BatchCurve) -> ModelQu
 fn standing_notes() -> Vec<String> {
     vec![
         "energy: FP16 baseline from the anchors (log-log between sizes) × (1 + ΔE%/100) from the class fit at batch 1".into(),
-        "batch: e(b)/e(1) = c + (1 − c)/b^k calibrated on one INT8-pure A800 sweep and applied to every precision".into(),
+        "batch: e(b)/e(1) = c + (1 − c)/b^k calibrated on one INT8-pure A800 sweep and applied to every precision; \
+         candle formats (H200) use their own F16 and Q4_K curves fitted on our H200 sweep (Q4_K's for every GGUF format)"
+            .into(),
         format!(
             "context: energy scaled by the modelled step-time ratio vs {ENERGY_REFERENCE_CONTEXT} tokens (the anchors' \
              short-prompt + 256-token runs), at the same batch; ≥ 1"
         ),
         "latency: max(launch floor, (weights + batch·KV)/bandwidth, FLOPs/compute) per decode step; launch floor \
-         calibrated per precision on published throughputs"
+         calibrated per precision and stack on measured throughputs (published rows; candle rows from our H200 runs)"
             .into(),
         "VRAM: true bytes per format + GQA KV cache (fp16) + prefill activations + 0.5 GB CUDA context + 5 % allocator \
          slack; a card's datasheet GB (1e9 bytes) is the hard limit"
@@ -700,6 +721,11 @@ pub fn optimize_with(
         shape: shape.clone(),
         cal: latency_calibration(),
         batch: batch_curve(),
+        candle_batch: if candle_arch(classes, &gpu.arch) {
+            candle_batch_curves(ds)
+        } else {
+            Vec::new()
+        },
     };
     let contexts: Vec<u32> = req.context.map_or(CONTEXTS.to_vec(), |c| vec![c]);
     let mut all: Vec<Candidate> =
