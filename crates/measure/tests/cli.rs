@@ -217,3 +217,23 @@ fn measure_without_a_gpu_writes_a_labelled_estimate_never_measured() {
     assert_eq!(n, 2);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn committed_h200_reports_validate_and_are_measured() {
+    let mut n = 0;
+    for sub in ["data/measurements/h200/raw", "data/measurements/h200/extra"] {
+        for e in std::fs::read_dir(repo().join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let v = report::validate_str(&std::fs::read_to_string(&p).unwrap());
+            assert!(v.errors.is_empty(), "{}: {:?}", p.display(), v.errors);
+            let r = v.report.unwrap();
+            assert_eq!(r.results.basis, report::Basis::Measured, "{}", p.display());
+            assert_eq!(r.system_under_test.gpu_arch, "hopper");
+            n += 1;
+        }
+    }
+    assert!(n >= 20, "{n} reports");
+}
