@@ -125,9 +125,10 @@ impl MeasureArgs {
     }
 }
 
-fn file_stem(model: &str, precision: &str, batch: usize) -> String {
-    let clean: String = model
-        .chars()
+/// A file-name-safe form of user text: ASCII letters, digits, `.` and `-` kept, the rest `_` (no
+/// path separators can survive).
+pub fn safe_name(s: &str) -> String {
+    s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
                 c
@@ -135,8 +136,15 @@ fn file_stem(model: &str, precision: &str, batch: usize) -> String {
                 '_'
             }
         })
-        .collect();
-    format!("{clean}_{}_b{batch}", report_precision(precision))
+        .collect()
+}
+
+fn file_stem(model: &str, precision: &str, batch: usize) -> String {
+    format!(
+        "{}_{}_b{batch}",
+        safe_name(model),
+        report_precision(precision)
+    )
 }
 
 pub fn sha256_file(path: &Path) -> Result<(String, u64)> {

@@ -148,17 +148,7 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             .map(|m| m.display().to_string())
             .unwrap_or_default()
     });
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let stem = format!("{clean}_b{b}_r{rep}");
+    let stem = format!("{}_b{b}_r{rep}", crate::session::safe_name(&name));
     let mut args = vec!["measure".to_string()];
     match (&r.synthetic, &r.model) {
         (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),

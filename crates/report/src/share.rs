@@ -25,8 +25,9 @@ const MAX_ABS_DELTA_PCT: f64 = 1e6;
 /// Sizes beyond this many billions are not models anyone ran.
 const MAX_PARAMS_B: f64 = 1e6;
 
-/// One point of an overlay.
-#[derive(Debug, Clone, PartialEq)]
+/// One point of an overlay. (Serde with the long field names, for in-app messages such as the page's
+/// validator worker; the link itself uses the compact `{m,N,a,p,e,b,g,s}` form of [`encode`].)
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SharePoint {
     /// `m`
     pub model: String,

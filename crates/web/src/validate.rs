@@ -25,33 +25,8 @@ pub struct Finding {
     pub message: String,
 }
 
-/// An overlay point on the wire (`report::share::SharePoint` has no serde).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PointWire {
-    pub model: String,
-    pub params_b: Option<f64>,
-    pub arch: String,
-    pub precision: String,
-    pub vs_fp16_pct: Option<f64>,
-    pub basis: String,
-    pub gpu: String,
-    pub source: Option<String>,
-}
-
-impl PointWire {
-    pub fn to_share(&self) -> report::share::SharePoint {
-        report::share::SharePoint {
-            model: self.model.clone(),
-            params_b: self.params_b,
-            arch: self.arch.clone(),
-            precision: self.precision.clone(),
-            vs_fp16_pct: self.vs_fp16_pct,
-            basis: self.basis.clone(),
-            gpu: self.gpu.clone(),
-            source: self.source.clone(),
-        }
-    }
-}
+/// An overlay point on the wire between the worker and the page.
+pub use report::share::SharePoint as PointWire;
 
 /// What a validation returns (also the worker's reply, as JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -130,19 +105,11 @@ pub fn check_here(text: &str) -> Checked {
             .collect()
     };
     let valid = v.is_valid();
-    let point = v.report.as_ref().filter(|_| valid).map(|r| {
-        let p = report::share::from_report(r);
-        PointWire {
-            model: p.model,
-            params_b: p.params_b,
-            arch: p.arch,
-            precision: p.precision,
-            vs_fp16_pct: p.vs_fp16_pct,
-            basis: p.basis,
-            gpu: p.gpu,
-            source: p.source,
-        }
-    });
+    let point = v
+        .report
+        .as_ref()
+        .filter(|_| valid)
+        .map(report::share::from_report);
     let markdown = v.report.as_ref().filter(|_| valid).map(report::to_markdown);
     Checked {
         errors: conv(v.errors),

@@ -43,7 +43,7 @@ impl Entry {
     /// The overlay point, when the entry is valid.
     pub fn point(&self) -> Option<SharePoint> {
         match &self.state {
-            EntryState::Report(c) if c.valid => c.point.as_ref().map(|p| p.to_share()),
+            EntryState::Report(c) if c.valid => c.point.clone(),
             EntryState::Link(Ok(p)) => Some(p.clone()),
             _ => None,
         }
