@@ -917,7 +917,7 @@ mod tests {
                 Device::Cpu,
             )
             .unwrap();
-            for p in ["F32", "Q8_0", "Q4_0", "Q4_K"] {
+            for p in ["F32", "BF16", "F16", "Q8_0", "Q4_0", "Q4_K"] {
                 let mut d = f.load(p).unwrap_or_else(|e| panic!("{family} {p}: {e:#}"));
                 assert_eq!(d.generate(2, 4, 5).unwrap(), 10, "{family} {p}");
                 // A second generation starts from a clean cache.
