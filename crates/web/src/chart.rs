@@ -224,15 +224,26 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize, log: bool) -> Vec<f64> {
         return out;
     }
     if log {
-        let mut p = 10f64.powf(lo.max(1e-12).log10().floor());
-        while p <= hi * 1.001 {
-            for m in [1.0, 2.0, 5.0] {
-                let t = p * m;
-                if t >= lo * 0.999 && t <= hi * 1.001 {
-                    out.push(t);
+        // 1-2-5 per decade; a range narrower than that (e.g. 8–11 ms) gets every integer multiple,
+        // so the axis never shows a single lonely label.
+        for mults in [
+            &[1.0, 2.0, 5.0][..],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0][..],
+        ] {
+            out.clear();
+            let mut p = 10f64.powf(lo.max(1e-12).log10().floor());
+            while p <= hi * 1.001 {
+                for m in mults {
+                    let t = p * m;
+                    if t >= lo * 0.999 && t <= hi * 1.001 {
+                        out.push(t);
+                    }
                 }
+                p *= 10.0;
             }
-            p *= 10.0;
+            if out.len() >= 3 {
+                break;
+            }
         }
         return out;
     }

@@ -432,3 +432,14 @@ async fn model_tab_offers_the_hopper_gguf_classes_with_their_own_curve() {
     let sel = q(&m.root, "#precision-select").unchecked_into::<web_sys::HtmlSelectElement>();
     assert_eq!(sel.length(), 3);
 }
+
+#[test]
+fn log_ticks_are_1_2_5_per_decade_and_dense_on_narrow_ranges() {
+    assert_eq!(
+        web::chart::nice_ticks(1.0, 100.0, 0, true),
+        vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+    );
+    // 8.7–10.6 ms holds only "10" among 1-2-5 values: every integer multiple instead.
+    let t = web::chart::nice_ticks(7.5, 11.5, 0, true);
+    assert_eq!(t, vec![8.0, 9.0, 10.0]);
+}
