@@ -128,3 +128,12 @@ pub fn sort_by_key<T, K: PartialOrd>(v: &mut [T], key: impl Fn(&T) -> K) {
         }
     }
 }
+
+/// A model size typed by a user, in billions of parameters: finite, > 0 and ≤ 2000, else `None`
+/// (the input keeps its last good value).
+pub fn parse_params_b(text: &str) -> Option<f64> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 2000.0)
+}

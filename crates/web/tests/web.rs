@@ -443,3 +443,12 @@ fn log_ticks_are_1_2_5_per_decade_and_dense_on_narrow_ranges() {
     let t = web::chart::nice_ticks(7.5, 11.5, 0, true);
     assert_eq!(t, vec![8.0, 9.0, 10.0]);
 }
+
+#[test]
+fn typed_model_sizes_are_accepted_only_when_sane() {
+    assert_eq!(web::util::parse_params_b(" 7 "), Some(7.0));
+    assert_eq!(web::util::parse_params_b("0.5"), Some(0.5));
+    for bad in ["", "seven", "-1", "0", "NaN", "inf", "1e9"] {
+        assert_eq!(web::util::parse_params_b(bad), None, "{bad}");
+    }
+}

@@ -333,10 +333,8 @@ pub fn ModelTab() -> impl IntoView {
                             inputmode="decimal"
                             prop:value=move || st.params_b.get().to_string()
                             on:change=move |ev| {
-                                if let Ok(v) = event_target_value(&ev).trim().parse::<f64>() {
-                                    if v.is_finite() && v > 0.0 && v <= 2000.0 {
-                                        st.params_b.set(v);
-                                    }
+                                if let Some(v) = crate::util::parse_params_b(&event_target_value(&ev)) {
+                                    st.params_b.set(v);
                                 }
                             }
                         />
