@@ -203,11 +203,7 @@ fn batch_checks(ds: &Dataset, c: f64, k: f64) -> Vec<BatchCheck> {
     let mut out = Vec::new();
     // Out-of-sample checks on the published transformers rows (our candle batch sweep is checked
     // separately in docs/MEASUREMENTS.md).
-    for a in ds
-        .anchors
-        .iter()
-        .filter(|a| a.batch > 1 && !a.stack.starts_with("candle"))
-    {
+    for a in ds.anchors.iter().filter(|a| a.batch > 1 && !a.is_candle()) {
         let Some(e) = a.energy_mj else { continue };
         let base = ds.anchors.iter().find(|o| {
             o.batch == 1
@@ -304,8 +300,7 @@ impl StackBatchCurve {
 /// On the H200 the quantized matmuls gain less from batching than cuBLAS F16 (Q4_K +30 % vs F16 at
 /// batch 64), which the single A800 INT8-pure curve cannot show.
 pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
-    let candle =
-        |a: &&crate::dataset::Anchor| a.stack.starts_with("candle") && a.energy_mj.is_some();
+    let candle = |a: &&crate::dataset::Anchor| a.is_candle() && a.energy_mj.is_some();
     let mut out: Vec<StackBatchCurve> = Vec::new();
     for a in ds.anchors.iter().filter(candle).filter(|a| a.batch > 1) {
         let Some(base) = ds

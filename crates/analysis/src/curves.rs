@@ -42,6 +42,13 @@ pub struct CurveClass {
 }
 
 impl CurveClass {
+    /// Whether the class comes from our candle meter (the H200 campaign).
+    pub fn is_candle(&self) -> bool {
+        self.stacks
+            .iter()
+            .any(|s| crate::dataset::is_candle_stack(s))
+    }
+
     pub fn label(&self) -> String {
         format!("{} {}", self.arch, self.precision)
     }

@@ -57,10 +57,24 @@ impl Anchor {
         }
     }
 
+    /// Measured by this project's meter (candle), not a published upstream row.
+    pub fn is_candle(&self) -> bool {
+        is_candle_stack(&self.stack)
+    }
+
     /// Replicated in the site's sense (drawn with a filled marker).
     pub fn replicated(&self) -> bool {
         self.n.unwrap_or(1) >= 2
     }
+}
+
+/// Whether a `stack` description names the candle engine of our own meter (its rows are written by
+/// `quantenergy aggregate` with stacks starting "candle").
+pub fn is_candle_stack(stack: &str) -> bool {
+    stack
+        .trim_start()
+        .to_ascii_lowercase()
+        .starts_with("candle")
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

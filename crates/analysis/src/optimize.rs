@@ -280,14 +280,10 @@ fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
     }
 }
 
-fn is_candle(c: &CurveClass) -> bool {
-    c.stacks.iter().any(|s| s.starts_with("candle"))
-}
-
 /// Whether an architecture's own curves come from our candle meter (the H200 campaign): then its
 /// FP16 baseline and every format are candle's, and nothing is borrowed from another stack.
 fn candle_arch(classes: &[CurveClass], arch: &str) -> bool {
-    classes.iter().any(|c| c.arch == arch && is_candle(c))
+    classes.iter().any(|c| c.arch == arch && c.is_candle())
 }
 
 /// Precisions with an energy curve for this architecture or one it borrows from, FP16 first.
@@ -306,7 +302,7 @@ fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
     for a in archs {
         for c in classes
             .iter()
-            .filter(|c| c.arch == a && is_candle(c) == candle)
+            .filter(|c| c.arch == a && c.is_candle() == candle)
         {
             if !out.iter().any(|p| p.eq_ignore_ascii_case(&c.precision))
                 && find_format(&c.precision).is_some()

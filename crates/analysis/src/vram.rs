@@ -132,7 +132,7 @@ pub fn formats() -> &'static [WeightFormat] {
 /// The format of a precision on a software stack: `candle` rows (our meter) map FP16/Q8_0/Q4_K/Q4_0
 /// to the candle formats, anything else to [`find_format`].
 pub fn find_format_on(name: &str, stack: &str) -> Option<&'static WeightFormat> {
-    if stack.starts_with("candle") {
+    if crate::dataset::is_candle_stack(stack) {
         let n = if name.eq_ignore_ascii_case("FP16") {
             "F16"
         } else {

@@ -197,7 +197,7 @@ fn Hero() -> impl IntoView {
             }
             _ => format!("{precision} costs at every size measured"),
         };
-        let basis = if c.stacks.iter().any(|s| s.starts_with("candle")) {
+        let basis = if c.is_candle() {
             format!("candle GGUF · our runs · fit of {} points", c.points.len())
         } else {
             format!("fit of {} measured points", c.points.len())

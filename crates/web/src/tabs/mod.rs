@@ -55,7 +55,7 @@ pub fn prec_rank(p: &str) -> usize {
 pub fn other_stack(stack: &str) -> Option<String> {
     if stack.contains("bitsandbytes") {
         None
-    } else if stack.contains("candle") {
+    } else if analysis::dataset::is_candle_stack(stack) {
         Some("different stack: candle GGUF kernels on synthetic-weight shapes, not bitsandbytes NF4/INT8".into())
     } else {
         let short: String = stack
