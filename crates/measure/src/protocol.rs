@@ -118,19 +118,18 @@ impl ArmMeasurement {
     /// Per-iteration energy is not separable with one window; the spread of iteration times is
     /// the repeatability figure we have inside one run.
     pub fn iteration_cv_pct(&self) -> Option<f64> {
-        let n = self.iteration_s.len();
-        if n < 2 {
-            return None;
-        }
-        let mean = self.iteration_s.iter().sum::<f64>() / n as f64;
-        let var = self
-            .iteration_s
-            .iter()
-            .map(|t| (t - mean).powi(2))
-            .sum::<f64>()
-            / (n - 1) as f64;
-        Some(var.sqrt() / mean * 100.0)
+        cv_pct(&self.iteration_s)
     }
+}
+
+/// Sample coefficient of variation (SD with n − 1 / mean) in %, `None` below two values.
+pub fn cv_pct(v: &[f64]) -> Option<f64> {
+    if v.len() < 2 {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+    Some(var.sqrt() / mean * 100.0)
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -432,15 +432,6 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
-fn cv_pct(v: &[f64]) -> f64 {
-    if v.len() < 2 {
-        return f64::NAN;
-    }
-    let m = mean(v);
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
-    var.sqrt() / m * 100.0
-}
-
 /// Aggregate the measured reports of a directory: one row per (model, precision, batch) with the
 /// mean over independent runs, n and CV; the FP16 baseline of each row is the mean of the F16 arms
 /// of the same runs (each run counted once however many reports it wrote).
@@ -544,7 +535,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
             tok_s: mean(&these.iter().map(|a| a.3).collect::<Vec<_>>()),
             power_w: mean(&these.iter().map(|a| a.4).collect::<Vec<_>>()),
             n: e.len(),
-            cv_pct: cv_pct(&e),
+            cv_pct: crate::protocol::cv_pct(&e).unwrap_or(f64::NAN),
             counter_over_trace: (!ratios.is_empty()).then(|| mean(&ratios)),
         });
     }
