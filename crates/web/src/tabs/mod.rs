@@ -174,3 +174,24 @@ pub fn CopyButton(
         </button>
     }
 }
+
+/// A labelled checkbox bound to a boolean signal (the charts' display toggles).
+#[leptos::component]
+pub fn Toggle(
+    id: &'static str,
+    checked: leptos::prelude::RwSignal<bool>,
+    label: &'static str,
+) -> impl leptos::IntoView {
+    use leptos::prelude::*;
+    view! {
+        <label class="check">
+            <input
+                type="checkbox"
+                id=id
+                prop:checked=move || checked.get()
+                on:change=move |ev| checked.set(event_target_checked(&ev))
+            />
+            {label}
+        </label>
+    }
+}

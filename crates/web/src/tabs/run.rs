@@ -469,15 +469,7 @@ pub fn RunTab() -> impl IntoView {
                     "Each valid report is drawn at (size, ΔE recomputed from its energies) on the fitted curve of its architecture and precision, coloured by basis. Grey circles: the published anchors."
                 </p>
                 <div class="chart-controls">
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            id="include-fit"
-                            prop:checked=move || st.include_fit.get()
-                            on:change=move |ev| st.include_fit.set(event_target_checked(&ev))
-                        />
-                        "Include my measured points in the fit"
-                    </label>
+                    <super::Toggle id="include-fit" checked=st.include_fit label="Include my measured points in the fit"/>
                 </div>
                 <Chart spec=spec id="overlay-canvas" label="Your reports drawn on the fitted crossover curves"/>
                 <ul class="legend">

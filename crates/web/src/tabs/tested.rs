@@ -545,24 +545,8 @@ pub fn TestedTab() -> impl IntoView {
                     "Filled markers on solid lines were repeated (n ≥ 2); hollow markers on faded lines are single runs (n = 1). Ringed: the model picked above."
                 </p>
                 <div class="chart-controls">
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            id="all-cards"
-                            prop:checked=move || st.all_cards.get()
-                            on:change=move |ev| st.all_cards.set(event_target_checked(&ev))
-                        />
-                        "Compare all cards"
-                    </label>
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            id="zoom-y"
-                            prop:checked=move || st.zoom.get()
-                            on:change=move |ev| st.zoom.set(event_target_checked(&ev))
-                        />
-                        "Zoom to ≤ +150 % (▲ = off the top)"
-                    </label>
+                    <super::Toggle id="all-cards" checked=st.all_cards label="Compare all cards"/>
+                    <super::Toggle id="zoom-y" checked=st.zoom label="Zoom to ≤ +150 % (▲ = off the top)"/>
                     {move || {
                         precisions
                             .get()
