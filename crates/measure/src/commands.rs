@@ -287,6 +287,32 @@ pub fn measure(args: &measure::session::MeasureArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn overhead(args: &measure::session::MeasureArgs, pairs: usize) -> Result<ExitCode> {
+    let (path, res) = measure::session::run_overhead(args, pairs)?;
+    println!("wrote {}", path.display());
+    for w in &res.windows {
+        println!(
+            "  pair {:>2} trace {:<3} {:>8.1} tok/s {:>8.2} mJ/token{}",
+            w.pair,
+            if w.trace_on { "on" } else { "off" },
+            w.tok_s(),
+            w.mj_per_token(),
+            w.achieved_hz
+                .map(|h| format!("  ({h:.1} Hz)"))
+                .unwrap_or_default()
+        );
+    }
+    match &res.summary {
+        Some(s) => println!(
+            "trace on {:.1} tok/s, off {:.1} tok/s: overhead {:+.3} % (95 % CI {:+.3} … {:+.3} %, n = {} pairs) \
+             vs target < {} %: {:?}",
+            s.tok_s_on, s.tok_s_off, s.overhead_pct, s.ci95_pct.0, s.ci95_pct.1, s.pairs, s.target_pct, s.verdict
+        ),
+        None => println!("fewer than two complete pairs: no comparison"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn probe(device: u32) -> Result<ExitCode> {
     match measure::nvml_meter::probe(device) {
         Ok(lines) => {

@@ -7,6 +7,7 @@ pub mod candle_decoder;
 pub mod decoder;
 pub mod meter;
 pub mod nvml_meter;
+pub mod overhead;
 pub mod protocol;
 pub mod run_report;
 pub mod sampler;

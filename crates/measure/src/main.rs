@@ -44,6 +44,15 @@ enum Command {
     /// Measure decode energy per token on an NVIDIA GPU (NVML counter + power trace, candle
     /// decode). Without a GPU: a dataset estimate, labelled as such.
     Measure(measure::session::MeasureArgs),
+    /// Measure what the power-trace thread costs: one loaded model, alternating windows with the
+    /// sampler on and off (seeded order per pair); paired throughput loss with a 95 % interval.
+    Overhead {
+        #[command(flatten)]
+        args: measure::session::MeasureArgs,
+        /// Pairs of windows (one on, one off each); `--iterations` decode calls per window.
+        #[arg(long, default_value_t = 10)]
+        pairs: usize,
+    },
     /// Run a sweep plan (TOML): every repeat in its own process, resumable, aggregate CSV.
     Sweep {
         plan: std::path::PathBuf,
@@ -59,6 +68,9 @@ enum Command {
         /// List the pending jobs only.
         #[arg(long)]
         dry_run: bool,
+        /// Run only the jobs whose name contains this (repeatable), e.g. `--only _r3 --only BF16`.
+        #[arg(long)]
+        only: Vec<String>,
     },
     /// Aggregate a directory of measured reports into data/anchors.csv rows (mean, n, CV).
     Aggregate {
@@ -121,12 +133,14 @@ fn main() -> ExitCode {
         } => commands::crossover(arch.as_deref(), precision.as_deref(), json)
             .map(|_| ExitCode::SUCCESS),
         Command::Measure(args) => commands::measure(&args),
+        Command::Overhead { args, pairs } => commands::overhead(&args, pairs),
         Command::Sweep {
             plan,
             out,
             limit,
             time_budget_s,
             dry_run,
+            only,
         } => measure::sweep::run_sweep(
             &plan,
             &measure::sweep::SweepOptions {
@@ -134,6 +148,7 @@ fn main() -> ExitCode {
                 limit,
                 time_budget_s,
                 dry_run,
+                only,
             },
         )
         .map(|_| ExitCode::SUCCESS),

@@ -312,6 +312,64 @@ pub fn write_reports(
     Ok(MeasureResult { reports, measured })
 }
 
+/// `quantenergy overhead`: the trace-thread A/B on a real GPU (no fallback: there is nothing to
+/// estimate). Writes `<out>/<name>.json` atomically and returns the result.
+pub fn run_overhead(
+    args: &MeasureArgs,
+    pairs: usize,
+) -> Result<(PathBuf, crate::overhead::OverheadResult)> {
+    let [precision] = args.precision.as_slice() else {
+        bail!(
+            "overhead measures one precision at a time (got {:?})",
+            args.precision
+        );
+    };
+    let cfg = crate::overhead::OverheadConfig {
+        precision: precision.trim().to_ascii_uppercase(),
+        pairs,
+        iterations: args.iterations,
+        tokens: args.tokens,
+        batch: args.batch,
+        prompt_len: args.prompt_len,
+        warmup: args.warmup,
+        sample_hz: args.sample_hz,
+        seed: args.seed,
+    };
+    let source = args.source()?;
+    let (model_name, _) = weights_info(&source)?;
+    let mut meter = NvmlMeter::open(args.device)
+        .map_err(|e| anyhow!("{e}: the trace overhead can only be measured on a GPU"))?;
+    let device = decode_device(args.device)?;
+    let mut factory = CandleFactory::new(source, device)?;
+    let result = crate::overhead::run(
+        &cfg,
+        &mut meter,
+        &mut factory,
+        Arc::new(RealClock::default()),
+    )?;
+    let stem = args.name.clone().unwrap_or_else(|| {
+        format!(
+            "{}_overhead",
+            file_stem(
+                model_name.split(' ').next().unwrap_or(&model_name),
+                &cfg.precision,
+                cfg.batch
+            )
+        )
+    });
+    let path = args.out.join(format!("{stem}.json"));
+    let body = serde_json::json!({
+        "kind": "quantenergy trace-overhead A/B",
+        "model": model_name,
+        "timestamp_utc": utc_now(),
+        "host": hostname(),
+        "engine": CANDLE_VERSION,
+        "result": result,
+    });
+    write_atomic(&path, serde_json::to_string_pretty(&body)?.as_bytes())?;
+    Ok((path, result))
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/etc/hostname")
         .map(|s| s.trim().to_string())

@@ -148,7 +148,12 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             .map(|m| m.display().to_string())
             .unwrap_or_default()
     });
-    let stem = format!("{}_b{b}_r{rep}", crate::session::safe_name(&name));
+    // Every report file is `<shape>_b<batch>_r<repeat>_<precision>.json`: a one-precision run
+    // carries its precision in the stem, a several-precision run gets it appended per report.
+    let mut stem = format!("{}_b{b}_r{rep}", crate::session::safe_name(&name));
+    if let [p] = r.precisions.as_slice() {
+        stem = format!("{stem}_{}", crate::run_report::report_precision(p));
+    }
     let mut args = vec!["measure".to_string()];
     match (&r.synthetic, &r.model) {
         (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),
@@ -183,11 +188,10 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         .precisions
         .iter()
         .map(|p| {
-            let p = crate::run_report::report_precision(p);
             if r.precisions.len() == 1 {
                 out.join(format!("{stem}.json"))
             } else {
-                out.join(format!("{stem}_{p}.json"))
+                out.join(format!("{stem}_{}.json", crate::run_report::report_precision(p)))
             }
         })
         .collect();
@@ -279,6 +283,8 @@ pub struct SweepOptions {
     pub limit: Option<usize>,
     pub time_budget_s: Option<f64>,
     pub dry_run: bool,
+    /// Run only jobs whose stem contains one of these strings (e.g. `_r3`, `BF16`).
+    pub only: Vec<String>,
 }
 
 pub fn run_sweep(plan_path: &Path, opts: &SweepOptions) -> Result<()> {
@@ -292,6 +298,7 @@ pub fn run_sweep(plan_path: &Path, opts: &SweepOptions) -> Result<()> {
     let pending: Vec<&Job> = all
         .iter()
         .filter(|j| !j.expected.iter().all(|p| p.exists()))
+        .filter(|j| opts.only.is_empty() || opts.only.iter().any(|o| j.stem.contains(o.as_str())))
         .collect();
     println!(
         "{} jobs in the plan, {} already done, {} pending",
@@ -372,8 +379,8 @@ repeats = 1
             stems,
             [
                 "qwen2-0.5b_b1_r1",
-                "qwen2-1.5b_b1_r1",
-                "qwen2-1.5b_b4_r1",
+                "qwen2-1.5b_b1_r1_Q4_K",
+                "qwen2-1.5b_b4_r1_Q4_K",
                 "qwen2-0.5b_b1_r2"
             ]
         );
@@ -391,7 +398,7 @@ repeats = 1
         assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
         assert_eq!(
             js[2].expected,
-            vec![PathBuf::from("/o/qwen2-1.5b_b4_r1.json")]
+            vec![PathBuf::from("/o/qwen2-1.5b_b4_r1_Q4_K.json")]
         );
     }
 

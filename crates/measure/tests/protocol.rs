@@ -333,3 +333,53 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
     assert!(v.errors.is_empty(), "{:?}", v.errors);
 }
+
+#[test]
+fn trace_overhead_ab_alternates_windows_on_one_loaded_model() {
+    use measure::overhead::{self, OverheadConfig};
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let cfg = OverheadConfig {
+        precision: "F16".into(),
+        pairs: 4,
+        iterations: 2,
+        tokens: 20,
+        batch: 1,
+        prompt_len: 4,
+        warmup: 1,
+        sample_hz: 500.0,
+        seed: 3,
+    };
+    let mut mm = m.clone();
+    let r = overhead::run(&cfg, &mut mm, &mut f, Arc::new(FakeClock(m.clone()))).unwrap();
+    assert_eq!(f.loads, vec!["F16"], "loaded once");
+    assert_eq!(r.windows.len(), 8);
+    for p in 0..4 {
+        let ws: Vec<_> = r.windows.iter().filter(|w| w.pair == p).collect();
+        assert_eq!(ws.len(), 2);
+        assert_ne!(ws[0].trace_on, ws[1].trace_on, "one on, one off per pair");
+    }
+    // The order inside pairs is seeded, not fixed.
+    let firsts: Vec<bool> = r.windows.iter().step_by(2).map(|w| w.trace_on).collect();
+    assert!(
+        firsts.contains(&true) && firsts.contains(&false),
+        "{firsts:?}"
+    );
+    for w in &r.windows {
+        assert_eq!(w.tokens, 40);
+        assert_eq!(w.samples.is_some(), w.trace_on);
+        // 300 W × 0.010 s/token on the fake → 3000 mJ/token whether traced or not.
+        assert!((w.mj_per_token() - 3000.0).abs() < 1.0, "{w:?}");
+    }
+    let s = r.summary.unwrap();
+    assert_eq!(s.pairs, 4);
+    // Virtual time cannot see the thread: no overhead, and a zero-width interval below target.
+    assert!(s.overhead_pct.abs() < 1e-6, "{s:?}");
+    assert_eq!(s.verdict, overhead::Verdict::BelowTarget);
+
+    let stuck = FakeMeter::new(|_| 300.0).with(|s| s.counter_stuck = true);
+    let mut f = FakeDecoderFactory::new(stuck.clone());
+    let mut sm = stuck.clone();
+    let e = overhead::run(&cfg, &mut sm, &mut f, Arc::new(FakeClock(stuck))).unwrap_err();
+    assert!(e.to_string().contains("did not move"), "{e}");
+}

@@ -1,0 +1,286 @@
+//! What the power-trace thread costs: an A/B inside one process. One model is loaded once and
+//! warmed up; then `pairs` pairs of windows run back to back, one window with the sampler
+//! thread on and one with it off, in a seeded, balanced random order inside each pair. Comparing windows of
+//! the same loaded model side by side removes the load-to-load spread (±15 % between processes on
+//! the launch-bound H200 decode) that made separate trace-on/trace-off runs inconclusive.
+//!
+//! The figure is the paired throughput loss `(tok/s off − tok/s on) / tok/s off` in %, its mean
+//! over pairs and a Student-t 95 % interval. The target (issue 5) is < 0.5 %.
+
+use crate::decoder::DecoderFactory;
+use crate::meter::{Clock, DeviceInfo, EnergyMeter, MeterError};
+use crate::sampler::Sampler;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OverheadConfig {
+    pub precision: String,
+    pub pairs: usize,
+    /// Decode calls (each `tokens` new tokens) per window.
+    pub iterations: usize,
+    pub tokens: usize,
+    pub batch: usize,
+    pub prompt_len: usize,
+    pub warmup: usize,
+    pub sample_hz: f64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Window {
+    pub pair: usize,
+    pub trace_on: bool,
+    pub tokens: u64,
+    pub seconds: f64,
+    pub counter_j: f64,
+    /// Samples taken and the rate achieved (trace-on windows only).
+    pub samples: Option<usize>,
+    pub achieved_hz: Option<f64>,
+}
+
+impl Window {
+    pub fn tok_s(&self) -> f64 {
+        self.tokens as f64 / self.seconds
+    }
+    pub fn mj_per_token(&self) -> f64 {
+        self.counter_j * 1000.0 / self.tokens as f64
+    }
+}
+
+/// The paired comparison. `overhead_pct` > 0 means the trace thread slowed decoding.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PairedSummary {
+    pub pairs: usize,
+    pub tok_s_on: f64,
+    pub tok_s_off: f64,
+    pub overhead_pct: f64,
+    pub overhead_sd_pct: f64,
+    pub ci95_pct: (f64, f64),
+    pub mj_per_token_on: f64,
+    pub mj_per_token_off: f64,
+    pub target_pct: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The whole 95 % interval lies below the target.
+    BelowTarget,
+    /// The whole interval lies above it.
+    AboveTarget,
+    /// The interval straddles the target: more pairs needed.
+    Unresolved,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OverheadResult {
+    pub config: OverheadConfig,
+    pub device: DeviceInfo,
+    pub kernel: String,
+    pub windows: Vec<Window>,
+    pub summary: Option<PairedSummary>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OverheadError {
+    #[error(transparent)]
+    Meter(#[from] MeterError),
+    #[error("{0}")]
+    Decode(String),
+    #[error("the energy counter did not move during a {0:.2} s window; refusing to report a zero")]
+    CounterStuck(f64),
+    #[error("need at least 2 pairs and 1 iteration per window (got {0} pairs, {1} iterations)")]
+    TooFew(usize, usize),
+}
+
+pub const TARGET_PCT: f64 = 0.5;
+
+/// Two-sided 95 % Student-t quantile for `df` degrees of freedom.
+pub fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        _ => 1.96 + 2.4 / df as f64, // within 0.003 of the exact quantile above 30
+    }
+}
+
+/// Summarise windows into paired differences. `None` unless there are ≥ 2 complete pairs.
+pub fn paired_summary(windows: &[Window]) -> Option<PairedSummary> {
+    let mut pairs = Vec::new();
+    let max_pair = windows.iter().map(|w| w.pair).max()?;
+    for p in 0..=max_pair {
+        let on = windows.iter().find(|w| w.pair == p && w.trace_on);
+        let off = windows.iter().find(|w| w.pair == p && !w.trace_on);
+        if let (Some(on), Some(off)) = (on, off) {
+            pairs.push((on, off));
+        }
+    }
+    let n = pairs.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = |f: &dyn Fn(&(&Window, &Window)) -> f64| pairs.iter().map(f).sum::<f64>() / n as f64;
+    let diffs: Vec<f64> = pairs
+        .iter()
+        .map(|(on, off)| (off.tok_s() - on.tok_s()) / off.tok_s() * 100.0)
+        .collect();
+    let d = diffs.iter().sum::<f64>() / n as f64;
+    let sd = (diffs.iter().map(|x| (x - d).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    let half = t95(n - 1) * sd / (n as f64).sqrt();
+    let ci = (d - half, d + half);
+    let verdict = if ci.1 < TARGET_PCT {
+        Verdict::BelowTarget
+    } else if ci.0 > TARGET_PCT {
+        Verdict::AboveTarget
+    } else {
+        Verdict::Unresolved
+    };
+    Some(PairedSummary {
+        pairs: n,
+        tok_s_on: mean(&|(on, _)| on.tok_s()),
+        tok_s_off: mean(&|(_, off)| off.tok_s()),
+        overhead_pct: d,
+        overhead_sd_pct: sd,
+        ci95_pct: ci,
+        mj_per_token_on: mean(&|(on, _)| on.mj_per_token()),
+        mj_per_token_off: mean(&|(_, off)| off.mj_per_token()),
+        target_pct: TARGET_PCT,
+        verdict,
+    })
+}
+
+/// Load once, warm up, then run the alternating windows.
+pub fn run(
+    cfg: &OverheadConfig,
+    meter: &mut dyn EnergyMeter,
+    decoders: &mut dyn DecoderFactory,
+    clock: Arc<dyn Clock>,
+) -> Result<OverheadResult, OverheadError> {
+    if cfg.pairs < 2 || cfg.iterations == 0 {
+        return Err(OverheadError::TooFew(cfg.pairs, cfg.iterations));
+    }
+    let device = meter.info()?;
+    let decode_err = |e: anyhow::Error| OverheadError::Decode(format!("{}: {e:#}", cfg.precision));
+    let mut dec = decoders.load(&cfg.precision).map_err(decode_err)?;
+    for _ in 0..cfg.warmup {
+        dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
+            .map_err(decode_err)?;
+    }
+    dec.synchronize().map_err(decode_err)?;
+    // Balanced order: half the pairs start with the trace on, half with it off, shuffled — so a
+    // drift (warming card, clock ramp) cannot favour one side.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    let mut first_on: Vec<bool> = (0..cfg.pairs).map(|i| i % 2 == 0).collect();
+    first_on.shuffle(&mut rng);
+    let mut windows = Vec::with_capacity(cfg.pairs * 2);
+    for (pair, first_on) in first_on.into_iter().enumerate() {
+        for trace_on in [first_on, !first_on] {
+            let sampler =
+                trace_on.then(|| Sampler::start(meter.power_probe(), clock.clone(), cfg.sample_hz));
+            let e0 = meter.energy_mj()?;
+            let t0 = clock.now_s();
+            let mut tokens = 0u64;
+            for _ in 0..cfg.iterations {
+                tokens += dec
+                    .generate(cfg.batch, cfg.prompt_len, cfg.tokens)
+                    .map_err(decode_err)? as u64;
+            }
+            dec.synchronize().map_err(decode_err)?;
+            let seconds = clock.now_s() - t0;
+            let e1 = meter.energy_mj()?;
+            let trace = sampler.map(Sampler::finish);
+            if e1 <= e0 {
+                return Err(OverheadError::CounterStuck(seconds));
+            }
+            windows.push(Window {
+                pair,
+                trace_on,
+                tokens,
+                seconds,
+                counter_j: (e1 - e0) as f64 / 1000.0,
+                samples: trace.as_ref().map(|t| t.samples.len()),
+                achieved_hz: trace.as_ref().map(|t| t.achieved_hz),
+            });
+        }
+    }
+    Ok(OverheadResult {
+        config: cfg.clone(),
+        device,
+        kernel: dec.kernel(),
+        summary: paired_summary(&windows),
+        windows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(pair: usize, trace_on: bool, seconds: f64) -> Window {
+        Window {
+            pair,
+            trace_on,
+            tokens: 1000,
+            seconds,
+            counter_j: 100.0 * seconds,
+            samples: trace_on.then_some(50),
+            achieved_hz: trace_on.then_some(50.0),
+        }
+    }
+
+    #[test]
+    fn paired_overhead_against_worked_numbers() {
+        // Pair losses: 1 − 10/10.1 = 0.990 %, 1 − 10/10.05 = 0.498 %, 1 − 10/10.0 = 0 %.
+        let ws = [
+            w(0, true, 10.1),
+            w(0, false, 10.0),
+            w(1, false, 10.0),
+            w(1, true, 10.05),
+            w(2, true, 10.0),
+            w(2, false, 10.0),
+        ];
+        let s = paired_summary(&ws).unwrap();
+        let d = [1.0 - 10.0 / 10.1, 1.0 - 10.0 / 10.05, 0.0].map(|x| x * 100.0);
+        let mean = d.iter().sum::<f64>() / 3.0;
+        assert!((s.overhead_pct - mean).abs() < 1e-9, "{s:?}");
+        assert!((mean - 0.4960).abs() < 1e-3);
+        let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+        assert!((s.ci95_pct.1 - (mean + 4.303 * sd / 3f64.sqrt())).abs() < 1e-9);
+        assert_eq!(s.verdict, Verdict::Unresolved);
+        assert_eq!(s.pairs, 3);
+        // 100 W at 100 tok/s → 1000 mJ/token, on or off.
+        assert!((s.mj_per_token_off - 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval_not_the_mean() {
+        let small: Vec<Window> = (0..5)
+            .flat_map(|p| [w(p, true, 10.001 + p as f64 * 1e-4), w(p, false, 10.0)])
+            .collect();
+        assert_eq!(
+            paired_summary(&small).unwrap().verdict,
+            Verdict::BelowTarget
+        );
+        let big: Vec<Window> = (0..5)
+            .flat_map(|p| [w(p, true, 10.2 + p as f64 * 1e-3), w(p, false, 10.0)])
+            .collect();
+        assert_eq!(paired_summary(&big).unwrap().verdict, Verdict::AboveTarget);
+        // One complete pair is not a comparison.
+        assert!(paired_summary(&big[..3]).is_none());
+    }
+
+    #[test]
+    fn t_quantiles() {
+        assert_eq!(t95(4), 2.776);
+        assert!((t95(60) - 2.000).abs() < 0.003);
+        assert!(t95(0).is_infinite());
+    }
+}
