@@ -272,7 +272,7 @@ mod tests {
             assert_eq!(c.points.len(), 3);
             assert_eq!(c.loo_mae, None);
         }
-        // 6 upstream classes + the H200 candle classes (Q8_0, Q4_K, Q4_0).
+        // 6 upstream classes + the H200 candle classes (BF16, Q8_0, Q4_K, Q4_0).
         let upstream = default_classes()
             .iter()
             .filter(|c| c.arch != "hopper")
@@ -282,11 +282,12 @@ mod tests {
 
     #[test]
     fn hopper_classes_come_from_our_h200_campaign() {
-        for p in ["Q8_0", "Q4_K", "Q4_0"] {
+        // Qwen2 0.5B/1.5B/3B/7B and TinyLlama-1.1B, each precision next to its own F16 arm.
+        for p in ["BF16", "Q8_0", "Q4_K", "Q4_0"] {
             let c = class("hopper", p);
             assert_eq!(
                 c.points.len(),
-                4,
+                5,
                 "{p}: one batch-1 point per measured shape"
             );
             assert_eq!(c.gpus, vec!["H200".to_string()]);
