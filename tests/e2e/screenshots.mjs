@@ -57,6 +57,7 @@ try {
       if ((device === 'desktop') === (scheme === 'dark')) {
         for (const [name, q] of [
           ['tested-h200', '?tab=tested&gpu=H200&model=Qwen2-7B'],
+          ['model-hopper-bf16', '?tab=model&n=3&gpu=H200&p=BF16&b=1&ctx=2048'],
           ['model-hopper-q4k', '?tab=model&n=7&gpu=H200&p=Q4_K&b=1&ctx=2048'],
           ['optimize-infeasible', '?tab=optimize&gpu=RTX%204090&model=Qwen2-7B&objective=min-energy&max_ms=1'],
         ]) {

@@ -75,10 +75,19 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The 95 % interval contains zero: the data do not say which way this goes.
+    pub fn ci_spans_zero(&self) -> bool {
+        matches!((self.ci_low, self.ci_high), (Some(lo), Some(hi)) if lo < 0.0 && hi > 0.0)
+    }
+
     pub fn verdict(&self) -> String {
         match self.delta_pct {
             None => "no estimate: no curve covers this precision".into(),
             Some(d) if d.abs() < 0.5 => format!("{} ≈ FP16 here", self.input.precision),
+            Some(d) if self.ci_spans_zero() => format!(
+                "{}: no clear difference from FP16 here ({d:+.1} %, but the 95 % interval spans zero)",
+                self.input.precision
+            ),
             Some(d) if d < 0.0 => format!("{} saves {:.0} % here", self.input.precision, -d),
             Some(d) => format!("{} costs {:.0} % more here", self.input.precision, d),
         }
@@ -329,6 +338,29 @@ mod tests {
                 context: 2048,
             },
         )
+    }
+
+    #[test]
+    fn verdicts_do_not_claim_a_direction_the_interval_cannot_support() {
+        // Ada NF4 at 0.5 B: the whole interval is a penalty.
+        let small = est("ada", 0.5, "NF4");
+        assert!(
+            !small.ci_spans_zero(),
+            "{:?}",
+            (small.ci_low, small.ci_high)
+        );
+        assert!(small.verdict().contains("costs"), "{}", small.verdict());
+        // Near the crossover (3.73 B) the interval straddles zero: no direction is claimed.
+        let at = est("ada", 3.0, "NF4");
+        assert!(at.ci_spans_zero(), "{:?}", (at.ci_low, at.ci_high));
+        let v = at.verdict();
+        assert!(
+            v.contains("no clear difference") && v.contains("spans zero"),
+            "{v}"
+        );
+        // 7 B: the whole interval is a saving.
+        let big = est("ada", 7.0, "NF4");
+        assert!(big.verdict().contains("saves"), "{}", big.verdict());
     }
 
     #[test]

@@ -191,7 +191,10 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             if r.precisions.len() == 1 {
                 out.join(format!("{stem}.json"))
             } else {
-                out.join(format!("{stem}_{}.json", crate::run_report::report_precision(p)))
+                out.join(format!(
+                    "{stem}_{}.json",
+                    crate::run_report::report_precision(p)
+                ))
             }
         })
         .collect();

@@ -44,10 +44,19 @@ pub fn basis_col(basis: &str) -> Col {
 
 /// Sort key of precisions for display.
 pub fn prec_rank(p: &str) -> usize {
-    ["FP16", "BF16", "NF4", "INT8", "INT8-pure", "Q8_0", "Q4_K", "Q4_0"]
-        .iter()
-        .position(|x| x.eq_ignore_ascii_case(p))
-        .unwrap_or(9)
+    [
+        "FP16",
+        "BF16",
+        "NF4",
+        "INT8",
+        "INT8-pure",
+        "Q8_0",
+        "Q4_K",
+        "Q4_0",
+    ]
+    .iter()
+    .position(|x| x.eq_ignore_ascii_case(p))
+    .unwrap_or(9)
 }
 
 /// When a session's or class's software stack is not transformers + bitsandbytes, a short label

@@ -19,6 +19,9 @@ use crate::util::{num, pct, per_million, size_b};
 /// add theirs (the GGUF formats of the hopper class), see [`precisions_for`].
 pub const PRECISIONS: [&str; 3] = ["NF4", "INT8", "FP16"];
 
+/// Precisions that are not GGUF formats (the picker tags the others "(GGUF)").
+const NOT_GGUF: [&str; 5] = ["NF4", "INT8", "INT8-pure", "FP16", "BF16"];
+
 /// The precision picker's options for an architecture: the base three, then every precision with
 /// a fitted class on this architecture or on one its estimate borrows from.
 pub fn precisions_for(arch: &str) -> Vec<String> {
@@ -276,7 +279,7 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
                         <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound("A"))}</td></tr>
                         <tr><th scope="row">"S (saving scale)"</th><td>{format!("{}{}", num(f.s, 2), bound("S"))}</td></tr>
                         <tr><th scope="row">"N* (B)"</th><td>{format!("{}{}{}", num(f.n_star, 3), bound("N*"), if f.n_star_fixed { " (fixed at the median size: < 3 points)" } else { "" })}</td></tr>
-                        <tr><th scope="row">"Crossover"</th><td>{c.crossover_b.map(|x| format!("{} — quantization saves above this size", size_b((x * 1000.0).round() / 1000.0))).unwrap_or_else(|| "none: costs more at every size".into())}</td></tr>
+                        <tr><th scope="row">"Crossover"</th><td>{c.crossover_b.map(|x| format!("{} — quantization saves above this size", size_b((x * 1000.0).round() / 1000.0))).unwrap_or_else(|| if f.predict(f.n_min) < 0.0 { "none: the fit saves at every size".into() } else { "none: the fit costs more at every size".into() })}</td></tr>
                         <tr><th scope="row">"RMS residual"</th><td>{format!("{} points", num(f.resid_rms, 2))}</td></tr>
                         <tr><th scope="row">"Leave-one-out MAE"</th><td>{c.loo_mae.map(|m| format!("{} points", num(m, 2))).unwrap_or_else(|| "— (needs ≥ 4 anchors)".into())}</td></tr>
                         <tr><th scope="row">"Anchors"</th><td>{format!("{} measured points, {}–{}", c.points.len(), size_b(f.n_min), size_b(f.n_max))}</td></tr>
@@ -369,7 +372,7 @@ pub fn ModelTab() -> impl IntoView {
                                 }
                                 ps.into_iter()
                                     .map(|p| {
-                                        let gguf = !PRECISIONS.contains(&p.as_str());
+                                        let gguf = !NOT_GGUF.contains(&p.as_str());
                                         let label = if gguf { format!("{p} (GGUF)") } else { p.clone() };
                                         let sel = p == cur;
                                         view! { <option value=p.clone() selected=sel>{label}</option> }
@@ -406,6 +409,7 @@ pub fn ModelTab() -> impl IntoView {
                 let e = est.get();
                 let verdict = e.verdict();
                 let cls = match e.delta_pct {
+                    _ if e.ci_spans_zero() => "headline",
                     Some(d) if d < -0.5 => "headline good",
                     Some(d) if d > 0.5 => "headline bad",
                     _ => "headline",
