@@ -62,6 +62,21 @@ impl Anchor {
         is_candle_stack(&self.stack)
     }
 
+    /// Approximate 95 % half-width of [`Anchor::delta_pct`] in percentage points, from this row's
+    /// and its FP16 row's run-to-run spread: `t · (E/F) · √(CV_E²/n_E + CV_F²/n_F)` with t of the
+    /// smaller sample. It ignores the pairing of arms inside a run, so it errs wide. `None` unless
+    /// both rows have n ≥ 2 and a CV.
+    pub fn delta_halfwidth_pct(&self, fp16: &Anchor) -> Option<f64> {
+        let (e, f) = (self.energy_mj?, fp16.energy_mj?);
+        let (ne, nf) = (self.n?, fp16.n?);
+        if ne < 2 || nf < 2 || f <= 0.0 {
+            return None;
+        }
+        let (ce, cf) = (self.cv_pct?, fp16.cv_pct?);
+        let se = (ce * ce / ne as f64 + cf * cf / nf as f64).sqrt();
+        Some(crate::stats::t95(ne.min(nf) as usize - 1) * e / f * se)
+    }
+
     /// Replicated in the site's sense (drawn with a filled marker).
     pub fn replicated(&self) -> bool {
         self.n.unwrap_or(1) >= 2
@@ -300,6 +315,29 @@ mod tests {
             .iter()
             .filter(|a| a.default_curve)
             .all(|a| a.delta_pct().is_some()));
+    }
+
+    #[test]
+    fn delta_interval_from_run_to_run_spread() {
+        let row = |e: f64, n: u32, cv: Option<f64>| Anchor {
+            energy_mj: Some(e),
+            n: Some(n),
+            cv_pct: cv,
+            ..Dataset::embedded().anchors[0].clone()
+        };
+        // E = 800, F = 1000, CV 4 % (n = 4) and 6 % (n = 3): t(2) = 4.303,
+        // √(16/4 + 36/3) = 4 → 4.303 · 0.8 · 4 = 13.77 points.
+        let hw = row(800.0, 4, Some(4.0))
+            .delta_halfwidth_pct(&row(1000.0, 3, Some(6.0)))
+            .unwrap();
+        assert!((hw - 13.7696).abs() < 1e-3, "{hw}");
+        // A single run or a missing CV gives no interval, never a zero one.
+        assert!(row(800.0, 1, Some(4.0))
+            .delta_halfwidth_pct(&row(1000.0, 3, Some(6.0)))
+            .is_none());
+        assert!(row(800.0, 4, None)
+            .delta_halfwidth_pct(&row(1000.0, 3, Some(6.0)))
+            .is_none());
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod dataset;
 pub mod estimate;
 pub mod fit;
 pub mod shapes;
+pub mod stats;
 mod to_report;
 
 pub use curves::{default_classes, find_class, fit_classes, ClassPoint, CurveClass};

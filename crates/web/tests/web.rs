@@ -116,6 +116,24 @@ async fn tested_tab_shows_bars_verdicts_and_follows_the_model_picker() {
 }
 
 #[test]
+async fn tested_tab_claims_no_direction_inside_the_run_to_run_spread() {
+    // H200 Qwen2-7B: BF16 −4.5 % with n = 2 (CV 2.1 %) against FP16 n = 5 (CV 6.8 %) is inside
+    // its 95 % half-width; Q4_K −29.7 % (n = 3) is well outside its own.
+    let m = mount("?tab=tested&gpu=H200&model=Qwen2-7B");
+    settle().await;
+    let t = text(&m.root);
+    assert!(
+        t.contains("BF16: −4.5 % here, within the run-to-run spread"),
+        "{t}"
+    );
+    assert!(t.contains("Q4_K saves 30 % here"), "{t}");
+    assert!(
+        t.contains("pts"),
+        "the ± half-width is printed under the Δ: {t}"
+    );
+}
+
+#[test]
 async fn model_tab_estimates_and_reacts_to_size() {
     let m = mount("?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048");
     settle().await;

@@ -145,9 +145,27 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
     out
 }
 
-fn verdict(precision: &str, d: f64) -> String {
+/// Whether a measured Δ is larger than its run-to-run uncertainty (`hw`: 95 % half-width in
+/// points; `None` when the rows carry no spread, e.g. single runs — then the n chip says so).
+fn resolved(d: f64, hw: Option<f64>) -> bool {
+    d.abs() >= 0.5 && hw.is_none_or(|h| d.abs() > h)
+}
+
+/// The 95 % half-width of a row's Δ from its and its session's FP16 row's spread.
+fn halfwidth(rows: &[&Anchor], a: &Anchor) -> Option<f64> {
+    let fp16 = rows.iter().find(|r| r.precision == "FP16")?;
+    a.delta_halfwidth_pct(fp16)
+}
+
+fn verdict(precision: &str, d: f64, hw: Option<f64>) -> String {
     if d.abs() < 0.5 {
         format!("{precision} ≈ FP16 here")
+    } else if !resolved(d, hw) {
+        format!(
+            "{precision}: {} here, within the run-to-run spread (±{:.0} points at 95 %)",
+            pct(d, 1),
+            hw.unwrap_or(0.0)
+        )
     } else if d < 0.0 {
         format!("{precision} saves {:.0} % here", -d)
     } else {
@@ -180,7 +198,7 @@ fn brief(gpu: &str, model: &str) -> String {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(&a.precision, d),
+                    verdict(&a.precision, d, halfwidth(&s.rows, a)),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -240,7 +258,6 @@ pub fn crossover_spec(
     for a in ds().anchors.iter().filter(|a| {
         usable(a)
             && a.precision != "FP16"
-            && !a.precision.ends_with("F16")
             && a.delta_pct().is_some()
             && (all_cards || a.gpu == gpu)
             && !hidden.contains(&a.precision)
@@ -438,12 +455,11 @@ pub fn TestedTab() -> impl IntoView {
         let g = st.gpu.get();
         let all = st.all_cards.get();
         let mut v: Vec<String> = Vec::new();
-        for a in ds().anchors.iter().filter(|a| {
-            usable(a)
-                && a.precision != "FP16"
-                && !a.precision.ends_with("F16")
-                && (all || a.gpu == g)
-        }) {
+        for a in ds()
+            .anchors
+            .iter()
+            .filter(|a| usable(a) && a.precision != "FP16" && (all || a.gpu == g))
+        {
             if !v.contains(&a.precision) {
                 v.push(a.precision.clone());
             }
@@ -623,6 +639,8 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
         col: &'static str,
         e: f64,
         delta: Option<f64>,
+        /// 95 % half-width of `delta` from the run-to-run spread.
+        hw: Option<f64>,
         n: Option<u32>,
         cv: Option<f64>,
         baseline: bool,
@@ -638,6 +656,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             col: "--c-fp16",
             e: b,
             delta: None,
+            hw: None,
             n: fp16_row.and_then(|a| a.n).or(first.and_then(|a| a.n)),
             cv: fp16_row.and_then(|a| a.cv_pct),
             baseline: true,
@@ -657,6 +676,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             col: prec_col(&a.precision),
             e,
             delta: a.delta_pct(),
+            hw: halfwidth(&rows, a),
             n: a.n,
             cv: a.cv_pct,
             baseline: false,
@@ -665,7 +685,15 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
     let verdicts: Vec<(String, f64)> = bars
         .iter()
         .filter(|b| !b.baseline && !b.label.contains("(run"))
-        .filter_map(|b| b.delta.map(|d| (verdict(&b.label, d), d)))
+        .filter_map(|b| {
+            // An unresolved Δ is drawn neutral (0 picks the "≈" style below).
+            b.delta.map(|d| {
+                (
+                    verdict(&b.label, d, b.hw),
+                    if resolved(d, b.hw) { d } else { 0.0 },
+                )
+            })
+        })
         .collect();
 
     view! {
@@ -691,7 +719,9 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
                             (false, Some(d)) => pct(d, 1),
                             (false, None) => "—".into(),
                         };
+                        let delta_title = b.hw.map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
                         let cls = match b.delta {
+                            Some(d) if !resolved(d, b.hw) => "delta",
                             Some(d) if d < -0.5 => "delta good",
                             Some(d) if d > 0.5 => "delta bad",
                             _ => "delta",
@@ -706,7 +736,10 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
                                     <strong>{main}</strong>
                                     <span class="sub">{kwh}</span>
                                 </span>
-                                <span class=cls>{delta_txt}</span>
+                                <span class=cls title=delta_title>
+                                    {delta_txt}
+                                    {b.hw.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
+                                </span>
                                 <NChip n=b.n cv=b.cv/>
                             </div>
                         }
