@@ -169,6 +169,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn fit_with_bounds(points: &[Point], bounds: Bounds) -> Result<Fit, FitError> {
+    fit_inner(points, bounds, true)
+}
+
+/// The fit without its covariance (leave-one-out needs only the predictions: this skips the
+/// pseudo-inverse in every held-out refit).
+fn fit_inner(points: &[Point], bounds: Bounds, with_covariance: bool) -> Result<Fit, FitError> {
     check(points)?;
     let ns: Vec<f64> = points.iter().map(|p| p.n).collect();
     let n_star_fixed = points.len() < 3;
@@ -225,7 +231,9 @@ pub fn fit_with_bounds(points: &[Point], bounds: Bounds) -> Result<Fit, FitError
         2.0
     };
     fit.sigma = (resid_rms * dof_scale).max(SIGMA_FLOOR);
-    fit.covariance = covariance(&fit, points, free);
+    if with_covariance {
+        fit.covariance = covariance(&fit, points, free);
+    }
     Ok(fit)
 }
 
@@ -255,27 +263,25 @@ fn covariance(fit: &Fit, points: &[Point], free: [bool; 3]) -> [[f64; 3]; 3] {
 /// Exact box-constrained least squares of `y ≈ A − S·g` for fixed N*. Returns (A, S, SSE).
 fn solve_linear(points: &[Point], n_star: f64, b: Bounds) -> (f64, f64, f64) {
     let m = points.len() as f64;
-    let (mut sg, mut sgg, mut sy, mut sgy) = (0.0, 0.0, 0.0, 0.0);
+    let (mut sg, mut sgg, mut sy, mut syy, mut sgy) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for p in points {
         let g = shape(p.n, n_star);
         sg += g;
         sgg += g * g;
         sy += p.delta;
+        syy += p.delta * p.delta;
         sgy += g * p.delta;
     }
-    let sse = |a: f64, s: f64| {
-        points
-            .iter()
-            .map(|p| {
-                let r = a - s * shape(p.n, n_star) - p.delta;
-                r * r
-            })
-            .sum::<f64>()
+    // The candidates are ranked by the SSE expanded over the sums (O(1) each: this runs ~500 times
+    // per fit, and LOO refits every class point by point); the winner's SSE is then recomputed
+    // term by term, so cancellation in the expansion never reaches the N* search.
+    let sse_from_sums = |a: f64, s: f64| {
+        m * a * a + s * s * sgg + syy - 2.0 * a * s * sg - 2.0 * a * sy + 2.0 * s * sgy
     };
     let inside = |v: f64, (lo, hi): (f64, f64)| v >= lo && v <= hi;
     let mut best: Option<(f64, f64, f64)> = None;
     let mut consider = |a: f64, s: f64| {
-        let e = sse(a, s);
+        let e = sse_from_sums(a, s);
         if best.is_none_or(|(_, _, be)| e < be) {
             best = Some((a, s, e));
         }
@@ -303,55 +309,69 @@ fn solve_linear(points: &[Point], n_star: f64, b: Bounds) -> (f64, f64, f64) {
         };
         consider(a, s);
     }
-    best.expect("at least the edges were considered")
+    let (a, s, _) = best.expect("at least the edges were considered");
+    let sse = points
+        .iter()
+        .map(|p| {
+            let r = a - s * shape(p.n, n_star) - p.delta;
+            r * r
+        })
+        .sum::<f64>();
+    (a, s, sse)
 }
 
 fn minimize_over_n_star(points: &[Point], b: Bounds) -> (f64, f64, f64, f64) {
-    const GRID: usize = 400;
+    // A 200-point grid in ln N*, then a golden-section polish of the best three local minima of
+    // the grid (the profile can have two basins; polishing only the best grid cell missed the
+    // deeper one in rare cases a 400-point grid caught — the proptest below probes 1 000 N*).
+    const GRID: usize = 200;
     let (lo, hi) = (b.n_star.0.ln(), b.n_star.1.ln());
     let at = |u: f64| solve_linear(points, u.exp(), b).2;
     let step = (hi - lo) / GRID as f64;
-    let mut best_i = 0;
-    let mut best_e = f64::INFINITY;
-    for i in 0..=GRID {
-        let e = at(lo + step * i as f64);
-        if e < best_e - 1e-12 {
-            best_e = e;
-            best_i = i;
-        }
-    }
-    // Golden-section polish inside the neighbouring grid cells.
-    let (mut l, mut r) = (
-        (lo + step * (best_i as f64 - 1.0)).max(lo),
-        (lo + step * (best_i as f64 + 1.0)).min(hi),
-    );
+    let e: Vec<f64> = (0..=GRID).map(|i| at(lo + step * i as f64)).collect();
+    let mut minima: Vec<usize> = (0..=GRID)
+        .filter(|&i| (i == 0 || e[i] <= e[i - 1]) && (i == GRID || e[i] <= e[i + 1]))
+        .collect();
+    minima.sort_by(|&x, &y| e[x].total_cmp(&e[y]));
     let phi = (5f64.sqrt() - 1.0) / 2.0;
-    let mut c = r - phi * (r - l);
-    let mut d = l + phi * (r - l);
-    let (mut fc, mut fd) = (at(c), at(d));
-    for _ in 0..60 {
-        if fc < fd {
-            r = d;
-            d = c;
-            fd = fc;
-            c = r - phi * (r - l);
-            fc = at(c);
-        } else {
-            l = c;
-            c = d;
-            fc = fd;
-            d = l + phi * (r - l);
-            fd = at(d);
+    let mut best_u = lo;
+    let mut best_e = f64::INFINITY;
+    for &i in minima.iter().take(3) {
+        // Golden section inside the neighbouring grid cells.
+        let (mut l, mut r) = (
+            (lo + step * (i as f64 - 1.0)).max(lo),
+            (lo + step * (i as f64 + 1.0)).min(hi),
+        );
+        let mut c = r - phi * (r - l);
+        let mut d = l + phi * (r - l);
+        let (mut fc, mut fd) = (at(c), at(d));
+        for _ in 0..45 {
+            if fc < fd {
+                r = d;
+                d = c;
+                fd = fc;
+                c = r - phi * (r - l);
+                fc = at(c);
+            } else {
+                l = c;
+                c = d;
+                fc = fd;
+                d = l + phi * (r - l);
+                fd = at(d);
+            }
+        }
+        // The minimum may sit exactly on a grid point or end (N* on its bound).
+        for (u, eu) in [
+            ((l + r) / 2.0, at((l + r) / 2.0)),
+            (lo + step * i as f64, e[i]),
+        ] {
+            if eu < best_e {
+                best_u = u;
+                best_e = eu;
+            }
         }
     }
-    let mut u = (l + r) / 2.0;
-    // The minimum may sit exactly on a grid end (N* on its bound).
-    for cand in [lo + step * best_i as f64, lo, hi] {
-        if at(cand) < at(u) {
-            u = cand;
-        }
-    }
-    let n_star = u.exp();
+    let n_star = best_u.exp();
     let (a, s, sse) = solve_linear(points, n_star, b);
     (a, s, n_star, sse)
 }
@@ -370,7 +390,7 @@ pub fn loo_mae(points: &[Point], s_cap: f64) -> Option<f64> {
             .filter(|(j, _)| *j != i)
             .map(|(_, p)| *p)
             .collect();
-        let f = fit_curve(&rest, s_cap).ok()?;
+        let f = fit_inner(&rest, Bounds::upstream(&rest, s_cap), false).ok()?;
         total += (f.predict(points[i].n) - points[i].delta).abs();
     }
     Some(total / points.len() as f64)
@@ -464,8 +484,10 @@ mod tests {
             prop_assert!(f.a >= b.a.0 - 1e-9 && f.a <= b.a.1 + 1e-9);
             prop_assert!(f.s >= b.s.0 - 1e-9 && f.s <= b.s.1 + 1e-9);
             prop_assert!(f.n_star >= b.n_star.0 * (1.0 - 1e-9) && f.n_star <= b.n_star.1 * (1.0 + 1e-9));
-            // No feasible corner-ish probe does better than the reported optimum.
-            for &ns in &[0.1, 0.5, 1.0, 3.0, 10.0, 50.0, 200.0] {
+            // No N* probe (1 000 log-spaced, five times denser than the search grid) does better
+            // than the reported optimum.
+            for i in 0..=1000 {
+                let ns = 0.1 * 2000f64.powf(i as f64 / 1000.0);
                 let (_, _, e) = solve_linear(&pts, ns, b);
                 prop_assert!(f.sse <= e + 1e-6 * (1.0 + e));
             }
