@@ -292,11 +292,17 @@ pub fn overhead(args: &measure::session::MeasureArgs, pairs: usize) -> Result<Ex
     println!("wrote {}", path.display());
     for w in &res.windows {
         println!(
-            "  pair {:>2} trace {:<3} {:>8.1} tok/s {:>8.2} mJ/token{}",
+            "  pair {:>2} trace {:<3} {:>8.1} tok/s {:>8.2} mJ/token{}{}",
             w.pair,
             if w.trace_on { "on" } else { "off" },
             w.tok_s(),
             w.mj_per_token(),
+            w.host
+                .map(|h| format!(
+                    "  steal {:.2} %, {:.2} cores",
+                    h.steal_pct, h.process_cpu_cores
+                ))
+                .unwrap_or_default(),
             w.achieved_hz
                 .map(|h| format!("  ({h:.1} Hz)"))
                 .unwrap_or_default()

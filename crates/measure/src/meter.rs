@@ -66,6 +66,8 @@ pub struct FakeState {
     pub power_reads: u64,
     /// After this virtual time every read returns `Lost`.
     pub lost_after_s: Option<f64>,
+    /// Host CPU accounting for [`FakeClock::host_cpu`]: the stolen share (`None`: unreadable).
+    pub steal_share: Option<f64>,
 }
 
 impl FakeMeter {
@@ -82,6 +84,7 @@ impl FakeMeter {
                 fail_power_every: 0,
                 power_reads: 0,
                 lost_after_s: None,
+                steal_share: None,
             })),
         }
     }
@@ -175,6 +178,66 @@ impl EnergyMeter for FakeMeter {
 pub trait Clock: Send + Sync {
     fn now_s(&self) -> f64;
     fn sleep_s(&self, s: f64);
+    /// The host's CPU accounting now (Linux `/proc`), `None` where it cannot be read. Batch-1 decode
+    /// is launch-bound, so a window's speed follows the host CPU: the report keeps how much CPU time
+    /// the hypervisor stole and how busy this process was during each window.
+    fn host_cpu(&self) -> Option<HostCpu> {
+        None
+    }
+}
+
+/// Cumulative host CPU counters at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HostCpu {
+    /// All CPUs, USER_HZ ticks: time stolen by the hypervisor, and every state together.
+    pub steal_ticks: u64,
+    pub total_ticks: u64,
+    /// CPU seconds (user + system) of this process.
+    pub process_cpu_s: f64,
+}
+
+/// What the host CPU did during one window.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct HostWindow {
+    /// Share of all CPU time stolen by the hypervisor, %.
+    pub steal_pct: f64,
+    /// CPU seconds this process used per second of window (1.0 = one core busy).
+    pub process_cpu_cores: f64,
+}
+
+impl HostWindow {
+    pub fn between(a: HostCpu, b: HostCpu, window_s: f64) -> Option<HostWindow> {
+        let total = b.total_ticks.checked_sub(a.total_ticks)?;
+        let steal = b.steal_ticks.checked_sub(a.steal_ticks)?;
+        (total > 0 && window_s > 0.0).then(|| HostWindow {
+            steal_pct: steal as f64 / total as f64 * 100.0,
+            process_cpu_cores: (b.process_cpu_s - a.process_cpu_s).max(0.0) / window_s,
+        })
+    }
+}
+
+/// `(steal, total)` ticks from the aggregate `cpu` line of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice — already inside user/nice]
+    let steal = *v.get(7)?;
+    Some((steal, v.iter().take(8).sum()))
+}
+
+/// CPU seconds (utime + stime) from `/proc/self/stat`, at `ticks_per_s` (USER_HZ, 100 on Linux).
+pub fn parse_process_cpu_s(text: &str, ticks_per_s: f64) -> Option<f64> {
+    // The command name is in parentheses and may contain spaces: count fields after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3 of the whole line, utime 14, stime 15 → indices 11 and 12 here.
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks_per_s)
 }
 
 pub struct RealClock(std::time::Instant);
@@ -192,6 +255,17 @@ impl Clock for RealClock {
     fn sleep_s(&self, s: f64) {
         std::thread::sleep(std::time::Duration::from_secs_f64(s.max(0.0)));
     }
+    fn host_cpu(&self) -> Option<HostCpu> {
+        let (steal_ticks, total_ticks) =
+            parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)?;
+        let process_cpu_s =
+            parse_process_cpu_s(&std::fs::read_to_string("/proc/self/stat").ok()?, 100.0)?;
+        Some(HostCpu {
+            steal_ticks,
+            total_ticks,
+            process_cpu_s,
+        })
+    }
 }
 
 /// Virtual clock driving a [`FakeMeter`].
@@ -203,5 +277,75 @@ impl Clock for FakeClock {
     }
     fn sleep_s(&self, s: f64) {
         self.0.advance(s);
+    }
+    /// Scripted: 8 CPUs at 100 ticks/s, `steal_share` of them stolen, this process one core busy.
+    fn host_cpu(&self) -> Option<HostCpu> {
+        let s = self.0.state.lock().unwrap();
+        let share = s.steal_share?;
+        let total = s.now_s * 800.0;
+        Some(HostCpu {
+            steal_ticks: (total * share).round() as u64,
+            total_ticks: total.round() as u64,
+            process_cpu_s: s.now_s,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_steal_and_total() {
+        let text = "cpu  100 5 50 800 10 1 4 30 7 0\ncpu0 50 2 25 400 5 0 2 15 0 0\nintr 1 2\n";
+        // user..steal = 100+5+50+800+10+1+4+30; guest (7) is already counted inside user.
+        assert_eq!(parse_proc_stat(text), Some((30, 1000)));
+        assert_eq!(parse_proc_stat("intr 1 2\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 x\n"), None);
+    }
+
+    #[test]
+    fn process_cpu_from_self_stat_with_a_hostile_command_name() {
+        // utime = 250, stime = 50 ticks; the name contains ") (" and spaces.
+        let text =
+            "4242 (quantenergy ) (x y) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 17 0";
+        assert_eq!(parse_process_cpu_s(text, 100.0), Some(3.0));
+        assert_eq!(parse_process_cpu_s("4242 (q) S 1", 100.0), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_host_can_be_read() {
+        let c = RealClock::default();
+        let a = c.host_cpu().expect("/proc/stat and /proc/self/stat");
+        // Burn a little CPU so the process counter can move (USER_HZ ticks of 10 ms).
+        let mut x = 0u64;
+        let t = std::time::Instant::now();
+        while t.elapsed().as_millis() < 60 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let b = c.host_cpu().unwrap();
+        assert!(b.total_ticks > a.total_ticks && b.process_cpu_s >= a.process_cpu_s);
+        let w = HostWindow::between(a, b, 0.06).unwrap();
+        assert!((0.0..=100.0).contains(&w.steal_pct), "{w:?}");
+    }
+
+    #[test]
+    fn host_window_between_two_readings() {
+        let a = HostCpu {
+            steal_ticks: 100,
+            total_ticks: 10_000,
+            process_cpu_s: 5.0,
+        };
+        let b = HostCpu {
+            steal_ticks: 300,
+            total_ticks: 18_000,
+            process_cpu_s: 7.5,
+        };
+        let w = HostWindow::between(a, b, 2.5).unwrap();
+        assert!((w.steal_pct - 2.5).abs() < 1e-12);
+        assert!((w.process_cpu_cores - 1.0).abs() < 1e-12);
+        // Counters that went backwards (a reboot, a different host) give nothing, not a negative.
+        assert!(HostWindow::between(b, a, 2.5).is_none());
     }
 }

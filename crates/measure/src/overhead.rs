@@ -8,7 +8,7 @@
 //! over pairs and a Student-t 95 % interval. The target (issue 5) is < 0.5 %.
 
 use crate::decoder::DecoderFactory;
-use crate::meter::{Clock, DeviceInfo, EnergyMeter, MeterError};
+use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
 use crate::sampler::Sampler;
 use analysis::stats::t95;
 use rand::seq::SliceRandom;
@@ -39,6 +39,8 @@ pub struct Window {
     /// Samples taken and the rate achieved (trace-on windows only).
     pub samples: Option<usize>,
     pub achieved_hz: Option<f64>,
+    /// Hypervisor steal and this process's CPU use during the window.
+    pub host: Option<HostWindow>,
 }
 
 impl Window {
@@ -173,6 +175,7 @@ pub fn run(
             let sampler =
                 trace_on.then(|| Sampler::start(meter.power_probe(), clock.clone(), cfg.sample_hz));
             let e0 = meter.energy_mj()?;
+            let host0 = clock.host_cpu();
             let t0 = clock.now_s();
             let mut tokens = 0u64;
             for _ in 0..cfg.iterations {
@@ -182,6 +185,7 @@ pub fn run(
             }
             dec.synchronize().map_err(decode_err)?;
             let seconds = clock.now_s() - t0;
+            let host1 = clock.host_cpu();
             let e1 = meter.energy_mj()?;
             let trace = sampler.map(Sampler::finish);
             if e1 <= e0 {
@@ -195,6 +199,9 @@ pub fn run(
                 counter_j: (e1 - e0) as f64 / 1000.0,
                 samples: trace.as_ref().map(|t| t.samples.len()),
                 achieved_hz: trace.as_ref().map(|t| t.achieved_hz),
+                host: host0
+                    .zip(host1)
+                    .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
             });
         }
     }
@@ -220,6 +227,7 @@ mod tests {
             counter_j: 100.0 * seconds,
             samples: trace_on.then_some(50),
             achieved_hz: trace_on.then_some(50.0),
+            host: None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! [`Clock`], so every branch is tested with fakes.
 
 use crate::decoder::DecoderFactory;
-use crate::meter::{Clock, DeviceInfo, EnergyMeter, MeterError};
+use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
 use crate::sampler::{Sampler, Trace};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -96,6 +96,8 @@ pub struct ArmMeasurement {
     pub kernel: String,
     pub notes: Vec<String>,
     pub load_s: f64,
+    /// Hypervisor steal and this process's CPU use during the window (where `/proc` is readable).
+    pub host: Option<HostWindow>,
 }
 
 impl ArmMeasurement {
@@ -352,6 +354,7 @@ fn run_arm(
         .trace
         .then(|| Sampler::start(meter.power_probe(), clock.clone(), cfg.sample_hz));
     let e0 = meter.energy_mj()?;
+    let host0 = clock.host_cpu();
     let t0 = clock.now_s();
     let mut tokens = 0u64;
     let mut iteration_s = Vec::with_capacity(cfg.iterations);
@@ -372,6 +375,7 @@ fn run_arm(
         iteration_s.push(clock.now_s() - ti);
     }
     let t1 = clock.now_s();
+    let host1 = clock.host_cpu();
     let e1 = meter.energy_mj();
     let trace = sampler.map(Sampler::finish);
     if let Some(f) = failure {
@@ -397,5 +401,8 @@ fn run_arm(
         kernel,
         notes,
         load_s,
+        host: host0
+            .zip(host1)
+            .and_then(|(a, b)| HostWindow::between(a, b, window_s)),
     })
 }

@@ -67,6 +67,8 @@ fn arm_json(precision: &str, m: &Result<ArmMeasurement, String>) -> Value {
                 "iteration_seconds": a.iteration_s.iter().map(|t| r(*t, 5)).collect::<Vec<_>>(),
                 "iteration_time_cv_pct": a.iteration_cv_pct().map(|v| r(v, 3)),
                 "load_seconds": r(a.load_s, 3),
+                "host_cpu_steal_pct": a.host.map(|h| r(h.steal_pct, 3)),
+                "process_cpu_cores": a.host.map(|h| r(h.process_cpu_cores, 3)),
                 "kernel": a.kernel,
                 "notes": a.notes,
                 "cooldown": {

@@ -383,3 +383,43 @@ fn trace_overhead_ab_alternates_windows_on_one_loaded_model() {
     let e = overhead::run(&cfg, &mut sm, &mut f, Arc::new(FakeClock(stuck))).unwrap_err();
     assert!(e.to_string().contains("did not move"), "{e}");
 }
+
+#[test]
+fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
+    let m = meter().with(|s| s.steal_share = Some(0.25));
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let c = cfg(&["Q4_K"]);
+    let out = run(&c, &m, &mut f).unwrap();
+    for arm in &out.arms {
+        let h = arm
+            .outcome
+            .as_ref()
+            .unwrap()
+            .host
+            .expect("scripted host counters");
+        assert!((h.steal_pct - 25.0).abs() < 0.5, "{h:?}");
+        assert!((h.process_cpu_cores - 1.0).abs() < 0.01, "{h:?}");
+    }
+    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let v = serde_json::to_value(&rep).unwrap();
+    let arms = v.pointer("/protocol/arms").unwrap().as_array().unwrap();
+    assert!(arms
+        .iter()
+        .all(|a| (a["host_cpu_steal_pct"].as_f64().unwrap() - 25.0).abs() < 0.5));
+    assert!(report::validate_str(&serde_json::to_string(&rep).unwrap())
+        .errors
+        .is_empty());
+
+    // Unreadable host counters are reported as missing, never as a zero.
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let out = run(&c, &m, &mut f).unwrap();
+    assert!(out
+        .arms
+        .iter()
+        .all(|a| a.outcome.as_ref().unwrap().host.is_none()));
+    let v = serde_json::to_value(build_report(&c, &out, &ctx(), "Q4_K").unwrap()).unwrap();
+    assert!(v
+        .pointer("/protocol/arms/0/host_cpu_steal_pct")
+        .is_none_or(|x| x.is_null()));
+}
