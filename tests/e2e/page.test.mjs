@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, launch, openPage, b64url, EXAMPLES } from './harness.mjs';
+import zlib from 'node:zlib';
+import { startServer, launch, openPage, b64url, EXAMPLES, DIST } from './harness.mjs';
 
 let server;
 let browser;
@@ -248,6 +249,8 @@ test('timing: first chart painted, refit, 1000-point redraw (printed)', async ()
   const first = await page.evaluate(() => window.qe && window.qe.firstChartMs);
   console.log(`first chart painted: ${first.toFixed(0)} ms after navigation start`);
   assert.ok(first > 0 && first < 3000, `first chart at ${first} ms`);
+  // The timing hooks live in the full page module: open a tab that loads it.
+  await page.goto(`${server.url}?tab=data`);
   await page.waitForFunction(() => window.wasmBindings && window.wasmBindings.qe_bench_refit);
   const refit = await page.evaluate(() => window.wasmBindings.qe_bench_refit(0, 20));
   const refitUser = await page.evaluate(() => window.wasmBindings.qe_bench_refit(10, 20));
@@ -364,5 +367,28 @@ test('an impossible budget shows the least-violating configuration and the budge
   assert.match(text, /breaks latency budget: [\d.]+ ms\/token \(modelled\) vs limit 1 ms\/token — [\d.]+ % over it/);
   assert.equal(await page.locator('#opt-recommendation').count(), 0);
   assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('first load and whole app stay within their gzip budgets', async () => {
+  const gz = (rel) => zlib.gzipSync(fs.readFileSync(path.join(DIST, rel)), { level: 9 }).length;
+  const { page, context } = await openPage(browser);
+  const fetched = [];
+  page.on('request', (r) => fetched.push(new URL(r.url()).pathname.replace(/^\//, '') || 'index.html'));
+  await page.goto(server.url);
+  await painted(page, 'crossover-canvas');
+  const beforePaint = [...new Set(fetched)];
+  // Nothing of the full page module is fetched for the landing view.
+  assert.ok(!beforePaint.some((f) => f.startsWith('quantenergy-web')), beforePaint.join(', '));
+  const first = beforePaint.reduce((t, f) => t + gz(f), 0);
+  const all = fs.readdirSync(DIST).reduce((t, f) => t + gz(f), 0);
+  console.log(`first load ${first} B gz (${beforePaint.join(' + ')}); whole app ${all} B gz`);
+  assert.ok(first <= 250_000, `first load ${first} B gz > 250 KB`);
+  assert.ok(all <= 700_000, `whole app ${all} B gz > 700 KB`);
+  // Opening another tab hands the page over to the full module, on the same URL, without errors.
+  await page.click('#tab-optimize');
+  await painted(page, 'pareto-canvas');
+  assert.match(page.url(), /tab=optimize/);
+  assert.equal(await page.locator('nav.tabs').count(), 1, 'one page, not two');
   await context.close();
 });

@@ -8,11 +8,13 @@
 //! * [`tabs`] — one module per tab.
 //! * [`validate`] — report validation in a Web Worker (second wasm module), main-thread fallback.
 
+#[cfg(not(feature = "landing"))]
 pub mod bench;
 pub mod chart;
 pub mod tabs;
 pub mod url;
 pub mod util;
+#[cfg(not(feature = "landing"))]
 pub mod validate;
 
 use leptos::prelude::*;
@@ -24,8 +26,11 @@ use url::{Query, Tab};
 pub struct AppState {
     pub tab: RwSignal<Tab>,
     pub tested: tabs::tested::TestedState,
+    #[cfg(not(feature = "landing"))]
     pub model: tabs::model::ModelState,
+    #[cfg(not(feature = "landing"))]
     pub optimize: tabs::optimize::OptimizeState,
+    #[cfg(not(feature = "landing"))]
     pub run: tabs::run::RunState,
     /// A message about the link the page was opened with (unknown tab, malformed overlay, …).
     pub link_notice: RwSignal<Vec<String>>,
@@ -47,8 +52,11 @@ impl AppState {
         AppState {
             tab: RwSignal::new(tab),
             tested: tabs::tested::TestedState::from_query(q, tab == Tab::Tested),
+            #[cfg(not(feature = "landing"))]
             model: tabs::model::ModelState::from_query(q, tab == Tab::Model),
+            #[cfg(not(feature = "landing"))]
             optimize: tabs::optimize::OptimizeState::from_query(q, tab == Tab::Optimize),
+            #[cfg(not(feature = "landing"))]
             run: tabs::run::RunState::from_query(q),
             link_notice: RwSignal::new(notices),
         }
@@ -61,10 +69,15 @@ impl AppState {
         q.push("tab", tab.slug());
         match tab {
             Tab::Tested => self.tested.write_query(&mut q),
+            #[cfg(not(feature = "landing"))]
             Tab::Model => self.model.write_query(&mut q),
+            #[cfg(not(feature = "landing"))]
             Tab::Optimize => self.optimize.write_query(&mut q),
+            #[cfg(not(feature = "landing"))]
             Tab::Run => self.run.write_query(&mut q),
-            Tab::Data => {}
+            // The landing build has no other tab's inputs: its other tabs hand over to the full
+            // page, which reads them from this query string.
+            _ => {}
         }
         q
     }
@@ -95,11 +108,16 @@ fn watch_environment(tick: RwSignal<u32>) {
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
     let w = util::window();
-    let on_resize = Closure::<dyn FnMut()>::new(move || tick.update(|t| *t += 1));
+    // `try_update`: after the landing build hands the page over, its listeners may still fire.
+    let on_resize = Closure::<dyn FnMut()>::new(move || {
+        tick.try_update(|t| *t += 1);
+    });
     let _ = w.add_event_listener_with_callback("resize", on_resize.as_ref().unchecked_ref());
     on_resize.forget();
     if let Ok(Some(mql)) = w.match_media("(prefers-color-scheme: dark)") {
-        let on_change = Closure::<dyn FnMut()>::new(move || tick.update(|t| *t += 1));
+        let on_change = Closure::<dyn FnMut()>::new(move || {
+            tick.try_update(|t| *t += 1);
+        });
         mql.set_onchange(Some(on_change.as_ref().unchecked_ref()));
         on_change.forget();
     }
@@ -166,6 +184,7 @@ pub fn App() -> impl IntoView {
 }
 
 /// The router: one arm per tab. Add a tab here (and in [`url::Tab`]).
+#[cfg(not(feature = "landing"))]
 #[component]
 pub fn TabBody() -> impl IntoView {
     let state = expect_context::<AppState>();
@@ -176,6 +195,44 @@ pub fn TabBody() -> impl IntoView {
         Tab::Run => tabs::run::RunTab().into_any(),
         Tab::Data => tabs::data::DataTab().into_any(),
     }
+}
+
+/// The landing build's router: Tested models is here; any other tab hands the page over to the
+/// full module (fetched then, see `assets/boot.js`), which opens on the same URL.
+#[cfg(feature = "landing")]
+#[component]
+pub fn TabBody() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    move || match state.tab.get() {
+        Tab::Tested => tabs::tested::TestedTab().into_any(),
+        other => {
+            let failed = hand_over(other.slug());
+            view! {
+                <p class="boot" role="status">
+                    {if failed {
+                        "This part of the page could not be loaded; reload to try again."
+                    } else {
+                        "Loading this tab…"
+                    }}
+                </p>
+            }
+            .into_any()
+        }
+    }
+}
+
+/// Ask `boot.js` to load the full page for `tab`; `true` when it cannot (no loader).
+#[cfg(feature = "landing")]
+fn hand_over(tab: &str) -> bool {
+    use wasm_bindgen::JsCast;
+    let w = util::window();
+    let Some(f) = js_sys::Reflect::get(&w, &"qeLoadFull".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+    else {
+        return true;
+    };
+    f.call1(&w, &tab.into()).is_err()
 }
 
 #[component]

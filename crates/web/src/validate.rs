@@ -1,14 +1,13 @@
-//! Work that needs the full report machinery runs off the main thread.
+//! Report validation, the estimate's energy.json and the dataset download: `report`'s guards,
+//! typed parse and semantic checks, the Markdown and the overlay point.
 //!
-//! The JSON-Schema check of a dropped report (with the typed parse and the semantic checks), its
-//! Markdown and overlay point, and the energy.json of an estimate all run in a Web Worker: a second
-//! wasm module (`quantenergy-validator`, built with `report/schema`) fetched only when first
-//! needed. The page's own module then carries neither `regex` nor the report deserializer, which
-//! keeps the first load small; and a huge file cannot freeze the page.
-//!
-//! Requests are queued until the worker says it is ready. With the `inline` feature (on by
-//! default, off in the trunk build of the page) a worker that cannot start is replaced by the same
-//! code in this thread, so component tests (which serve no worker file) exercise the real checks.
+//! Where it runs: in the page as built by trunk, in this thread (`inline`, no `worker` feature). The
+//! code lives in the full page module, which a visitor fetches only when a tab beyond the landing
+//! opens (`assets/boot.js`), so it is not part of the first load; a file over 8 MiB is refused from
+//! `File.size` before a byte is read. With the `worker` feature the same requests go to a Web
+//! Worker (`quantenergy-validator`, a separate wasm module that can also carry the JSON-Schema pass,
+//! `schema`), queued until it says it is ready, with this thread as the fallback when it cannot
+//! start.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -300,7 +299,9 @@ fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
 
 /// Send one request; `done` is called exactly once, later (never inside this call).
 fn request(kind: &'static str, payload: String, done: Callback) {
-    let forced = FORCE_MAIN_THREAD.with(|f| *f.borrow());
+    // Without the `worker` feature (the page as built by trunk: the full module is itself fetched
+    // only when a tab needs it) everything is answered in this thread.
+    let forced = FORCE_MAIN_THREAD.with(|f| *f.borrow()) || !cfg!(feature = "worker");
     CLIENT.with(|client| {
         if forced || client.borrow().failed {
             answer_here(kind, payload, done);

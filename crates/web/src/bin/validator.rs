@@ -1,5 +1,6 @@
-//! The validator Web Worker: `report::validate_str` with the JSON-Schema pass (built by trunk with
-//! `--features schema`; see `index.html`). Loaded by the page on the first dropped report.
+//! The optional validator Web Worker (`web::validate` with the `worker` feature): the same checks
+//! off the main thread, and the place for the JSON-Schema pass (`--features schema`). The default
+//! page does not use it; see docs/ARCHITECTURE.md for how to put it back in `index.html`.
 
 fn main() {
     console_error_panic_hook::set_once();

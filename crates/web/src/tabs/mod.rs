@@ -1,8 +1,13 @@
 //! One module per tab, plus the pieces they share (palette slots, tags, copy buttons).
 
+// The landing build (`--features landing`, the page's first module) carries Tested models only.
+#[cfg(not(feature = "landing"))]
 pub mod data;
+#[cfg(not(feature = "landing"))]
 pub mod model;
+#[cfg(not(feature = "landing"))]
 pub mod optimize;
+#[cfg(not(feature = "landing"))]
 pub mod run;
 pub mod tested;
 

@@ -1,0 +1,24 @@
+//! The landing module: the hero and Tested models (built with `--features landing`). It paints the
+//! first chart from ≈ 220 KB gz instead of the full page's ≈ 450 KB; opening any other tab makes
+//! `assets/boot.js` fetch the full module, call [`qe_unmount`] and start it on the same URL.
+
+use std::cell::RefCell;
+use wasm_bindgen::prelude::*;
+
+thread_local! {
+    static MOUNTED: RefCell<Option<leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>>> =
+        const { RefCell::new(None) };
+}
+
+fn main() {
+    console_error_panic_hook::set_once();
+    let body = leptos::prelude::document().body().expect("a <body>");
+    let handle = leptos::mount::mount_to(body, || leptos::prelude::IntoAny::into_any(web::App()));
+    MOUNTED.with(|m| *m.borrow_mut() = Some(handle));
+}
+
+/// Remove the landing page from the DOM (the full module takes over).
+#[wasm_bindgen]
+pub fn qe_unmount() {
+    MOUNTED.with(|m| drop(m.borrow_mut().take()));
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Trunk post_build hook (Trunk.toml): build the full page module next to the landing module trunk
+# built. Same toolchain as trunk's own pipeline — profile wasm-release, the pinned wasm-bindgen
+# 0.2.130 (--target web), wasm-opt -Oz from npm's binaryen — into trunk's staging dir, so `dist/`
+# gets quantenergy-web.js + quantenergy-web_bg.wasm. `assets/boot.js` loads it when a visitor opens a
+# tab beyond the landing (or arrives on one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook}
+profile=wasm-release
+cargo build --target wasm32-unknown-unknown --profile "$profile" -p web --bin quantenergy-web \
+  --no-default-features --features inline
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+wasm-bindgen --target web --no-typescript --out-dir "$tmp" \
+  "target/wasm32-unknown-unknown/$profile/quantenergy-web.wasm"
+opt=$(command -v wasm-opt || echo node_modules/.bin/wasm-opt)
+"$opt" -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  --enable-mutable-globals --enable-reference-types \
+  "$tmp/quantenergy-web_bg.wasm" -o "$out/quantenergy-web_bg.wasm"
+cp "$tmp/quantenergy-web.js" "$out/quantenergy-web.js"
