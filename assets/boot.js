@@ -47,7 +47,15 @@ async function startLanding() {
       url.search = '?tab=' + encodeURIComponent(tab);
       history.replaceState(null, '', url);
     }
-    fullStarted = startFull(() => glue.qe_unmount()).catch(failed);
+    // Keep the reader's place: same scroll position, focus back on the tab that was chosen.
+    const y = scrollY;
+    const hadFocus = document.activeElement?.closest?.('nav.tabs') != null;
+    fullStarted = startFull(() => glue.qe_unmount())
+      .then(() => {
+        scrollTo(0, y);
+        if (hadFocus) document.getElementById('tab-' + tab)?.focus();
+      })
+      .catch(failed);
     return fullStarted;
   };
   // A pointer on the tab bar is a good hint that another tab is next: fetch ahead.
