@@ -3,13 +3,14 @@
 # built. Same toolchain as trunk's own pipeline — profile wasm-release, the pinned wasm-bindgen
 # 0.2.130 (--target web), wasm-opt -Oz from npm's binaryen — into trunk's staging dir, so `dist/`
 # gets quantenergy-web.js + quantenergy-web_bg.wasm. `assets/boot.js` loads it when a visitor opens a
-# tab beyond the landing (or arrives on one).
+# tab beyond the landing (or arrives on one); assets/worker.js runs the same module as the
+# report-checking Web Worker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook}
 profile=wasm-release
 cargo build --target wasm32-unknown-unknown --profile "$profile" -p web --bin quantenergy-web \
-  --no-default-features --features inline
+  --no-default-features --features inline,worker
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 wasm-bindgen --target web --no-typescript --out-dir "$tmp" \

@@ -392,3 +392,30 @@ test('first load and whole app stay within their gzip budgets', async () => {
   assert.equal(await page.locator('nav.tabs').count(), 1, 'one page, not two');
   await context.close();
 });
+
+test('reports are checked in a Web Worker that is the full module itself (printed: a 7.9 MB report)', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=run`);
+  await page.waitForSelector('#file-input');
+  await page.evaluate(() => {
+    window.maxGap = 0;
+    let last = performance.now();
+    setInterval(() => { const t = performance.now(); window.maxGap = Math.max(window.maxGap, t - last); last = t; }, 10);
+  });
+  const rep = JSON.parse(fs.readFileSync(EXAMPLES.noGpu, 'utf8'));
+  rep.padding = Array.from({ length: 65000 }, (_, i) => ({ i, note: 'x'.repeat(100) }));
+  const big = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qe-')), 'big.json');
+  fs.writeFileSync(big, JSON.stringify(rep));
+  const t0 = Date.now();
+  await page.setInputFiles('#file-input', big);
+  const text = await entriesText(page, 1);
+  const ms = Date.now() - t0;
+  assert.match(text, /TinyLlama/);
+  const workers = page.workers().map((w) => new URL(w.url()).pathname);
+  assert.deepEqual(workers, ['/worker.js']);
+  const gap = await page.evaluate(() => window.maxGap);
+  console.log(`${(fs.statSync(big).size / 1e6).toFixed(1)} MB report checked in ${ms} ms; longest main-thread gap ${gap.toFixed(0)} ms`);
+  assert.deepEqual(problems, []);
+  fs.rmSync(path.dirname(big), { recursive: true });
+  await context.close();
+});

@@ -5,6 +5,13 @@ use wasm_bindgen::prelude::*;
 
 fn main() {
     console_error_panic_hook::set_once();
+    // The same module serves as the report-checking Web Worker (`assets/worker.js` starts it there):
+    // no window means worker, so it answers requests instead of mounting the page. Validation thus
+    // never blocks the page, at no extra download (the browser already has this module).
+    if web_sys::window().is_none() {
+        web::validate::run_worker();
+        return;
+    }
     leptos::mount::mount_to_body(web::App);
 }
 

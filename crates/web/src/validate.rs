@@ -1,13 +1,13 @@
 //! Report validation, the estimate's energy.json and the dataset download: `report`'s guards,
 //! typed parse and semantic checks, the Markdown and the overlay point.
 //!
-//! Where it runs: in the page as built by trunk, in this thread (`inline`, no `worker` feature). The
-//! code lives in the full page module, which a visitor fetches only when a tab beyond the landing
-//! opens (`assets/boot.js`), so it is not part of the first load; a file over 8 MiB is refused from
-//! `File.size` before a byte is read. With the `worker` feature the same requests go to a Web
-//! Worker (`quantenergy-validator`, a separate wasm module that can also carry the JSON-Schema pass,
-//! `schema`), queued until it says it is ready, with this thread as the fallback when it cannot
-//! start.
+//! Where it runs: in the page as built by trunk (`--features inline,worker`), in a Web Worker that
+//! is the full page module itself (`assets/worker.js` starts it; `main` sees no window and calls
+//! [`run_worker`]), so a large report never blocks the page and nothing extra is downloaded.
+//! Requests are queued until the worker says it is ready; if it cannot start, the same code answers
+//! in this thread (`inline`). Without `worker` (component tests) everything runs in this thread.
+//! A file over 8 MiB is refused from `File.size` before a byte is read. The JSON-Schema pass
+//! (`schema`) stays off: it would add `regex` and put the whole app over its 700 KB budget.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -202,8 +202,9 @@ pub fn force_main_thread() {
     FORCE_MAIN_THREAD.with(|f| *f.borrow_mut() = true);
 }
 
-/// The worker's loader script, next to the page (resolved against `<base href>`).
-const WORKER_URL: &str = "./quantenergy-validator_loader.js";
+/// The worker's script, next to the page (resolved against `<base href>`): a module worker that
+/// starts this same wasm module, which then runs [`run_worker`].
+const WORKER_URL: &str = "./worker.js";
 
 /// Answer without a worker: the same code in this thread with `inline`, else `None`.
 fn answer_here(kind: &'static str, payload: String, cb: Callback) {
@@ -240,7 +241,7 @@ fn post(w: &web_sys::Worker, id: u32, kind: &str, payload: &str) {
 
 fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
     let opts = web_sys::WorkerOptions::new();
-    opts.set_type(web_sys::WorkerType::Classic);
+    opts.set_type(web_sys::WorkerType::Module);
     let worker = web_sys::Worker::new_with_options(WORKER_URL, &opts)?;
     let c2 = client.clone();
     let on_message =
