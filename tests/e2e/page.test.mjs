@@ -266,6 +266,11 @@ test('served from a sub-path (GitHub Pages /<repo>/), the page and its worker lo
   const sub = await startServer({ prefix: '/quantenergy/', rebase: true });
   const { page, problems, context } = await openPage(browser);
   try {
+    // The landing module, then the hand-over to the full module, under the sub-path.
+    await page.goto(sub.url);
+    await painted(page, 'crossover-canvas');
+    await page.click('#tab-model');
+    await painted(page, 'model-canvas');
     await page.goto(`${sub.url}?tab=run`);
     await painted(page, 'overlay-canvas');
     await page.setInputFiles('#file-input', [EXAMPLES.noGpu]);
@@ -274,6 +279,7 @@ test('served from a sub-path (GitHub Pages /<repo>/), the page and its worker lo
     const link = await page.locator('.share-link').first().inputValue();
     assert.ok(link.startsWith(`${sub.url}?tab=run&overlay=`), link);
     assert.deepEqual(sub.requests.filter((p) => !p.startsWith('/quantenergy/')), []);
+    assert.deepEqual(page.workers().map((w) => new URL(w.url()).pathname), ['/quantenergy/worker.js']);
     assert.deepEqual(problems, []);
   } finally {
     await context.close();
