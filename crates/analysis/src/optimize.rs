@@ -376,15 +376,14 @@ impl Setup<'_> {
     }
 
     /// Energy per token at `batch` relative to batch 1: candle formats use the curves fitted on our
-    /// H200 sweep (FP16's for F16, Q4_K's for every quantized GGUF format — the one measured),
-    /// everything else the A800 sweep's curve.
+    /// H200 sweep (FP16's for the 16-bit float formats, which run the same cuBLAS GEMMs; Q4_K's for
+    /// every quantized GGUF format — the one measured), everything else the A800 sweep's curve.
     fn batch_factor(&self, fmt: &WeightFormat, precision: &str, batch: u32) -> f64 {
         if fmt.stack == crate::vram::Stack::Candle {
-            let want = if precision.eq_ignore_ascii_case("FP16") {
-                "FP16"
-            } else {
-                "Q4_K"
-            };
+            let float16 = ["FP16", "F16", "BF16"]
+                .iter()
+                .any(|p| precision.eq_ignore_ascii_case(p));
+            let want = if float16 { "FP16" } else { "Q4_K" };
             if let Some(c) = self.candle_batch.iter().find(|c| c.precision == want) {
                 return c.factor(batch);
             }
@@ -664,7 +663,7 @@ fn standing_notes() -> Vec<String> {
     vec![
         "energy: FP16 baseline from the anchors (log-log between sizes) × (1 + ΔE%/100) from the class fit at batch 1".into(),
         "batch: e(b)/e(1) = c + (1 − c)/b^k calibrated on one INT8-pure A800 sweep and applied to every precision; \
-         candle formats (H200) use their own F16 and Q4_K curves fitted on our H200 sweep (Q4_K's for every GGUF format)"
+         candle formats (H200) use their own F16 and Q4_K curves fitted on our H200 sweep (F16's for BF16, Q4_K's for every GGUF format)"
             .into(),
         format!(
             "context: energy scaled by the modelled step-time ratio vs {ENERGY_REFERENCE_CONTEXT} tokens (the anchors' \
@@ -995,6 +994,36 @@ mod tests {
         .optimum
         .unwrap();
         assert!(c.energy_mj_per_token.value >= short.energy_mj_per_token.value);
+    }
+
+    #[test]
+    fn candle_bf16_batches_like_f16_not_like_the_gguf_formats() {
+        // BF16 and F16 run the same cuBLAS GEMMs: at batch 64 BF16 keeps its batch-1 ratio to FP16
+        // (≈ −3.5 %, the hopper BF16 fit), instead of inheriting Q4_K's +30 % batch penalty.
+        let mut q = req("H200", 7.0, Objective::MinEnergy);
+        q.model = Some("qwen2-7b".into());
+        let r = optimize(&q).unwrap();
+        let at = |p: &str, b: u32| {
+            r.feasible_configs
+                .iter()
+                .filter(|c| c.precision == p && c.batch == b)
+                .map(|c| c.energy_mj_per_token.value)
+                .fold(f64::INFINITY, f64::min)
+        };
+        let (bf1, f1) = (at("BF16", 1), at("FP16", 1));
+        let (bf64, f64_) = (at("BF16", 64), at("FP16", 64));
+        assert!(
+            bf1.is_finite() && bf64.is_finite(),
+            "BF16 configurations searched"
+        );
+        let r1 = bf1 / f1;
+        let r64 = bf64 / f64_;
+        assert!(
+            (r64 - r1).abs() < 0.01,
+            "BF16/FP16 at batch 1 {r1:.3}, at 64 {r64:.3}"
+        );
+        // Q4_K does pay the measured batch penalty.
+        assert!(at("Q4_K", 64) / f64_ > at("Q4_K", 1) / f1 + 0.1);
     }
 
     #[test]

@@ -97,7 +97,7 @@ const fn candle(name: &'static str, bits: f64, note: &'static str) -> WeightForm
 }
 
 pub fn formats() -> &'static [WeightFormat] {
-    static F: [WeightFormat; 15] = [
+    static F: [WeightFormat; 16] = [
         bnb("FP16", 16.0, 0.0, "16 bits everywhere"),
         bnb("BF16", 16.0, 0.0, "16 bits everywhere"),
         bnb(
@@ -120,6 +120,7 @@ pub fn formats() -> &'static [WeightFormat] {
         gguf("GGUF-Q4_K", Q4_K_BITS, Q6_K_BITS, "144 bytes per 256 weights = 4.5 bits; output Q6_K"),
         gguf("GGUF-Q4_0", Q4_0_BITS, Q6_K_BITS, "18 bytes per 32 weights = 4.5 bits; output Q6_K"),
         candle("candle-F16", 16.0, "candle F16: 16 bits everywhere"),
+        candle("candle-BF16", 16.0, "candle BF16: 16 bits everywhere"),
         candle("candle-Q8_0", Q8_0_BITS, "candle GGUF Q8_0 = 8.5 bits; embedding dequantized to F32"),
         candle("candle-Q4_K", Q4_K_BITS, "candle GGUF Q4_K = 4.5 bits; embedding dequantized to F32"),
         candle("candle-Q4_0", Q4_0_BITS, "candle GGUF Q4_0 = 4.5 bits; embedding dequantized to F32"),
@@ -129,7 +130,7 @@ pub fn formats() -> &'static [WeightFormat] {
 
 /// Look a format up by its dataset name; `Q4_0` finds `GGUF-Q4_0`, and a GGUF file variant such
 /// as `GGUF-Q4_0-mlperf-client-file` finds its base format.
-/// The format of a precision on a software stack: `candle` rows (our meter) map FP16/Q8_0/Q4_K/Q4_0
+/// The format of a precision on a software stack: `candle` rows (our meter) map FP16/BF16/Q8_0/Q4_K/Q4_0
 /// to the candle formats, anything else to [`find_format`].
 pub fn find_format_on(name: &str, stack: &str) -> Option<&'static WeightFormat> {
     if crate::dataset::is_candle_stack(stack) {
