@@ -252,6 +252,8 @@ struct PrecisionEnergy {
     fmt: &'static WeightFormat,
     fp16: Tagged<f64>,
     delta: Tagged<f64>,
+    /// Half-width of the ΔE estimate's 95 % interval, points (`None` for FP16 itself).
+    delta_halfwidth: Option<f64>,
     note: Option<String>,
 }
 
@@ -352,6 +354,11 @@ fn precision_energy(
         )?,
         fp16: Tagged::new(fp16, fp16_arch_tag),
         delta: Tagged::new(delta, delta_tag),
+        delta_halfwidth: e
+            .ci_low
+            .zip(e.ci_high)
+            .filter(|_| !precision.eq_ignore_ascii_case("FP16"))
+            .map(|(lo, hi)| (hi - lo) / 2.0),
         note: e
             .borrowed_from
             .map(|b| format!("{precision} on {arch}: ΔE curve borrowed from {b} (extrapolated)")),
@@ -755,6 +762,11 @@ pub fn optimize_with(
     } else {
         None
     };
+    if req.objective == Objective::MinEnergy {
+        if let Some(n) = energy_tie_note(&feasible, &energies) {
+            notes.push(n);
+        }
+    }
     if req.context.is_none() {
         notes.push("context was searched too: pass a fixed context for your workload to compare like with like".into());
     }
@@ -791,6 +803,29 @@ pub fn optimize_with(
         },
         quality: model_quality(gpu, setup.cal, setup.batch),
         notes,
+    })
+}
+
+/// When the energy winner's lead over the best configuration of another precision is smaller than
+/// the uncertainty of their ΔE vs FP16, say so: the ranking between them is not resolved by the data.
+fn energy_tie_note(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<String> {
+    let best = feasible.first()?;
+    let other = feasible.iter().find(|c| c.precision != best.precision)?;
+    let half = |p: &str| {
+        energies
+            .iter()
+            .find(|e| e.precision == p)
+            .and_then(|e| e.delta_halfwidth)
+            .unwrap_or(0.0)
+    };
+    let lead_pct = (other.energy_mj_per_token.value / best.energy_mj_per_token.value - 1.0) * 100.0;
+    let uncertainty = half(&best.precision).max(half(&other.precision));
+    (lead_pct < uncertainty).then(|| {
+        format!(
+            "tie: {} leads {} by {lead_pct:.1} % in modelled energy, inside the ±{uncertainty:.1}-point \
+             uncertainty of their ΔE vs FP16 — the data do not rank them; choose on VRAM or latency",
+            best.precision, other.precision
+        )
     })
 }
 
@@ -1024,6 +1059,22 @@ mod tests {
         );
         // Q4_K does pay the measured batch penalty.
         assert!(at("Q4_K", 64) / f64_ > at("Q4_K", 1) / f1 + 0.1);
+        // BF16 "wins" by its −3.5 % batch-1 fit, whose interval spans zero: the result says it is a tie.
+        assert_eq!(r.optimum.as_ref().unwrap().precision, "BF16");
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("tie: BF16 leads FP16")),
+            "{:?}",
+            r.notes
+        );
+        // A clear winner gets no such note (RTX 4090, 14 B: NF4 saves ≈ 40 %).
+        let clear = optimize(&req("RTX 4090", 14.0, Objective::MinEnergy)).unwrap();
+        assert!(
+            clear.notes.iter().all(|n| !n.starts_with("tie:")),
+            "{:?}",
+            clear.notes
+        );
     }
 
     #[test]

@@ -134,6 +134,26 @@ async fn tested_tab_claims_no_direction_inside_the_run_to_run_spread() {
 }
 
 #[test]
+async fn optimize_tab_says_when_the_winner_is_not_resolved() {
+    // H200 Qwen2-7B, min energy: BF16 wins by its −3.5 % fit, whose interval spans zero.
+    let m = mount("?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy&ctx=512");
+    settle().await;
+    let tie = q(&m.root, "#opt-tie").text_content().unwrap();
+    assert!(
+        tie.contains("Not a clear winner") && tie.contains("BF16 leads FP16"),
+        "{tie}"
+    );
+    // RTX 4090 at 14 B: NF4's lead is clear, no such line.
+    let m = mount("?tab=optimize&gpu=RTX%204090&params=14&objective=min-energy&ctx=512");
+    settle().await;
+    assert!(
+        m.root.query_selector("#opt-tie").unwrap().is_none(),
+        "{}",
+        text(&m.root)
+    );
+}
+
+#[test]
 async fn model_tab_estimates_and_reacts_to_size() {
     let m = mount("?tab=model&n=7&gpu=RTX%204090&p=NF4&b=1&ctx=2048");
     settle().await;

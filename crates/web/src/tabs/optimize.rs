@@ -518,6 +518,11 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
         r.quality.batch_calibrated_on
     );
     let notes = r.notes.clone();
+    // A winner the data cannot separate from the runner-up is said next to the recommendation.
+    let tie = notes
+        .iter()
+        .find_map(|n| n.strip_prefix("tie: "))
+        .map(|t| t.to_string());
     let n_front = r.pareto.len();
     let spec = pareto_spec(&r);
     let main = match (&r.optimum, &r.least_violating) {
@@ -529,6 +534,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
                     {config(o)}
                 </p>
                 <p class="sub">{format!("Objective: {obj} · best of the feasible configurations under your budgets")}</p>
+                {tie.map(|t| view! { <p class="tag warn tie-note" id="opt-tie">{format!("Not a clear winner: {t}.")}</p> })}
                 {tiles(o, card_vram)}
                 <TagLegend/>
             </div>
