@@ -9,7 +9,7 @@
 
 use crate::decoder::DecoderFactory;
 use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
-use crate::sampler::Sampler;
+use crate::protocol::{metered_window, WindowError};
 use analysis::stats::t95;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -93,8 +93,8 @@ pub enum OverheadError {
     Meter(#[from] MeterError),
     #[error("{0}")]
     Decode(String),
-    #[error("the energy counter did not move during a {0:.2} s window; refusing to report a zero")]
-    CounterStuck(f64),
+    #[error(transparent)]
+    Window(#[from] WindowError),
     #[error("need at least 2 pairs and 1 iteration per window (got {0} pairs, {1} iterations)")]
     TooFew(usize, usize),
 }
@@ -172,36 +172,30 @@ pub fn run(
     let mut windows = Vec::with_capacity(cfg.pairs * 2);
     for (pair, first_on) in first_on.into_iter().enumerate() {
         for trace_on in [first_on, !first_on] {
-            let sampler =
-                trace_on.then(|| Sampler::start(meter.power_probe(), clock.clone(), cfg.sample_hz));
-            let e0 = meter.energy_mj()?;
-            let host0 = clock.host_cpu();
-            let t0 = clock.now_s();
-            let mut tokens = 0u64;
-            for _ in 0..cfg.iterations {
-                tokens += dec
-                    .generate(cfg.batch, cfg.prompt_len, cfg.tokens)
-                    .map_err(decode_err)? as u64;
-            }
-            dec.synchronize().map_err(decode_err)?;
-            let seconds = clock.now_s() - t0;
-            let host1 = clock.host_cpu();
-            let e1 = meter.energy_mj()?;
-            let trace = sampler.map(Sampler::finish);
-            if e1 <= e0 {
-                return Err(OverheadError::CounterStuck(seconds));
-            }
+            let (tokens, m) = metered_window(
+                meter,
+                &clock,
+                trace_on.then_some(cfg.sample_hz),
+                || -> Result<u64, OverheadError> {
+                    let mut tokens = 0u64;
+                    for _ in 0..cfg.iterations {
+                        tokens += dec
+                            .generate(cfg.batch, cfg.prompt_len, cfg.tokens)
+                            .map_err(decode_err)? as u64;
+                    }
+                    dec.synchronize().map_err(decode_err)?;
+                    Ok(tokens)
+                },
+            )?;
             windows.push(Window {
                 pair,
                 trace_on,
                 tokens,
-                seconds,
-                counter_j: (e1 - e0) as f64 / 1000.0,
-                samples: trace.as_ref().map(|t| t.samples.len()),
-                achieved_hz: trace.as_ref().map(|t| t.achieved_hz),
-                host: host0
-                    .zip(host1)
-                    .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
+                seconds: m.seconds,
+                counter_j: m.counter_j,
+                samples: m.trace.as_ref().map(|t| t.samples.len()),
+                achieved_hz: m.trace.as_ref().map(|t| t.achieved_hz),
+                host: m.host,
             });
         }
     }

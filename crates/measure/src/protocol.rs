@@ -317,10 +317,18 @@ enum ArmError {
     Meter(#[from] MeterError),
     #[error("{0}")]
     Decode(String),
-    #[error(
-        "the energy counter did not move during a {0:.2} s window ({1} mJ → {2} mJ); refusing to report a zero"
-    )]
-    CounterStuck(f64, u64, u64),
+    #[error(transparent)]
+    Window(WindowError),
+}
+
+impl From<WindowError> for ArmError {
+    fn from(e: WindowError) -> Self {
+        match e {
+            // Kept as a meter error, so a lost GPU still ends the run (see `run`).
+            WindowError::Meter(m) => ArmError::Meter(m),
+            stuck => ArmError::Window(stuck),
+        }
+    }
 }
 
 fn run_arm(
@@ -350,50 +358,31 @@ fn run_arm(
     let temp_start_c = meter.temperature_c().ok();
 
     // One window around all timed iterations, opened and closed on a synchronized device.
-    let sampler = cfg
-        .trace
-        .then(|| Sampler::start(meter.power_probe(), clock.clone(), cfg.sample_hz));
-    let e0 = meter.energy_mj()?;
-    let host0 = clock.host_cpu();
-    let t0 = clock.now_s();
-    let mut tokens = 0u64;
-    let mut iteration_s = Vec::with_capacity(cfg.iterations);
-    let mut failure = None;
-    for _ in 0..cfg.iterations {
-        let ti = clock.now_s();
-        match decode(&mut dec) {
-            Ok(n) => tokens += n as u64,
-            Err(e) => {
-                failure = Some(e);
-                break;
+    let ((tokens, iteration_s), window) = metered_window(
+        meter,
+        &clock,
+        cfg.trace.then_some(cfg.sample_hz),
+        || -> Result<_, ArmError> {
+            let mut tokens = 0u64;
+            let mut iteration_s = Vec::with_capacity(cfg.iterations);
+            for _ in 0..cfg.iterations {
+                let ti = clock.now_s();
+                tokens += decode(&mut dec)? as u64;
+                dec.synchronize()
+                    .map_err(|e| ArmError::Decode(format!("synchronize: {e:#}")))?;
+                iteration_s.push(clock.now_s() - ti);
             }
-        }
-        if let Err(e) = dec.synchronize() {
-            failure = Some(ArmError::Decode(format!("synchronize: {e:#}")));
-            break;
-        }
-        iteration_s.push(clock.now_s() - ti);
-    }
-    let t1 = clock.now_s();
-    let host1 = clock.host_cpu();
-    let e1 = meter.energy_mj();
-    let trace = sampler.map(Sampler::finish);
-    if let Some(f) = failure {
-        return Err(f);
-    }
-    let e1 = e1?;
-    let window_s = t1 - t0;
-    if e1 <= e0 {
-        return Err(ArmError::CounterStuck(window_s, e0, e1));
-    }
+            Ok((tokens, iteration_s))
+        },
+    )?;
     let kernel = dec.kernel();
     let notes = dec.notes();
     drop(dec); // free the model before the next arm
     Ok(ArmMeasurement {
         tokens_generated: tokens,
-        window_s,
-        counter_j: (e1 - e0) as f64 / 1000.0,
-        trace,
+        window_s: window.seconds,
+        counter_j: window.counter_j,
+        trace: window.trace,
         iteration_s,
         cooldown,
         temp_start_c,
@@ -401,8 +390,71 @@ fn run_arm(
         kernel,
         notes,
         load_s,
-        host: host0
-            .zip(host1)
-            .and_then(|(a, b)| HostWindow::between(a, b, window_s)),
+        host: window.host,
     })
+}
+
+/// What one energy-counter window measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metered {
+    pub seconds: f64,
+    /// From the hardware counter (the primary figure).
+    pub counter_j: f64,
+    pub trace: Option<Trace>,
+    pub host: Option<HostWindow>,
+}
+
+/// Why a window yields no figure although its body succeeded.
+#[derive(Debug, thiserror::Error)]
+pub enum WindowError {
+    #[error("meter: {0}")]
+    Meter(#[from] MeterError),
+    #[error(
+        "the energy counter did not move during a {0:.2} s window ({1} mJ → {2} mJ); refusing to report a zero"
+    )]
+    CounterStuck(f64, u64, u64),
+}
+
+/// One energy-counter window around `body` (which must leave the device synchronized): the power
+/// trace at `trace_hz` when asked, the counter read at both edges, the host CPU accounting. The
+/// measurement protocol and the trace-overhead A/B both measure through this. A failing body wins
+/// over a meter error at the close (the window then means nothing), and a counter that did not move
+/// is an error, never a zero. The sampler thread is always stopped.
+pub fn metered_window<T, E: From<WindowError>>(
+    meter: &mut dyn EnergyMeter,
+    clock: &Arc<dyn Clock>,
+    trace_hz: Option<f64>,
+    body: impl FnOnce() -> Result<T, E>,
+) -> Result<(T, Metered), E> {
+    let sampler = trace_hz.map(|hz| Sampler::start(meter.power_probe(), clock.clone(), hz));
+    let e0 = match meter.energy_mj() {
+        Ok(e) => e,
+        Err(e) => {
+            sampler.map(Sampler::finish);
+            return Err(WindowError::Meter(e).into());
+        }
+    };
+    let host0 = clock.host_cpu();
+    let t0 = clock.now_s();
+    let out = body();
+    let seconds = clock.now_s() - t0;
+    let host1 = clock.host_cpu();
+    let e1 = meter.energy_mj();
+    let trace = sampler.map(Sampler::finish);
+    let value = out?;
+    let e1 = e1.map_err(WindowError::Meter)?;
+    if e1 <= e0 {
+        return Err(WindowError::CounterStuck(seconds, e0, e1).into());
+    }
+    Ok((
+        value,
+        Metered {
+            seconds,
+            counter_j: (e1 - e0) as f64 / 1000.0,
+            trace,
+            host: host0
+                .zip(host1)
+                .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
+        },
+    ))
 }
