@@ -75,21 +75,25 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The 95 % interval.
+    pub fn interval(&self) -> Option<(f64, f64)> {
+        self.ci_low.zip(self.ci_high)
+    }
+
     /// The 95 % interval contains zero: the data do not say which way this goes.
     pub fn ci_spans_zero(&self) -> bool {
-        matches!((self.ci_low, self.ci_high), (Some(lo), Some(hi)) if lo < 0.0 && hi > 0.0)
+        crate::verdict::spans_zero(self.interval())
     }
 
     pub fn verdict(&self) -> String {
         match self.delta_pct {
             None => "no estimate: no curve covers this precision".into(),
-            Some(d) if d.abs() < 0.5 => format!("{} ≈ FP16 here", self.input.precision),
-            Some(d) if self.ci_spans_zero() => format!(
-                "{}: no clear difference from FP16 here ({d:+.1} %, but the 95 % interval spans zero)",
-                self.input.precision
+            Some(d) => crate::verdict::verdict(
+                &self.input.precision,
+                d,
+                self.interval(),
+                "estimate's uncertainty",
             ),
-            Some(d) if d < 0.0 => format!("{} saves {:.0} % here", self.input.precision, -d),
-            Some(d) => format!("{} costs {:.0} % more here", self.input.precision, d),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod fit;
 pub mod shapes;
 pub mod stats;
 mod to_report;
+pub mod verdict;
 
 pub use curves::{default_classes, find_class, fit_classes, ClassPoint, CurveClass};
 pub use dataset::{Anchor, Dataset, Gpu};

@@ -3,18 +3,7 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 
-/// A signed percentage with a typographic minus: `+11.7 %`, `−28.5 %`.
-pub fn pct(x: f64, dp: usize) -> String {
-    let s = format!("{:.*}", dp, x.abs());
-    if s.chars().all(|c| c == '0' || c == '.') {
-        return format!("{s} %");
-    }
-    if x < 0.0 {
-        format!("−{s} %")
-    } else {
-        format!("+{s} %")
-    }
-}
+pub use analysis::verdict::signed_pct as pct;
 
 /// A plain number with a typographic minus.
 pub fn num(x: f64, dp: usize) -> String {

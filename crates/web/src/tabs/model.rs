@@ -408,10 +408,9 @@ pub fn ModelTab() -> impl IntoView {
             {move || {
                 let e = est.get();
                 let verdict = e.verdict();
-                let cls = match e.delta_pct {
-                    _ if e.ci_spans_zero() => "headline",
-                    Some(d) if d < -0.5 => "headline good",
-                    Some(d) if d > 0.5 => "headline bad",
+                let cls = match e.delta_pct.map(|d| analysis::verdict::direction(d, e.interval())) {
+                    Some(analysis::verdict::Direction::Saves) => "headline good",
+                    Some(analysis::verdict::Direction::Costs) => "headline bad",
                     _ => "headline",
                 };
                 let basis = e.basis.as_str().to_string();

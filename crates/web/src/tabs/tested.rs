@@ -10,6 +10,7 @@ use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
 use crate::url::Query;
 use crate::util::{pct, per_million, size_b};
+use analysis::verdict::{direction, Direction};
 
 #[derive(Clone, Copy)]
 pub struct TestedState {
@@ -145,32 +146,15 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
     out
 }
 
-/// Whether a measured Δ is larger than its run-to-run uncertainty (`hw`: 95 % half-width in
-/// points; `None` when the rows carry no spread, e.g. single runs — then the n chip says so).
-fn resolved(d: f64, hw: Option<f64>) -> bool {
-    d.abs() >= 0.5 && hw.is_none_or(|h| d.abs() > h)
-}
-
-/// The 95 % half-width of a row's Δ from its and its session's FP16 row's spread.
-fn halfwidth(rows: &[&Anchor], a: &Anchor) -> Option<f64> {
+/// The 95 % interval of a row's Δ from its and its session's FP16 row's run-to-run spread.
+fn interval(rows: &[&Anchor], a: &Anchor) -> Option<(f64, f64)> {
     let fp16 = rows.iter().find(|r| r.precision == "FP16")?;
-    a.delta_halfwidth_pct(fp16)
+    let (d, h) = (a.delta_pct()?, a.delta_halfwidth_pct(fp16)?);
+    Some((d - h, d + h))
 }
 
-fn verdict(precision: &str, d: f64, hw: Option<f64>) -> String {
-    if d.abs() < 0.5 {
-        format!("{precision} ≈ FP16 here")
-    } else if !resolved(d, hw) {
-        format!(
-            "{precision}: {} here, within the run-to-run spread (±{:.0} points at 95 %)",
-            pct(d, 1),
-            hw.unwrap_or(0.0)
-        )
-    } else if d < 0.0 {
-        format!("{precision} saves {:.0} % here", -d)
-    } else {
-        format!("{precision} costs {:.0} % more here", d)
-    }
+fn verdict(precision: &str, d: f64, interval: Option<(f64, f64)>) -> String {
+    analysis::verdict::verdict(precision, d, interval, "run-to-run spread")
 }
 
 fn arch_label(arch: &str) -> String {
@@ -198,7 +182,7 @@ fn brief(gpu: &str, model: &str) -> String {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(&a.precision, d, halfwidth(&s.rows, a)),
+                    verdict(&a.precision, d, interval(&s.rows, a)),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -639,8 +623,8 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
         col: &'static str,
         e: f64,
         delta: Option<f64>,
-        /// 95 % half-width of `delta` from the run-to-run spread.
-        hw: Option<f64>,
+        /// 95 % interval of `delta` from the run-to-run spread.
+        interval: Option<(f64, f64)>,
         n: Option<u32>,
         cv: Option<f64>,
         baseline: bool,
@@ -656,7 +640,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             col: "--c-fp16",
             e: b,
             delta: None,
-            hw: None,
+            interval: None,
             n: fp16_row.and_then(|a| a.n).or(first.and_then(|a| a.n)),
             cv: fp16_row.and_then(|a| a.cv_pct),
             baseline: true,
@@ -676,23 +660,18 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             col: prec_col(&a.precision),
             e,
             delta: a.delta_pct(),
-            hw: halfwidth(&rows, a),
+            interval: interval(&rows, a),
             n: a.n,
             cv: a.cv_pct,
             baseline: false,
         });
     }
-    let verdicts: Vec<(String, f64)> = bars
+    let verdicts: Vec<(String, Direction)> = bars
         .iter()
         .filter(|b| !b.baseline && !b.label.contains("(run"))
         .filter_map(|b| {
-            // An unresolved Δ is drawn neutral (0 picks the "≈" style below).
-            b.delta.map(|d| {
-                (
-                    verdict(&b.label, d, b.hw),
-                    if resolved(d, b.hw) { d } else { 0.0 },
-                )
-            })
+            b.delta
+                .map(|d| (verdict(&b.label, d, b.interval), direction(d, b.interval)))
         })
         .collect();
 
@@ -719,11 +698,11 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
                             (false, Some(d)) => pct(d, 1),
                             (false, None) => "—".into(),
                         };
-                        let delta_title = b.hw.map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
-                        let cls = match b.delta {
-                            Some(d) if !resolved(d, b.hw) => "delta",
-                            Some(d) if d < -0.5 => "delta good",
-                            Some(d) if d > 0.5 => "delta bad",
+                        let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
+                        let delta_title = half.map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
+                        let cls = match b.delta.map(|d| direction(d, b.interval)) {
+                            Some(Direction::Saves) => "delta good",
+                            Some(Direction::Costs) => "delta bad",
                             _ => "delta",
                         };
                         view! {
@@ -738,7 +717,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
                                 </span>
                                 <span class=cls title=delta_title>
                                     {delta_txt}
-                                    {b.hw.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
+                                    {half.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
                                 </span>
                                 <NChip n=b.n cv=b.cv/>
                             </div>
@@ -749,9 +728,12 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             <div class="verdicts">
                 {verdicts
                     .into_iter()
-                    .map(|(v, d)| {
-                        let cls = if d < -0.5 { "verdict good" } else if d > 0.5 { "verdict bad" } else { "verdict" };
-                        let arrow = if d < -0.5 { "↓ " } else if d > 0.5 { "↑ " } else { "≈ " };
+                    .map(|(v, dir)| {
+                        let (cls, arrow) = match dir {
+                            Direction::Saves => ("verdict good", "↓ "),
+                            Direction::Costs => ("verdict bad", "↑ "),
+                            Direction::Neutral => ("verdict", "≈ "),
+                        };
                         view! { <p class=cls>{arrow}{v}</p> }
                     })
                     .collect_view()}
