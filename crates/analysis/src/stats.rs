@@ -14,6 +14,25 @@ pub fn t95(df: usize) -> f64 {
     }
 }
 
+/// Arithmetic mean (NaN for no values).
+pub fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Sample standard deviation (n − 1), `None` below two values.
+pub fn sample_sd(v: &[f64]) -> Option<f64> {
+    if v.len() < 2 {
+        return None;
+    }
+    let m = mean(v);
+    Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
+}
+
+/// Coefficient of variation (sample SD / mean) in %, `None` below two values.
+pub fn cv_pct(v: &[f64]) -> Option<f64> {
+    sample_sd(v).map(|sd| sd / mean(v) * 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -23,5 +42,15 @@ mod tests {
         assert_eq!(t95(4), 2.776);
         assert!((t95(60) - 2.000).abs() < 0.003);
         assert!(t95(0).is_infinite());
+    }
+
+    #[test]
+    fn mean_sd_cv() {
+        let v = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        assert_eq!(mean(&v), 5.0);
+        // Σ(x − 5)² = 32, / 7.
+        assert!((sample_sd(&v).unwrap() - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        assert!((cv_pct(&v).unwrap() - (32.0f64 / 7.0).sqrt() / 5.0 * 100.0).abs() < 1e-12);
+        assert_eq!(cv_pct(&[1.0]), None);
     }
 }

@@ -121,8 +121,8 @@ pub fn paired_summary(windows: &[Window]) -> Option<PairedSummary> {
         .iter()
         .map(|(on, off)| (off.tok_s() - on.tok_s()) / off.tok_s() * 100.0)
         .collect();
-    let d = diffs.iter().sum::<f64>() / n as f64;
-    let sd = (diffs.iter().map(|x| (x - d).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    let d = analysis::stats::mean(&diffs);
+    let sd = analysis::stats::sample_sd(&diffs)?;
     let half = t95(n - 1) * sd / (n as f64).sqrt();
     let ci = (d - half, d + half);
     let verdict = if ci.1 < TARGET_PCT {

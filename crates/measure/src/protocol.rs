@@ -124,15 +124,7 @@ impl ArmMeasurement {
     }
 }
 
-/// Sample coefficient of variation (SD with n − 1 / mean) in %, `None` below two values.
-pub fn cv_pct(v: &[f64]) -> Option<f64> {
-    if v.len() < 2 {
-        return None;
-    }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
-    Some(var.sqrt() / mean * 100.0)
-}
+pub use analysis::stats::cv_pct;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ArmResult {

@@ -2,6 +2,7 @@
 //! CUDA context and allocator per repeat, so repeats are independent), resumable (a job whose
 //! reports exist is skipped), with an aggregate CSV of every report in the output directory.
 
+use analysis::stats::mean;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -436,10 +437,6 @@ pub struct AnchorRow {
     pub n: usize,
     pub cv_pct: f64,
     pub counter_over_trace: Option<f64>,
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
 }
 
 /// Aggregate the measured reports of a directory: one row per (model, precision, batch) with the
