@@ -633,8 +633,8 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
             }
             if r.cv_pct.is_finite() && r.cv_pct >= 2.0 {
                 n.push_str(&format!(
-                    "; CV {:.1} % is above the 2 % target (batch-1 decode is launch-bound, so tok/s \
-                     follows the host CPU; see docs/MEASUREMENTS.md)",
+                    "; CV {:.1} % is above the 2 % target (batch-1 decode is launch-bound; iterations \
+                     of one loaded model vary 4-15 % with no hypervisor steal; see docs/MEASUREMENTS.md)",
                     r.cv_pct
                 ));
             }

@@ -179,8 +179,8 @@ pub trait Clock: Send + Sync {
     fn now_s(&self) -> f64;
     fn sleep_s(&self, s: f64);
     /// The host's CPU accounting now (Linux `/proc`), `None` where it cannot be read. Batch-1 decode
-    /// is launch-bound, so a window's speed follows the host CPU: the report keeps how much CPU time
-    /// the hypervisor stole and how busy this process was during each window.
+    /// is launch-bound, so a window's speed may follow the host CPU: the report keeps how much CPU
+    /// time the hypervisor stole and how busy this process was during each window.
     fn host_cpu(&self) -> Option<HostCpu> {
         None
     }

@@ -117,13 +117,13 @@ async fn tested_tab_shows_bars_verdicts_and_follows_the_model_picker() {
 
 #[test]
 async fn tested_tab_claims_no_direction_inside_the_run_to_run_spread() {
-    // H200 Qwen2-7B: BF16 −4.5 % with n = 2 (CV 2.1 %) against FP16 n = 5 (CV 6.8 %) is inside
+    // H200 Qwen2-7B: BF16 −4.2 % with n = 3 (CV 9.8 %) against FP16 n = 6 (CV 7.5 %) is inside
     // its 95 % half-width; Q4_K −29.7 % (n = 3) is well outside its own.
     let m = mount("?tab=tested&gpu=H200&model=Qwen2-7B");
     settle().await;
     let t = text(&m.root);
     assert!(
-        t.contains("BF16: −4.5 % here, within the run-to-run spread"),
+        t.contains("BF16: −4.2 % here, within the run-to-run spread"),
         "{t}"
     );
     assert!(t.contains("Q4_K saves 30 % here"), "{t}");
@@ -135,7 +135,7 @@ async fn tested_tab_claims_no_direction_inside_the_run_to_run_spread() {
 
 #[test]
 async fn optimize_tab_says_when_the_winner_is_not_resolved() {
-    // H200 Qwen2-7B, min energy: BF16 wins by its −3.5 % fit, whose interval spans zero.
+    // H200 Qwen2-7B, min energy: BF16 wins by its −3.2 % fit, whose interval spans zero.
     let m = mount("?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy&ctx=512");
     settle().await;
     let tie = q(&m.root, "#opt-tie").text_content().unwrap();
