@@ -78,10 +78,8 @@ impl CandleFactory {
     pub fn shape(&self) -> &ModelShape {
         &self.shape
     }
-}
 
-impl DecoderFactory for CandleFactory {
-    fn load(&mut self, precision: &str) -> Result<Box<dyn Decoder>> {
+    fn load_candle(&mut self, precision: &str) -> Result<CandleDecoder> {
         let p = parse_precision(precision)?;
         let shape = self.shape.clone();
         let dev = self.device.clone();
@@ -134,12 +132,18 @@ impl DecoderFactory for CandleFactory {
             seconds = t0.elapsed().as_secs_f64(),
             "model loaded"
         );
-        Ok(Box::new(CandleDecoder {
+        Ok(CandleDecoder {
             model,
             device: dev,
             vocab: shape.vocab,
             precision: precision.to_string(),
-        }))
+        })
+    }
+}
+
+impl DecoderFactory for CandleFactory {
+    fn load(&mut self, precision: &str) -> Result<Box<dyn Decoder>> {
+        Ok(Box::new(self.load_candle(precision)?))
     }
 
     fn required_bytes(&self, precision: &str, batch: usize, context: usize) -> u64 {
@@ -147,6 +151,43 @@ impl DecoderFactory for CandleFactory {
             return 0;
         };
         required_bytes(&self.shape, p, batch, context)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {
+        let file = match &self.source {
+            WeightSource::Synthetic { .. } => {
+                // Random weights have no tokenizer and no language: byte ids are as good as any
+                // text, and only the Δ between arms (the quantization's numerical error) means
+                // anything.
+                let v = self.shape.vocab.max(1) as u32;
+                return Ok((
+                    text.bytes().map(|b| u32::from(b) % v).collect(),
+                    "UTF-8 byte ids (synthetic weights have no tokenizer)".into(),
+                ));
+            }
+            WeightSource::HfDir(dir) => dir.join("tokenizer.json"),
+            WeightSource::Gguf(path) => path.with_file_name("tokenizer.json"),
+        };
+        if !file.is_file() {
+            bail!(
+                "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
+                file.display(),
+                if matches!(self.source, WeightSource::Gguf(_)) {
+                    " beside the GGUF file"
+                } else {
+                    ""
+                }
+            );
+        }
+        let tok = tokenizers::Tokenizer::from_file(&file)
+            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        let enc = tok
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizing with {}: {e}", file.display()))?;
+        Ok((
+            enc.get_ids().to_vec(),
+            format!("tokenizer.json ({})", file.display()),
+        ))
     }
 }
 
@@ -206,13 +247,22 @@ impl CandleDecoder {
             Model::QQwen2(m) => m.forward(x, pos)?,
             Model::QLlama(m) => m.forward(x, pos)?,
         };
-        // (b, vocab) or (b, 1, vocab) → greedy next token (b, 1), kept on the device.
-        let last = if logits.rank() == 3 {
+        // (b, vocab) or (b, 1, vocab) → the last position's logits (b, vocab).
+        Ok(if logits.rank() == 3 {
             logits.squeeze(1)?
         } else {
             logits
-        };
-        Ok(last.argmax_keepdim(D::Minus1)?)
+        })
+    }
+
+    /// Greedy next token (b, 1), kept on the device.
+    fn next_token(
+        &mut self,
+        x: &Tensor,
+        pos: usize,
+        cache: &mut Option<llama::Cache>,
+    ) -> Result<Tensor> {
+        Ok(self.forward(x, pos, cache)?.argmax_keepdim(D::Minus1)?)
     }
 
     fn clear(&mut self) {
@@ -248,16 +298,17 @@ impl Decoder for CandleDecoder {
         // non-contiguous tensor, so with batch > 1 the prompt is fed one position at a time (in
         // every arm alike, so the arms do identical work).
         let mut next = if batch == 1 {
-            self.forward(&prompt, 0, &mut cache)?
+            self.next_token(&prompt, 0, &mut cache)?
         } else {
             let mut last = None;
             for i in 0..prompt_len {
-                last = Some(self.forward(&prompt.narrow(1, i, 1)?.contiguous()?, i, &mut cache)?);
+                last =
+                    Some(self.next_token(&prompt.narrow(1, i, 1)?.contiguous()?, i, &mut cache)?);
             }
             last.expect("prompt_len ≥ 1")
         };
         for pos in prompt_len..prompt_len + new_tokens - 1 {
-            next = self.forward(&next.to_dtype(DType::U32)?, pos, &mut cache)?;
+            next = self.next_token(&next.to_dtype(DType::U32)?, pos, &mut cache)?;
         }
         // Keep the last token alive until here so the work cannot be elided.
         drop(next);
@@ -278,6 +329,31 @@ impl Decoder for CandleDecoder {
 
     fn notes(&self) -> Vec<String> {
         self.model.notes.clone()
+    }
+
+    fn nll(&mut self, ids: &[u32]) -> Result<f64> {
+        if ids.len() < 2 {
+            bail!("perplexity needs at least 2 tokens, got {}", ids.len());
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.vocab) {
+            bail!(
+                "token id {bad} is outside the model's vocabulary of {}",
+                self.vocab
+            );
+        }
+        self.clear();
+        let mut cache = None;
+        let mut sum = 0.0f64;
+        // candle's models return only the last position's logits, so the text is fed one token
+        // at a time through the KV cache: the same logits a full-sequence pass would give.
+        for (pos, pair) in ids.windows(2).enumerate() {
+            let x = Tensor::new(&[[pair[0]]], &self.device)?;
+            let logits = self.forward(&x, pos, &mut cache)?.to_dtype(DType::F32)?;
+            let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
+            let lp = logp.get(0)?.get(pair[1] as usize)?.to_scalar::<f32>()?;
+            sum -= f64::from(lp);
+        }
+        Ok(sum)
     }
 }
 
@@ -969,6 +1045,117 @@ mod tests {
             .unwrap()
             .to_string()
             .contains("float weights"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Reference NLL without the KV cache: for each position, prefill the whole prefix at once.
+    fn nll_by_prefill(d: &mut CandleDecoder, ids: &[u32]) -> f64 {
+        let mut sum = 0.0;
+        for t in 1..ids.len() {
+            d.clear();
+            let mut cache = None;
+            let x = Tensor::new(&ids[..t], &d.device)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
+            let logits = d
+                .forward(&x, 0, &mut cache)
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap();
+            let lp = candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap();
+            sum -= f64::from(
+                lp.get(0)
+                    .unwrap()
+                    .get(ids[t] as usize)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap(),
+            );
+        }
+        sum
+    }
+
+    #[test]
+    fn perplexity_through_the_kv_cache_equals_prefilling_every_prefix() {
+        for family in ["qwen2", "llama"] {
+            let shape = tiny(family);
+            let mut f =
+                CandleFactory::new(WeightSource::Synthetic { shape, seed: 11 }, Device::Cpu)
+                    .unwrap();
+            let (ids, how) = f.tokenize("Four score and seven years ago").unwrap();
+            assert!(how.contains("byte ids"), "{how}");
+            assert_eq!(ids.len(), 30);
+            let mut d = f.load_candle("F32").unwrap();
+            let cached = d.nll(&ids).unwrap();
+            let reference = nll_by_prefill(&mut d, &ids);
+            assert!(cached.is_finite() && cached > 0.0, "{family}: {cached}");
+            assert!(
+                (cached - reference).abs() / reference < 1e-4,
+                "{family}: cached {cached} vs prefill {reference}"
+            );
+            // A second score starts from a clean cache.
+            assert_eq!(d.nll(&ids).unwrap(), cached, "{family}");
+            // Quantizing the same weights moves the NLL a little, not wildly.
+            let q = f.load_candle("Q8_0").unwrap().nll(&ids).unwrap();
+            assert!(
+                q != cached && (q - cached).abs() / cached < 0.05,
+                "{family}: Q8_0 {q} vs F32 {cached}"
+            );
+        }
+    }
+
+    #[test]
+    fn perplexity_refuses_what_it_cannot_score() {
+        let mut f = CandleFactory::new(
+            WeightSource::Synthetic {
+                shape: tiny("qwen2"),
+                seed: 1,
+            },
+            Device::Cpu,
+        )
+        .unwrap();
+        let mut d = f.load("F32").unwrap();
+        assert!(d.nll(&[5]).unwrap_err().to_string().contains("at least 2"));
+        let e = d.nll(&[1, 512]).unwrap_err().to_string();
+        assert!(e.contains("outside the model's vocabulary"), "{e}");
+    }
+
+    #[test]
+    fn real_sources_tokenize_with_their_tokenizer_json() {
+        use tokenizers::models::wordlevel::WordLevel;
+        let dir = std::env::temp_dir().join(format!("qe-tok-{}", std::process::id()));
+        let shape = tiny("llama");
+        write_synthetic_hf_dir(&shape, 3, &dir).unwrap();
+        let f = CandleFactory::new(WeightSource::HfDir(dir.clone()), Device::Cpu).unwrap();
+        // Weights without a tokenizer.json: a clear refusal, not byte ids.
+        let e = f.tokenize("we the people").unwrap_err().to_string();
+        assert!(e.contains("tokenizer.json"), "{e}");
+        let vocab: std::collections::HashMap<String, u32> =
+            [("[UNK]", 0), ("we", 7), ("the", 8), ("people", 9)]
+                .into_iter()
+                .map(|(w, i)| (w.to_string(), i))
+                .collect();
+        let model = WordLevel::builder()
+            .vocab(vocab.into_iter().collect())
+            .unk_token("[UNK]".into())
+            .build()
+            .unwrap();
+        let mut tok = tokenizers::Tokenizer::new(model);
+        tok.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::whitespace::Whitespace {}));
+        tok.save(dir.join("tokenizer.json"), false).unwrap();
+        let (ids, how) = f.tokenize("we the people of").unwrap();
+        assert_eq!(ids, vec![7, 8, 9, 0]);
+        assert!(how.starts_with("tokenizer.json"), "{how}");
+        let mut f = f;
+        assert!(f.load("F32").unwrap().nll(&ids).unwrap().is_finite());
+
+        let gguf = dir.join("sub").join("tiny.gguf");
+        std::fs::create_dir_all(gguf.parent().unwrap()).unwrap();
+        write_synthetic_gguf(&shape, GgmlDType::Q8_0, 5, &gguf).unwrap();
+        let g = CandleFactory::new(WeightSource::Gguf(gguf), Device::Cpu).unwrap();
+        let e = g.tokenize("we").unwrap_err().to_string();
+        assert!(e.contains("beside the GGUF file"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 

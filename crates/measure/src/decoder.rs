@@ -20,12 +20,18 @@ pub trait Decoder {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Teacher-forced negative log-likelihood of one sequence, fresh cache: the sum over
+    /// `ids[1..]` of −ln p(idₜ | ids[..t]) in nats (`ids.len() − 1` predictions).
+    fn nll(&mut self, ids: &[u32]) -> anyhow::Result<f64>;
 }
 
 pub trait DecoderFactory {
     fn load(&mut self, precision: &str) -> anyhow::Result<Box<dyn Decoder>>;
     /// Device bytes the arm needs: weights + KV cache + activations + runtime overhead.
     fn required_bytes(&self, precision: &str, batch: usize, context: usize) -> u64;
+    /// The perplexity text as token ids, and how they were made (the model's tokenizer file, or
+    /// byte ids where the weights come without one).
+    fn tokenize(&self, text: &str) -> anyhow::Result<(Vec<u32>, String)>;
 }
 
 /// A fake engine: each token costs `step_s` of virtual time on a [`FakeMeter`], during which the
@@ -38,6 +44,11 @@ pub struct FakeDecoderFactory {
     pub fail_decode_after: Option<(String, usize)>,
     pub bytes: u64,
     pub loads: Vec<String>,
+    /// (precision, nats per predicted token) for `nll`; 2.0 where not listed.
+    pub nll_per_token: Vec<(String, f64)>,
+    /// Precisions whose `nll` fails.
+    pub fail_nll: Vec<String>,
+    pub fail_tokenize: bool,
 }
 
 impl FakeDecoderFactory {
@@ -49,6 +60,9 @@ impl FakeDecoderFactory {
             fail_decode_after: None,
             bytes: 1 << 30,
             loads: Vec::new(),
+            nll_per_token: Vec::new(),
+            fail_nll: Vec::new(),
+            fail_tokenize: false,
         }
     }
 }
@@ -59,6 +73,7 @@ struct FakeDecoder {
     precision: String,
     fail_after: Option<usize>,
     calls: usize,
+    nll_per_token: Result<f64, String>,
 }
 
 impl Decoder for FakeDecoder {
@@ -87,6 +102,15 @@ impl Decoder for FakeDecoder {
     fn kernel(&self) -> String {
         format!("fake {}", self.precision)
     }
+    fn nll(&mut self, ids: &[u32]) -> anyhow::Result<f64> {
+        // Scoring keeps the fake GPU busy like decoding does, so a test can tell whether it
+        // fell inside the energy window.
+        self.meter.advance(self.step_s * ids.len() as f64);
+        match &self.nll_per_token {
+            Ok(n) => Ok(n * ids.len().saturating_sub(1) as f64),
+            Err(e) => anyhow::bail!("{e}"),
+        }
+    }
 }
 
 impl DecoderFactory for FakeDecoderFactory {
@@ -111,9 +135,28 @@ impl DecoderFactory for FakeDecoderFactory {
                 .filter(|(p, _)| p == precision)
                 .map(|(_, n)| *n),
             calls: 0,
+            nll_per_token: if self.fail_nll.iter().any(|p| p == precision) {
+                Err(format!("scripted scoring failure for {precision}"))
+            } else {
+                Ok(self
+                    .nll_per_token
+                    .iter()
+                    .find(|(p, _)| p == precision)
+                    .map(|(_, n)| *n)
+                    .unwrap_or(2.0))
+            },
         }))
     }
     fn required_bytes(&self, _precision: &str, _batch: usize, _context: usize) -> u64 {
         self.bytes
+    }
+    fn tokenize(&self, text: &str) -> anyhow::Result<(Vec<u32>, String)> {
+        if self.fail_tokenize {
+            anyhow::bail!("scripted tokenizer failure");
+        }
+        Ok((
+            text.bytes().map(u32::from).collect(),
+            "byte ids (fake)".into(),
+        ))
     }
 }

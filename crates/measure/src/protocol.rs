@@ -51,6 +51,67 @@ pub struct ProtocolConfig {
     pub idle_reads: usize,
     /// Refuse to start when the largest arm needs more than this share of free VRAM.
     pub vram_fraction: f64,
+    /// Score each arm's perplexity on a fixed text after its meter window closed.
+    pub perplexity: Option<PerplexityConfig>,
+}
+
+/// The quality check: teacher-forced perplexity on a fixed text, scored after the energy window
+/// (so it never enters the energy figure), in windows of `seq_len` tokens, at most `max_tokens`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PerplexityConfig {
+    pub corpus_name: String,
+    pub text: String,
+    pub max_tokens: usize,
+    pub seq_len: usize,
+}
+
+impl PerplexityConfig {
+    /// The corpus shipped in `data/perplexity/` (public domain), named by its SHA-256.
+    pub fn embedded(max_tokens: usize, seq_len: usize) -> Self {
+        PerplexityConfig {
+            corpus_name: EMBEDDED_CORPUS_NAME.into(),
+            text: EMBEDDED_CORPUS.into(),
+            max_tokens,
+            seq_len,
+        }
+    }
+    pub fn sha256(&self) -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(self.text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+pub const EMBEDDED_CORPUS_NAME: &str = "data/perplexity/us-founding-texts.txt";
+pub const EMBEDDED_CORPUS: &str = include_str!("../../../data/perplexity/us-founding-texts.txt");
+
+/// One arm's perplexity score.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PerplexityScore {
+    /// Mean negative log-likelihood, nats per predicted token.
+    pub mean_nll: f64,
+    pub tokens_evaluated: usize,
+    pub windows: usize,
+}
+
+impl PerplexityScore {
+    pub fn perplexity(&self) -> f64 {
+        self.mean_nll.exp()
+    }
+}
+
+/// What was scored: the corpus and its tokenization (shared by every arm of a run).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PerplexityInput {
+    pub corpus_name: String,
+    pub bytes: usize,
+    pub sha256: String,
+    pub tokenization: String,
+    pub seq_len: usize,
+    /// The token ids, or why there are none (then every arm's score says so).
+    pub ids: Result<Vec<u32>, String>,
 }
 
 impl Default for ProtocolConfig {
@@ -69,6 +130,7 @@ impl Default for ProtocolConfig {
             cooldown: CooldownConfig::default(),
             idle_reads: 30,
             vram_fraction: 0.95,
+            perplexity: None,
         }
     }
 }
@@ -98,6 +160,8 @@ pub struct ArmMeasurement {
     pub load_s: f64,
     /// Hypervisor steal and this process's CPU use during the window (where `/proc` is readable).
     pub host: Option<HostWindow>,
+    /// Perplexity scored after the window closed (`None` when not asked for).
+    pub perplexity: Option<Result<PerplexityScore, String>>,
 }
 
 impl ArmMeasurement {
@@ -141,6 +205,7 @@ pub struct Outcome {
     pub arms: Vec<ArmResult>,
     pub free_vram_bytes: u64,
     pub required_vram_bytes: u64,
+    pub perplexity: Option<PerplexityInput>,
 }
 
 impl Outcome {
@@ -256,6 +321,33 @@ pub fn run(
             });
         }
     }
+    let perplexity = cfg.perplexity.as_ref().map(|p| {
+        let (ids, tokenization) = match decoders.tokenize(&p.text) {
+            Ok((mut ids, how)) => {
+                ids.truncate(p.max_tokens);
+                if ids.len() < 2 {
+                    (
+                        Err(format!(
+                            "the corpus gave {} token(s); at least 2 are needed",
+                            ids.len()
+                        )),
+                        how,
+                    )
+                } else {
+                    (Ok(ids), how)
+                }
+            }
+            Err(e) => (Err(format!("tokenizing the corpus: {e:#}")), String::new()),
+        };
+        PerplexityInput {
+            corpus_name: p.corpus_name.clone(),
+            bytes: p.text.len(),
+            sha256: p.sha256(),
+            tokenization,
+            seq_len: p.seq_len.max(2),
+            ids,
+        }
+    });
     let idle_w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
     let idle_c = meter.temperature_c().ok();
     let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
@@ -270,8 +362,8 @@ pub fn run(
             meter,
             decoders,
             clock.clone(),
-            idle_w,
-            idle_c,
+            (idle_w, idle_c),
+            perplexity.as_ref(),
         );
         if let Err(e) = &outcome {
             tracing::warn!(precision, error = %e, "arm failed");
@@ -300,6 +392,38 @@ pub fn run(
         arms: results,
         free_vram_bytes: free,
         required_vram_bytes: required,
+        perplexity,
+    })
+}
+
+/// Teacher-forced NLL over consecutive windows of the ids (each window a fresh sequence). A
+/// non-finite or negative total is an error, never a figure.
+pub fn score_perplexity(
+    dec: &mut dyn crate::decoder::Decoder,
+    ids: &[u32],
+    seq_len: usize,
+) -> Result<PerplexityScore, String> {
+    let mut nll = 0.0;
+    let mut predicted = 0usize;
+    let mut windows = 0usize;
+    for w in ids.chunks(seq_len.max(2)).filter(|w| w.len() >= 2) {
+        nll += dec.nll(w).map_err(|e| format!("scoring: {e:#}"))?;
+        predicted += w.len() - 1;
+        windows += 1;
+    }
+    if predicted == 0 {
+        return Err("nothing to score: the corpus is shorter than 2 tokens".into());
+    }
+    let mean_nll = nll / predicted as f64;
+    if !mean_nll.is_finite() || mean_nll < 0.0 {
+        return Err(format!(
+            "the model's mean NLL came out as {mean_nll}: not a perplexity"
+        ));
+    }
+    Ok(PerplexityScore {
+        mean_nll,
+        tokens_evaluated: predicted,
+        windows,
     })
 }
 
@@ -329,8 +453,8 @@ fn run_arm(
     meter: &mut dyn EnergyMeter,
     decoders: &mut dyn DecoderFactory,
     clock: Arc<dyn Clock>,
-    idle_w: f64,
-    idle_c: Option<f64>,
+    (idle_w, idle_c): (f64, Option<f64>),
+    perplexity: Option<&PerplexityInput>,
 ) -> Result<ArmMeasurement, ArmError> {
     let t_load = clock.now_s();
     let mut dec = decoders
@@ -367,6 +491,12 @@ fn run_arm(
             Ok((tokens, iteration_s))
         },
     )?;
+    let temp_end_c = meter.temperature_c().ok();
+    // After the window closed: the energy figure above never includes this.
+    let perplexity = perplexity.map(|p| match &p.ids {
+        Ok(ids) => score_perplexity(dec.as_mut(), ids, p.seq_len),
+        Err(e) => Err(e.clone()),
+    });
     let kernel = dec.kernel();
     let notes = dec.notes();
     drop(dec); // free the model before the next arm
@@ -378,11 +508,12 @@ fn run_arm(
         iteration_s,
         cooldown,
         temp_start_c,
-        temp_end_c: meter.temperature_c().ok(),
+        temp_end_c,
         kernel,
         notes,
         load_s,
         host: window.host,
+        perplexity,
     })
 }
 

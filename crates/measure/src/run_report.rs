@@ -79,9 +79,81 @@ fn arm_json(precision: &str, m: &Result<ArmMeasurement, String>) -> Value {
                 },
                 "temperature_start_c": a.temp_start_c,
                 "temperature_end_c": a.temp_end_c,
+                "perplexity": a.perplexity.as_ref().map(|p| match p {
+                    Ok(s) => json!({"value": r(s.perplexity(), 4), "mean_nll": r(s.mean_nll, 6), "tokens_evaluated": s.tokens_evaluated}),
+                    Err(e) => json!({"error": e}),
+                }),
             })
         }
     }
+}
+
+/// The report's `quality` block: the requested arm's perplexity and its Δ vs the FP16 arm of the
+/// same run. `measured` only when the requested arm was scored; Δ only when both were.
+fn quality_json(
+    out: &Outcome,
+    requested: &Result<ArmMeasurement, String>,
+    baseline: Option<&Result<ArmMeasurement, String>>,
+    synthetic: bool,
+) -> Option<Value> {
+    let input = out.perplexity.as_ref()?;
+    let score = |m: &Result<ArmMeasurement, String>| match m {
+        Ok(a) => a
+            .perplexity
+            .clone()
+            .unwrap_or_else(|| Err("not scored".into())),
+        Err(e) => Err(format!("the arm failed ({e})")),
+    };
+    let mine = score(requested);
+    let base = baseline.map(score);
+    let corpus = json!({"name": input.corpus_name, "bytes": input.bytes, "sha256": input.sha256});
+    let mut note =
+        format!(
+        "Teacher-forced perplexity on {} (sha256 {}…), tokenized as {}, in windows of {} tokens, \
+         scored after the energy window closed. Not comparable with published WikiText figures.",
+        input.corpus_name,
+        &input.sha256[..12],
+        if input.tokenization.is_empty() { "—" } else { &input.tokenization },
+        input.seq_len
+    );
+    if synthetic {
+        note.push_str(
+            " Synthetic weights: the perplexity of random weights means nothing by itself; the Δ vs \
+             FP16 measures only the quantization's numerical error on these exact shapes.",
+        );
+    }
+    Some(match mine {
+        Err(e) => json!({
+            "metric": "perplexity", "basis": "unavailable", "error": e,
+            "corpus": corpus, "seq_len": input.seq_len, "note": note
+        }),
+        Ok(s) => {
+            let (fp16, delta, delta_note) = match &base {
+                Some(Ok(b)) => (
+                    Some(r(b.perplexity(), 4)),
+                    Some(r((s.perplexity() / b.perplexity() - 1.0) * 100.0, 3)),
+                    None,
+                ),
+                Some(Err(e)) => (
+                    None,
+                    None,
+                    Some(format!("no Δ: the FP16 arm's perplexity is missing ({e})")),
+                ),
+                None => (
+                    None,
+                    None,
+                    Some("no Δ: no baseline arm was run".to_string()),
+                ),
+            };
+            json!({
+                "metric": "perplexity", "basis": "measured",
+                "value": r(s.perplexity(), 4), "fp16_value": fp16, "delta_vs_fp16_pct": delta,
+                "mean_nll": r(s.mean_nll, 6), "tokens_evaluated": s.tokens_evaluated,
+                "windows": s.windows, "seq_len": input.seq_len, "corpus": corpus,
+                "delta_note": delta_note, "note": note
+            })
+        }
+    })
 }
 
 /// Build the report for the requested arm. Δ vs FP16 is `measured` only when both arms succeeded
@@ -251,7 +323,13 @@ pub fn build_report(
             "idle_power_watts": r(out.idle_power_w, 2),
             "idle_temperature_c": out.idle_temp_c
         },
-        "weights": weights
+        "weights": weights,
+        "quality": quality_json(
+            out,
+            &requested,
+            baseline.as_ref(),
+            matches!(ctx.weights, WeightsInfo::Synthetic { .. })
+        )
     });
     let value = strip_nulls(value);
     let report: Report = serde_json::from_value(value.clone()).context("building the report")?;

@@ -5,7 +5,7 @@
 use crate::candle_decoder::{CandleFactory, WeightSource, CANDLE_VERSION};
 use crate::meter::{EnergyMeter, RealClock};
 use crate::nvml_meter::NvmlMeter;
-use crate::protocol::{self, CooldownConfig, ProtocolConfig};
+use crate::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig};
 use crate::run_report::{build_report, report_precision, write_atomic, RunContext, WeightsInfo};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -66,6 +66,16 @@ pub struct MeasureArgs {
     /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
     #[arg(long)]
     pub gpu: Option<String>,
+    /// After each arm's energy window, score teacher-forced perplexity on the fixed public-domain
+    /// text in data/perplexity/ (the report's `quality` block: value and Δ vs the FP16 arm).
+    #[arg(long)]
+    pub perplexity: bool,
+    /// Most corpus tokens to score per arm.
+    #[arg(long, default_value_t = 512, requires = "perplexity")]
+    pub ppl_tokens: usize,
+    /// Tokens per scoring window (each window a fresh sequence).
+    #[arg(long, default_value_t = 256, requires = "perplexity")]
+    pub ppl_seq_len: usize,
 }
 
 impl MeasureArgs {
@@ -90,6 +100,9 @@ impl MeasureArgs {
                 max_s: self.cooldown_max_s,
                 ..CooldownConfig::default()
             },
+            perplexity: self
+                .perplexity
+                .then(|| PerplexityConfig::embedded(self.ppl_tokens, self.ppl_seq_len)),
             ..ProtocolConfig::default()
         }
     }

@@ -5,7 +5,7 @@
 use measure::candle_decoder::{CandleFactory, WeightSource};
 use measure::decoder::FakeDecoderFactory;
 use measure::meter::{FakeClock, FakeMeter};
-use measure::protocol::{self, CooldownConfig, ProtocolConfig, ProtocolError};
+use measure::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError};
 use measure::run_report::{build_report, write_atomic, RunContext, WeightsInfo};
 use std::sync::Arc;
 
@@ -422,4 +422,109 @@ fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
     assert!(v
         .pointer("/protocol/arms/0/host_cpu_steal_pct")
         .is_none_or(|x| x.is_null()));
+}
+
+#[test]
+fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.nll_per_token = vec![("F16".into(), 2.0), ("Q4_K".into(), 2.1)];
+    let mut c = cfg(&["Q4_K"]);
+    c.perplexity = Some(PerplexityConfig::embedded(300, 128));
+    let out = run(&c, &m, &mut f).unwrap();
+    // Scoring advances the fake GPU's clock like decoding; the energy per token is the same as
+    // without scoring (3000 mJ at F16), so it was not inside the window.
+    let b = out.arm("F16").unwrap().outcome.as_ref().unwrap();
+    assert!(
+        (b.mj_per_token() - 3000.0).abs() / 3000.0 < 0.01,
+        "{}",
+        b.mj_per_token()
+    );
+    let s = b.perplexity.clone().unwrap().unwrap();
+    // 300 byte ids in windows of 128: 127 + 127 + 43 predictions.
+    assert_eq!((s.tokens_evaluated, s.windows), (297, 3));
+    assert!((s.mean_nll - 2.0).abs() < 1e-12);
+
+    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    assert_eq!(rep.results.basis, report::Basis::Measured);
+    let q = rep.quality.clone().expect("quality block");
+    assert_eq!(q.basis, "measured");
+    let want = (2.1f64.exp() / 2.0f64.exp() - 1.0) * 100.0; // +10.52 %
+    assert!(
+        (q.delta_vs_fp16_pct.unwrap() - want).abs() < 1e-3,
+        "{:?}",
+        q.delta_vs_fp16_pct
+    );
+    assert!((q.value.unwrap() - 2.1f64.exp()).abs() < 1e-3);
+    let text = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/perplexity/us-founding-texts.txt"
+    ))
+    .unwrap();
+    use sha2::Digest;
+    let sha: String = sha2::Sha256::digest(&text)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let corpus = q.corpus.unwrap();
+    assert_eq!(corpus.sha256.as_deref(), Some(sha.as_str()));
+    assert_eq!(corpus.bytes, Some(text.len() as i64));
+    assert!(q.note.unwrap().contains("Synthetic weights"));
+    let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+}
+
+#[test]
+fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
+    let m = meter();
+    // The quantized arm cannot be scored: its quality is unavailable, its energy still measured.
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.fail_nll = vec!["Q4_K".into()];
+    let mut c = cfg(&["Q4_K"]);
+    c.perplexity = Some(PerplexityConfig::embedded(64, 32));
+    let out = run(&c, &m, &mut f).unwrap();
+    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    assert_eq!(rep.results.basis, report::Basis::Measured);
+    let q = rep.quality.unwrap();
+    assert_eq!(q.basis, "unavailable");
+    assert!(q.value.is_none() && q.delta_vs_fp16_pct.is_none());
+    assert!(q.error.unwrap().contains("scripted scoring failure"));
+
+    // The baseline cannot be scored: the arm's perplexity stands, with no Δ and the reason.
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.fail_nll = vec!["F16".into()];
+    let out = run(&c, &m, &mut f).unwrap();
+    let q = build_report(&c, &out, &ctx(), "Q4_K")
+        .unwrap()
+        .quality
+        .unwrap();
+    assert_eq!(q.basis, "measured");
+    assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
+    assert!(q
+        .extra
+        .get("delta_note")
+        .and_then(|v| v.as_str())
+        .unwrap()
+        .contains("FP16 arm"));
+
+    // No tokens at all: every arm says why.
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.fail_tokenize = true;
+    let out = run(&c, &m, &mut f).unwrap();
+    for a in &out.arms {
+        let e = a
+            .outcome
+            .as_ref()
+            .unwrap()
+            .perplexity
+            .clone()
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("tokenizing the corpus"), "{e}");
+    }
+    let q = build_report(&c, &out, &ctx(), "Q4_K")
+        .unwrap()
+        .quality
+        .unwrap();
+    assert_eq!(q.basis, "unavailable");
 }

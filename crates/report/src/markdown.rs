@@ -84,6 +84,45 @@ fn join_present(parts: &[Option<String>], sep: &str) -> String {
     }
 }
 
+/// The quality block in one cell: the metric and its Δ vs FP16 with the corpus that makes it
+/// comparable, or why there is none.
+fn quality_cell(q: &crate::Quality) -> String {
+    let corpus = q.corpus.as_ref().map(|c| {
+        join_present(
+            &[
+                c.name.clone(),
+                c.sha256
+                    .as_deref()
+                    .map(|h| format!("sha256 {}…", h.chars().take(12).collect::<String>())),
+            ],
+            ", ",
+        )
+    });
+    let figure = match (
+        q.value.filter(|v| v.is_finite()),
+        q.delta_vs_fp16_pct.filter(|d| d.is_finite()),
+    ) {
+        (Some(v), Some(d)) => Some(format!(
+            "{} {} vs FP16 {} ({d:+.2} %)",
+            q.metric,
+            num(Some(v)),
+            num(q.fp16_value)
+        )),
+        (Some(v), None) => Some(format!("{} {} (no Δ vs FP16)", q.metric, num(Some(v)))),
+        _ => None,
+    };
+    join_present(
+        &[
+            Some(q.basis.clone()),
+            figure,
+            q.error.clone(),
+            q.tokens_evaluated.map(|t| format!("{t} tokens")),
+            corpus.map(|c| format!("corpus {c}")),
+        ],
+        " · ",
+    )
+}
+
 /// Markdown for a submission issue: a summary table (GPU, architecture, model, size, precision,
 /// batch, energies, Δ recomputed from the energies, throughput, power, basis, source, stack,
 /// weights, protocol), the semantic findings, and the full JSON in a collapsed block.
@@ -237,6 +276,9 @@ pub fn to_markdown(r: &Report) -> String {
         );
     }
     rows.push(("Protocol", esc_long(&join_present(&protocol, " · "))));
+    if let Some(q) = &r.quality {
+        rows.push(("Quality", esc_long(&quality_cell(q))));
+    }
     rows.push(("Schema", esc(&r.schema_version)));
 
     let mut out = String::new();
@@ -317,6 +359,40 @@ mod tests {
         ] {
             assert!(md.contains(needle), "{needle} missing in\n{md}");
         }
+    }
+
+    #[test]
+    fn quality_row_shows_the_delta_and_the_corpus_or_why_not() {
+        let mut r = illustrative();
+        r.quality = Some(crate::Quality {
+            metric: "perplexity".into(),
+            basis: "measured".into(),
+            value: Some(10.5),
+            fp16_value: Some(10.0),
+            delta_vs_fp16_pct: Some(5.0),
+            tokens_evaluated: Some(511),
+            corpus: Some(crate::Corpus {
+                name: Some("data/perplexity/us-founding-texts.txt".into()),
+                sha256: Some("bce67aa074bf612d6ab80958".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let md = to_markdown(&r);
+        assert!(
+            md.contains("| Quality | measured · perplexity 10.5 vs FP16 10 (+5.00 %) · 511 tokens · corpus data/perplexity/us-founding-texts.txt, sha256 bce67aa074bf… |"),
+            "{md}"
+        );
+        let q = r.quality.as_mut().unwrap();
+        q.basis = "unavailable".into();
+        q.value = None;
+        q.delta_vs_fp16_pct = None;
+        q.error = Some("no tokenizer at /m/tokenizer.json".into());
+        let md = to_markdown(&r);
+        assert!(
+            md.contains("| Quality | unavailable · no tokenizer at /m/tokenizer.json · 511 tokens"),
+            "{md}"
+        );
     }
 
     #[test]

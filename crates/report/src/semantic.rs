@@ -99,7 +99,64 @@ pub fn semantic_checks(r: &Report) -> (Vec<Issue>, Vec<Issue>) {
     check_params(r, &mut o);
     check_arch(r, &mut o);
     check_blocks(r, &mut o);
+    check_quality(r, &mut o);
     (o.errors, o.warnings)
+}
+
+/// The perplexity block: figures consistent with each other, and a corpus to compare by.
+fn check_quality(r: &Report, o: &mut Out) {
+    let Some(q) = &r.quality else { return };
+    for (name, v) in [
+        ("value", q.value),
+        ("fp16_value", q.fp16_value),
+        ("mean_nll", q.mean_nll),
+    ] {
+        o.non_negative(&format!("$.quality.{name}"), v);
+    }
+    if q.basis == "measured" && q.value.is_none() {
+        o.warn(
+            "$.quality.value",
+            "absent while basis is \"measured\"; expected the perplexity, or basis \"unavailable\" with an error",
+        );
+    }
+    if let (Some(v), Some(f), Some(d)) = (q.value, q.fp16_value, q.delta_vs_fp16_pct) {
+        let recomputed = (v / f - 1.0) * 100.0;
+        if f > 0.0
+            && recomputed.is_finite()
+            && d.is_finite()
+            && (recomputed - d).abs() > DELTA_TOLERANCE_PCT
+        {
+            o.warn(
+                "$.quality.delta_vs_fp16_pct",
+                format!(
+                    "{}, but value / fp16_value gives {}; expected them to agree",
+                    signed(d),
+                    signed(recomputed)
+                ),
+            );
+        }
+    }
+    if let Some(h) = q
+        .corpus
+        .as_ref()
+        .and_then(|c| c.sha256.as_deref())
+        .filter(|h| !is_sha256(h))
+    {
+        o.error(
+            "$.quality.corpus.sha256",
+            format!(
+                "{:?} is not a SHA-256; expected 64 hexadecimal digits",
+                shorten(h, 70)
+            ),
+        );
+    }
+    if q.delta_vs_fp16_pct.is_some() && q.corpus.as_ref().and_then(|c| c.sha256.as_ref()).is_none()
+    {
+        o.warn(
+            "$.quality.corpus",
+            "a Δ perplexity without the corpus's sha256; expected it — only runs on the same text can be compared",
+        );
+    }
 }
 
 fn check_labels(r: &Report, o: &mut Out) {
@@ -532,6 +589,43 @@ mod tests {
 
     fn paths(v: &[Issue]) -> Vec<&str> {
         v.iter().map(|i| i.path.as_str()).collect()
+    }
+
+    #[test]
+    fn quality_figures_must_agree_and_name_their_corpus() {
+        let mut r = illustrative();
+        let sha = "bce67aa074bf612d6ab80958cda9720bdfc2e5c9500203eed73882323c4266ad";
+        r.quality = Some(crate::Quality {
+            metric: "perplexity".into(),
+            basis: "measured".into(),
+            value: Some(10.5),
+            fp16_value: Some(10.0),
+            delta_vs_fp16_pct: Some(5.0),
+            corpus: Some(crate::Corpus {
+                sha256: Some(sha.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let (e, w) = semantic_checks(&r);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(paths(&w), ["$.measurement_source"], "{w:?}");
+
+        let q = r.quality.as_mut().unwrap();
+        q.delta_vs_fp16_pct = Some(-5.0); // the sign flipped: 10.5 vs 10 is +5 %
+        q.corpus = Some(crate::Corpus {
+            sha256: Some("not-a-hash".into()),
+            ..Default::default()
+        });
+        let (e, w) = semantic_checks(&r);
+        assert_eq!(paths(&e), ["$.quality.corpus.sha256"], "{e:?}");
+        assert!(paths(&w).contains(&"$.quality.delta_vs_fp16_pct"), "{w:?}");
+        let q = r.quality.as_mut().unwrap();
+        q.value = None;
+        q.corpus = None;
+        let (_, w) = semantic_checks(&r);
+        assert!(paths(&w).contains(&"$.quality.value"), "{w:?}");
+        assert!(paths(&w).contains(&"$.quality.corpus"), "{w:?}");
     }
 
     #[test]

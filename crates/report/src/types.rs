@@ -175,7 +175,7 @@ impl std::str::FromStr for Basis {
 }
 
 /// Perplexity probe (upstream schema 1.1). Numbers are kept as the report states them.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Quality {
     pub metric: String,
     /// `measured` or `unavailable`.
