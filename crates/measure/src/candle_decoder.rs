@@ -16,6 +16,10 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 pub const CANDLE_VERSION: &str = "0.11.1";
+/// The note a synthetic quantized arm carries when its weights are the float arms' weights,
+/// quantized (so a perplexity Δ between them means something).
+pub const SAME_WEIGHTS_NOTE: &str =
+    "quantized in memory from the float arms' seeded synthetic weights";
 
 /// Where the weights come from.
 #[derive(Debug, Clone)]
@@ -59,6 +63,10 @@ pub struct CandleFactory {
     pub source: WeightSource,
     pub device: Device,
     shape: ModelShape,
+    /// Synthetic quantized arms: quantize the float arms' seeded weights (slower to load) instead
+    /// of drawing independent random blocks. Perplexity needs it: a Δ vs FP16 only means
+    /// something between the same weights. Decode work does not depend on which.
+    pub quantize_synthetic_floats: bool,
 }
 
 impl CandleFactory {
@@ -72,6 +80,7 @@ impl CandleFactory {
             source,
             device,
             shape,
+            quantize_synthetic_floats: false,
         })
     }
 
@@ -88,6 +97,17 @@ impl CandleFactory {
             (WeightSource::Synthetic { seed, .. }, Precision::Float(dt)) => {
                 let tensors = synthetic_float_tensors(&shape, *seed, &dev)?;
                 float_model(&shape, VarBuilder::from_tensors(tensors, dt, &dev))?
+            }
+            (WeightSource::Synthetic { seed, .. }, Precision::Quant(q))
+                if self.quantize_synthetic_floats =>
+            {
+                // The same values the float arms get (drawn on the same device, same seed).
+                let tensors = synthetic_float_tensors(&shape, *seed, &dev)?;
+                let (gguf, mut notes) = quantize_hf_tensors(tensors, &shape, q)?;
+                notes.push(format!("{SAME_WEIGHTS_NOTE} (seed {seed})"));
+                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
+                m.notes = notes;
+                m
             }
             (WeightSource::Synthetic { seed, .. }, Precision::Quant(q)) => {
                 let (gguf, notes) = synthetic_gguf(&shape, q, *seed)?;
@@ -722,9 +742,20 @@ fn quantize_hf_dir(
         let ts = candle_core::safetensors::load(&f, &Device::Cpu)?;
         all.extend(ts);
     }
+    let (gguf, mut notes) = quantize_hf_tensors(all, s, q)?;
+    notes.push(format!("quantized in memory from {}", dir.display()));
+    Ok((gguf, notes))
+}
+
+/// Quantize Hugging Face-named float tensors (on the CPU) into an in-memory GGUF file.
+fn quantize_hf_tensors(
+    all: impl IntoIterator<Item = (String, Tensor)>,
+    s: &ModelShape,
+    q: GgmlDType,
+) -> Result<(Vec<u8>, Vec<String>)> {
     let mut work = Vec::new();
     for (name, t) in all {
-        let mut t = t.to_dtype(DType::F32)?;
+        let mut t = t.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
         if s.family == "llama" && name.ends_with("self_attn.q_proj.weight") {
             t = permute_qk(&t, s.heads)?;
         } else if s.family == "llama" && name.ends_with("self_attn.k_proj.weight") {
@@ -774,8 +805,7 @@ fn quantize_hf_dir(
             tensors.push((n, t));
         }
     }
-    let mut notes = fallback_note(&fallbacks, q);
-    notes.push(format!("quantized in memory from {}", dir.display()));
+    let notes = fallback_note(&fallbacks, q);
     Ok((write_gguf(s, &tensors)?, notes))
 }
 
@@ -1096,12 +1126,30 @@ mod tests {
             );
             // A second score starts from a clean cache.
             assert_eq!(d.nll(&ids).unwrap(), cached, "{family}");
-            // Quantizing the same weights moves the NLL a little, not wildly.
-            let q = f.load_candle("Q8_0").unwrap().nll(&ids).unwrap();
+            // Quantizing the same weights moves the NLL, Q8_0 less than Q4_0; independent random
+            // blocks (the energy runs' default) are a different model altogether.
+            f.quantize_synthetic_floats = true;
+            let mut q8 = f.load_candle("Q8_0").unwrap();
+            assert!(q8
+                .model
+                .notes
+                .iter()
+                .any(|n| n.contains("float arms' seeded")));
+            let d8 = (q8.nll(&ids).unwrap() - cached).abs();
+            let d4 = (f.load_candle("Q4_0").unwrap().nll(&ids).unwrap() - cached).abs();
             assert!(
-                q != cached && (q - cached).abs() / cached < 0.05,
-                "{family}: Q8_0 {q} vs F32 {cached}"
+                d8 > 0.0 && d8 < d4,
+                "{family}: |ΔNLL| Q8_0 {d8} vs Q4_0 {d4}"
             );
+            f.quantize_synthetic_floats = false;
+            let mut ind = f.load_candle("Q8_0").unwrap();
+            assert!(ind
+                .model
+                .notes
+                .iter()
+                .all(|n| !n.contains("float arms' seeded")));
+            let di = (ind.nll(&ids).unwrap() - cached).abs();
+            assert!(di > d8, "{family}: independent {di} vs same-weights {d8}");
         }
     }
 

@@ -1,5 +1,6 @@
 //! Turn a protocol [`Outcome`] into an `energy.json` report, and write it atomically.
 
+use crate::candle_decoder::{parse_precision, Precision, SAME_WEIGHTS_NOTE};
 use crate::protocol::{ArmMeasurement, Outcome, ProtocolConfig};
 use anyhow::{bail, Context, Result};
 use report::Report;
@@ -92,6 +93,7 @@ fn arm_json(precision: &str, m: &Result<ArmMeasurement, String>) -> Value {
 /// same run. `measured` only when the requested arm was scored; Δ only when both were.
 fn quality_json(
     out: &Outcome,
+    precision: &str,
     requested: &Result<ArmMeasurement, String>,
     baseline: Option<&Result<ArmMeasurement, String>>,
     synthetic: bool,
@@ -105,7 +107,22 @@ fn quality_json(
         Err(e) => Err(format!("the arm failed ({e})")),
     };
     let mine = score(requested);
-    let base = baseline.map(score);
+    let mut base = baseline.map(score);
+    // Synthetic quantized arms normally draw their own random blocks: a different model from the
+    // FP16 arm, so no Δ unless they were quantized from the float arms' weights.
+    let float_arm = matches!(parse_precision(precision), Ok(Precision::Float(_)));
+    let same_weights = !synthetic
+        || float_arm
+        || requested
+            .as_ref()
+            .is_ok_and(|a| a.notes.iter().any(|n| n.starts_with(SAME_WEIGHTS_NOTE)));
+    if !same_weights && base.is_some() {
+        base = Some(Err(
+            "the quantized arm's synthetic weights were drawn independently of the \
+                         FP16 arm's, so their perplexities are not comparable"
+                .into(),
+        ));
+    }
     let corpus = json!({"name": input.corpus_name, "bytes": input.bytes, "sha256": input.sha256});
     let mut note =
         format!(
@@ -118,8 +135,9 @@ fn quality_json(
     );
     if synthetic {
         note.push_str(
-            " Synthetic weights: the perplexity of random weights means nothing by itself; the Δ vs \
-             FP16 measures only the quantization's numerical error on these exact shapes.",
+            " Synthetic weights: random weights predict nothing (perplexity near the vocabulary \
+             size), so the value means nothing by itself; a Δ vs FP16 measures only the numerical \
+             error of this precision on the same weights.",
         );
     }
     Some(match mine {
@@ -134,11 +152,7 @@ fn quality_json(
                     Some(r((s.perplexity() / b.perplexity() - 1.0) * 100.0, 3)),
                     None,
                 ),
-                Some(Err(e)) => (
-                    None,
-                    None,
-                    Some(format!("no Δ: the FP16 arm's perplexity is missing ({e})")),
-                ),
+                Some(Err(e)) => (None, None, Some(format!("no Δ vs FP16: {e}"))),
                 None => (
                     None,
                     None,
@@ -326,6 +340,7 @@ pub fn build_report(
         "weights": weights,
         "quality": quality_json(
             out,
+            precision,
             &requested,
             baseline.as_ref(),
             matches!(ctx.weights, WeightsInfo::Synthetic { .. })

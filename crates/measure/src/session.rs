@@ -283,6 +283,8 @@ pub fn measure_on_gpu(
 ) -> Result<MeasureResult> {
     let (model_name, weights) = weights_info(&source)?;
     let mut factory = CandleFactory::new(source, device)?;
+    // A perplexity Δ needs the quantized arms to be the float arms' weights, quantized.
+    factory.quantize_synthetic_floats = cfg.perplexity.is_some();
     let params_b = factory.shape().param_count() as f64 / 1e9;
     let clock = Arc::new(RealClock::default());
     let outcome = protocol::run(cfg, meter, &mut factory, clock)?;
@@ -432,6 +434,14 @@ fn fallback(
         rep.measurement_source = Some(format!(
             "quantenergy embedded dataset (no on-device measurement: {reason})"
         ));
+        if cfg.perplexity.is_some() {
+            rep.quality = Some(report::Quality {
+                metric: "perplexity".into(),
+                basis: "unavailable".into(),
+                error: Some(format!("not scored: nothing was run ({reason})")),
+                ..Default::default()
+            });
+        }
         let stem = file_stem(&model_name, p, cfg.batch);
         let path = args.out.join(format!("{stem}.estimate.json"));
         write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;

@@ -190,6 +190,22 @@ fn share_round_trips_through_the_link() {
 }
 
 #[test]
+fn perplexity_options_need_the_perplexity_flag() {
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-0.5b",
+        "--precision",
+        "Q4_K",
+        "--ppl-tokens",
+        "100",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--perplexity"), "{err}");
+}
+
+#[test]
 fn measure_without_a_gpu_writes_a_labelled_estimate_never_measured() {
     let dir = std::env::temp_dir().join(format!("qe-measure-{}", std::process::id()));
     let o = qe(&[
@@ -200,6 +216,7 @@ fn measure_without_a_gpu_writes_a_labelled_estimate_never_measured() {
         "NF4,Q4_K",
         "--gpu",
         "RTX 4090",
+        "--perplexity",
         "--out",
         dir.to_str().unwrap(),
     ]);
@@ -212,6 +229,10 @@ fn measure_without_a_gpu_writes_a_labelled_estimate_never_measured() {
         let r = v.report.unwrap();
         assert_ne!(r.results.basis, report::Basis::Measured);
         assert!(r.results.note.unwrap().starts_with("Not measured:"));
+        // Nothing ran, so nothing was scored: said, not left out.
+        let q = r.quality.unwrap();
+        assert_eq!(q.basis, "unavailable");
+        assert!(q.value.is_none() && q.error.unwrap().starts_with("not scored"));
         n += 1;
     }
     assert_eq!(n, 2);

@@ -27,6 +27,17 @@ fn cfg(precisions: &[&str]) -> ProtocolConfig {
     }
 }
 
+/// The same context with real weights (perplexity Δ between arms of one model).
+fn real_ctx() -> RunContext {
+    RunContext {
+        weights: WeightsInfo::Real {
+            path: "/models/tiny".into(),
+            files: Vec::new(),
+        },
+        ..ctx()
+    }
+}
+
 fn ctx() -> RunContext {
     RunContext {
         model_name: "tiny".into(),
@@ -445,7 +456,24 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
     assert_eq!((s.tokens_evaluated, s.windows), (297, 3));
     assert!((s.mean_nll - 2.0).abs() < 1e-12);
 
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    // Synthetic quantized arms without the same-weights note drew their own random weights:
+    // their perplexity stands, but no Δ against a different model.
+    let q = build_report(&c, &out, &ctx(), "Q4_K")
+        .unwrap()
+        .quality
+        .unwrap();
+    assert_eq!(q.basis, "measured");
+    assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
+    let why = q
+        .extra
+        .get("delta_note")
+        .and_then(|v| v.as_str())
+        .unwrap()
+        .to_string();
+    assert!(why.contains("drawn independently"), "{why}");
+    assert!(q.note.unwrap().contains("Synthetic weights"));
+
+    let rep = build_report(&c, &out, &real_ctx(), "Q4_K").unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let q = rep.quality.clone().expect("quality block");
     assert_eq!(q.basis, "measured");
@@ -469,7 +497,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
     let corpus = q.corpus.unwrap();
     assert_eq!(corpus.sha256.as_deref(), Some(sha.as_str()));
     assert_eq!(corpus.bytes, Some(text.len() as i64));
-    assert!(q.note.unwrap().contains("Synthetic weights"));
+    assert!(!q.note.unwrap().contains("Synthetic weights"));
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
     assert!(v.errors.is_empty(), "{:?}", v.errors);
 }
@@ -494,18 +522,17 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
     let mut f = FakeDecoderFactory::new(m.clone());
     f.fail_nll = vec!["F16".into()];
     let out = run(&c, &m, &mut f).unwrap();
-    let q = build_report(&c, &out, &ctx(), "Q4_K")
+    let q = build_report(&c, &out, &real_ctx(), "Q4_K")
         .unwrap()
         .quality
         .unwrap();
     assert_eq!(q.basis, "measured");
     assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
-    assert!(q
-        .extra
-        .get("delta_note")
-        .and_then(|v| v.as_str())
-        .unwrap()
-        .contains("FP16 arm"));
+    let why = q.extra.get("delta_note").and_then(|v| v.as_str()).unwrap();
+    assert!(
+        why.contains("no Δ vs FP16") && why.contains("scoring failure for F16"),
+        "{why}"
+    );
 
     // No tokens at all: every arm says why.
     let mut f = FakeDecoderFactory::new(m.clone());
