@@ -95,14 +95,23 @@ impl CandleFactory {
         let t0 = std::time::Instant::now();
         let model = match (&self.source, p) {
             (WeightSource::Synthetic { seed, .. }, Precision::Float(dt)) => {
-                let tensors = synthetic_float_tensors(&shape, *seed, &dev)?;
+                let tensors = if self.quantize_synthetic_floats {
+                    // Drawn on the CPU from our own seeded generator, so the quantized arms can
+                    // start from bit-identical values whatever the device's RNG does.
+                    synthetic_float_tensors(&shape, *seed, &Device::Cpu)?
+                        .into_iter()
+                        .map(|(n, t)| Ok((n, t.to_device(&dev)?)))
+                        .collect::<Result<HashMap<_, _>>>()?
+                } else {
+                    synthetic_float_tensors(&shape, *seed, &dev)?
+                };
                 float_model(&shape, VarBuilder::from_tensors(tensors, dt, &dev))?
             }
             (WeightSource::Synthetic { seed, .. }, Precision::Quant(q))
                 if self.quantize_synthetic_floats =>
             {
-                // The same values the float arms get (drawn on the same device, same seed).
-                let tensors = synthetic_float_tensors(&shape, *seed, &dev)?;
+                // The same values the float arms get (see above).
+                let tensors = synthetic_float_tensors(&shape, *seed, &Device::Cpu)?;
                 let (gguf, mut notes) = quantize_hf_tensors(tensors, &shape, q)?;
                 notes.push(format!("{SAME_WEIGHTS_NOTE} (seed {seed})"));
                 let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
