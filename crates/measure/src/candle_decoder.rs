@@ -65,7 +65,9 @@ pub struct CandleFactory {
     shape: ModelShape,
     /// Synthetic quantized arms: quantize the float arms' seeded weights (slower to load) instead
     /// of drawing independent random blocks. Perplexity needs it: a Δ vs FP16 only means
-    /// something between the same weights. Decode work does not depend on which.
+    /// something between the same weights. The decode work is the same either way, but power can
+    /// depend on the values, so campaign sweeps keep random blocks (a sweep plan cannot ask for
+    /// perplexity) and the arms say which they ran (`SAME_WEIGHTS_NOTE`).
     pub quantize_synthetic_floats: bool,
 }
 
@@ -208,7 +210,11 @@ impl DecoderFactory for CandleFactory {
                 }
             );
         }
-        let tok = tokenizers::Tokenizer::from_file(&file)
+        let mut tok = tokenizers::Tokenizer::from_file(&file)
+            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        // The corpus is scored as it is: no pad tokens, no cut at the tokenizer's max length.
+        tok.with_padding(None);
+        tok.with_truncation(None)
             .map_err(|e| anyhow!("{}: {e}", file.display()))?;
         let enc = tok
             .encode(text, false)
@@ -1159,6 +1165,35 @@ mod tests {
                 .all(|n| !n.contains("float arms' seeded")));
             let di = (ind.nll(&ids).unwrap() - cached).abs();
             assert!(di > d8, "{family}: independent {di} vs same-weights {d8}");
+        }
+    }
+
+    #[test]
+    fn hf_to_gguf_conversion_keeps_the_model() {
+        for family in ["llama", "qwen2"] {
+            let shape = tiny(family);
+            let mut tensors = synthetic_float_tensors(&shape, 5, &Device::Cpu).unwrap();
+            // Peaky attention, so a wrong q/k row order (llama's rope pairing) would show.
+            for (n, t) in tensors.iter_mut() {
+                if n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") {
+                    *t = (t.clone() * 30.0).unwrap();
+                }
+            }
+            let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &Device::Cpu);
+            let float = float_model(&shape, vb).unwrap();
+            // F32 "quantization": the GGUF path with no rounding at all.
+            let (gguf, _) = quantize_hf_tensors(tensors, &shape, GgmlDType::F32).unwrap();
+            let quant = quant_model_from_bytes(&shape, gguf, &Device::Cpu).unwrap();
+            let decoder = |model| CandleDecoder {
+                model,
+                device: Device::Cpu,
+                vocab: shape.vocab,
+                precision: "F32".into(),
+            };
+            let ids: Vec<u32> = (0..24u32).map(|i| i * 37 % shape.vocab as u32).collect();
+            let a = decoder(float).nll(&ids).unwrap();
+            let b = decoder(quant).nll(&ids).unwrap();
+            assert!((a - b).abs() / a < 1e-5, "{family}: float {a} vs GGUF {b}");
         }
     }
 

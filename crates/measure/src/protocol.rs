@@ -110,6 +110,7 @@ pub struct PerplexityInput {
     pub sha256: String,
     pub tokenization: String,
     pub seq_len: usize,
+    pub max_tokens: usize,
     /// The token ids, or why there are none (then every arm's score says so).
     pub ids: Result<Vec<u32>, String>,
 }
@@ -345,6 +346,7 @@ pub fn run(
             sha256: p.sha256(),
             tokenization,
             seq_len: p.seq_len.max(2),
+            max_tokens: p.max_tokens,
             ids,
         }
     });
@@ -415,9 +417,9 @@ pub fn score_perplexity(
         return Err("nothing to score: the corpus is shorter than 2 tokens".into());
     }
     let mean_nll = nll / predicted as f64;
-    if !mean_nll.is_finite() || mean_nll < 0.0 {
+    if !mean_nll.is_finite() || mean_nll < 0.0 || !mean_nll.exp().is_finite() {
         return Err(format!(
-            "the model's mean NLL came out as {mean_nll}: not a perplexity"
+            "the model's mean NLL came out as {mean_nll} nats: not a usable perplexity"
         ));
     }
     Ok(PerplexityScore {

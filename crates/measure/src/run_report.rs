@@ -140,16 +140,31 @@ fn quality_json(
              error of this precision on the same weights.",
         );
     }
+    // What the arm itself had to say (e.g. tensors that fell back to Q8_0) belongs next to its Δ.
+    if let Ok(a) = requested {
+        let arm_notes: Vec<&str> = a
+            .notes
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !n.starts_with(SAME_WEIGHTS_NOTE))
+            .collect();
+        if !arm_notes.is_empty() {
+            note.push_str(&format!(" This arm: {}", arm_notes.join("; ")));
+        }
+    }
     Some(match mine {
         Err(e) => json!({
             "metric": "perplexity", "basis": "unavailable", "error": e,
-            "corpus": corpus, "seq_len": input.seq_len, "note": note
+            "corpus": corpus, "seq_len": input.seq_len, "max_tokens": input.max_tokens,
+            "tokenization": (!input.tokenization.is_empty()).then_some(&input.tokenization), "note": note
         }),
         Ok(s) => {
             let (fp16, delta, delta_note) = match &base {
+                // ppl_q / ppl_b − 1 from the NLL difference: finite even where either
+                // perplexity alone would be huge.
                 Some(Ok(b)) => (
                     Some(r(b.perplexity(), 4)),
-                    Some(r((s.perplexity() / b.perplexity() - 1.0) * 100.0, 3)),
+                    Some(r(((s.mean_nll - b.mean_nll).exp() - 1.0) * 100.0, 3)),
                     None,
                 ),
                 Some(Err(e)) => (None, None, Some(format!("no Δ vs FP16: {e}"))),
@@ -163,7 +178,8 @@ fn quality_json(
                 "metric": "perplexity", "basis": "measured",
                 "value": r(s.perplexity(), 4), "fp16_value": fp16, "delta_vs_fp16_pct": delta,
                 "mean_nll": r(s.mean_nll, 6), "tokens_evaluated": s.tokens_evaluated,
-                "windows": s.windows, "seq_len": input.seq_len, "corpus": corpus,
+                "windows": s.windows, "seq_len": input.seq_len, "max_tokens": input.max_tokens,
+                "tokenization": (!input.tokenization.is_empty()).then_some(&input.tokenization), "corpus": corpus,
                 "delta_note": delta_note, "note": note
             })
         }

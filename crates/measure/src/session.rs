@@ -70,12 +70,12 @@ pub struct MeasureArgs {
     /// text in data/perplexity/ (the report's `quality` block: value and Δ vs the FP16 arm).
     #[arg(long)]
     pub perplexity: bool,
-    /// Most corpus tokens to score per arm.
-    #[arg(long, default_value_t = 512, requires = "perplexity")]
-    pub ppl_tokens: usize,
-    /// Tokens per scoring window (each window a fresh sequence).
-    #[arg(long, default_value_t = 256, requires = "perplexity")]
-    pub ppl_seq_len: usize,
+    /// Most corpus tokens to score per arm (at least 2: one prediction).
+    #[arg(long, default_value_t = 512, requires = "perplexity", value_parser = clap::value_parser!(u64).range(2..))]
+    pub ppl_tokens: u64,
+    /// Tokens per scoring window (each window a fresh sequence; at least 2).
+    #[arg(long, default_value_t = 256, requires = "perplexity", value_parser = clap::value_parser!(u64).range(2..))]
+    pub ppl_seq_len: u64,
 }
 
 impl MeasureArgs {
@@ -100,9 +100,9 @@ impl MeasureArgs {
                 max_s: self.cooldown_max_s,
                 ..CooldownConfig::default()
             },
-            perplexity: self
-                .perplexity
-                .then(|| PerplexityConfig::embedded(self.ppl_tokens, self.ppl_seq_len)),
+            perplexity: self.perplexity.then(|| {
+                PerplexityConfig::embedded(self.ppl_tokens as usize, self.ppl_seq_len as usize)
+            }),
             ..ProtocolConfig::default()
         }
     }
@@ -339,6 +339,9 @@ pub fn run_overhead(
             args.precision
         );
     };
+    if args.perplexity {
+        bail!("overhead times decode windows only; --perplexity belongs to `quantenergy measure`");
+    }
     let cfg = crate::overhead::OverheadConfig {
         precision: precision.trim().to_ascii_uppercase(),
         pairs,

@@ -35,9 +35,6 @@ pub struct Defaults {
     pub cooldown_max_s: f64,
     #[serde(default = "d_hz")]
     pub sample_hz: f64,
-    /// Score every arm's perplexity after its energy window (`measure --perplexity`).
-    #[serde(default)]
-    pub perplexity: bool,
 }
 
 fn d_tokens() -> usize {
@@ -72,7 +69,6 @@ impl Default for Defaults {
             repeats: d_repeats(),
             cooldown_max_s: d_cooldown(),
             sample_hz: d_hz(),
-            perplexity: false,
         }
     }
 }
@@ -189,9 +185,6 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         "--name".into(),
         stem.clone(),
     ]);
-    if d.perplexity {
-        args.push("--perplexity".into());
-    }
     let expected = r
         .precisions
         .iter()

@@ -203,6 +203,30 @@ fn perplexity_options_need_the_perplexity_flag() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--perplexity"), "{err}");
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-0.5b",
+        "--precision",
+        "Q4_K",
+        "--perplexity",
+        "--ppl-tokens",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--ppl-tokens") && err.contains("2.."), "{err}");
+    let o = qe(&[
+        "overhead",
+        "--synthetic",
+        "qwen2-0.5b",
+        "--precision",
+        "F16",
+        "--perplexity",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("belongs to `quantenergy measure`"), "{err}");
 }
 
 #[test]

@@ -313,10 +313,13 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
         candle_core::Device::Cpu,
     )
     .unwrap();
+    // Perplexity on the same weights: the quantized arm is the F32 arm's weights, quantized.
+    f.quantize_synthetic_floats = true;
     let mut c = cfg(&["Q4_0"]);
     c.baseline = Some("F32".into());
     c.tokens = 4;
     c.iterations = 2;
+    c.perplexity = Some(PerplexityConfig::embedded(40, 20));
     let mut mm = m.clone();
     // Real time passes on the CPU; the fake counter only moves with virtual time, so advance it
     // from a thread to stand in for the GPU drawing power.
@@ -343,6 +346,19 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
     let rep = build_report(&c, &out, &ctx(), "Q4_0").unwrap();
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
     assert!(v.errors.is_empty(), "{:?}", v.errors);
+    // Synthetic weights, but the same ones in both arms: a Δ, with both perplexities.
+    let q = rep.quality.unwrap();
+    assert_eq!(q.basis, "measured");
+    assert_eq!((q.tokens_evaluated, q.windows), (Some(38), Some(2)));
+    let (v, f, d) = (
+        q.value.unwrap(),
+        q.fp16_value.unwrap(),
+        q.delta_vs_fp16_pct.unwrap(),
+    );
+    assert!(
+        d != 0.0 && ((v / f - 1.0) * 100.0 - d).abs() < 0.01,
+        "{v} {f} {d}"
+    );
 }
 
 #[test]

@@ -108,7 +108,15 @@ fn quality_cell(q: &crate::Quality) -> String {
             num(Some(v)),
             num(q.fp16_value)
         )),
-        (Some(v), None) => Some(format!("{} {} (no Δ vs FP16)", q.metric, num(Some(v)))),
+        (Some(v), None) => Some(format!(
+            "{} {} ({})",
+            q.metric,
+            num(Some(v)),
+            q.extra
+                .get("delta_note")
+                .and_then(|n| n.as_str())
+                .unwrap_or("no Δ vs FP16")
+        )),
         _ => None,
     };
     join_present(
@@ -381,6 +389,18 @@ mod tests {
         let md = to_markdown(&r);
         assert!(
             md.contains("| Quality | measured · perplexity 10.5 vs FP16 10 (+5.00 %) · 511 tokens · corpus data/perplexity/us-founding-texts.txt, sha256 bce67aa074bf… |"),
+            "{md}"
+        );
+        // No Δ: the reason is shown, not just its absence.
+        let q = r.quality.as_mut().unwrap();
+        q.delta_vs_fp16_pct = None;
+        q.extra.insert(
+            "delta_note".into(),
+            serde_json::json!("no Δ vs FP16: the FP16 arm failed"),
+        );
+        let md = to_markdown(&r);
+        assert!(
+            md.contains("perplexity 10.5 (no Δ vs FP16: the FP16 arm failed)"),
             "{md}"
         );
         let q = r.quality.as_mut().unwrap();

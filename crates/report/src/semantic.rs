@@ -119,12 +119,21 @@ fn check_quality(r: &Report, o: &mut Out) {
             "absent while basis is \"measured\"; expected the perplexity, or basis \"unavailable\" with an error",
         );
     }
+    if let Some(v) = q.value.filter(|v| v.is_finite() && *v < 1.0) {
+        o.warn(
+            "$.quality.value",
+            format!(
+                "{}: a perplexity is at least 1; expected a value ≥ 1",
+                fmt_num(v)
+            ),
+        );
+    }
     if let (Some(v), Some(f), Some(d)) = (q.value, q.fp16_value, q.delta_vs_fp16_pct) {
         let recomputed = (v / f - 1.0) * 100.0;
-        if f > 0.0
-            && recomputed.is_finite()
-            && d.is_finite()
-            && (recomputed - d).abs() > DELTA_TOLERANCE_PCT
+        // Perplexity Δs are small (0.01–5 %), so the energy Δ's 0.5-point tolerance would let a
+        // flipped sign through; allow only for rounding of the two values.
+        let tolerance = 0.05 + 1e-3 * d.abs();
+        if f > 0.0 && recomputed.is_finite() && d.is_finite() && (recomputed - d).abs() > tolerance
         {
             o.warn(
                 "$.quality.delta_vs_fp16_pct",
@@ -620,12 +629,32 @@ mod tests {
         let (e, w) = semantic_checks(&r);
         assert_eq!(paths(&e), ["$.quality.corpus.sha256"], "{e:?}");
         assert!(paths(&w).contains(&"$.quality.delta_vs_fp16_pct"), "{w:?}");
+        // A small Δ with its sign flipped is caught too (the energy Δ's 0.5-point tolerance would
+        // not): 10.02 vs 10 is +0.2 %.
+        let q = r.quality.as_mut().unwrap();
+        q.corpus = None;
+        q.value = Some(10.02);
+        q.delta_vs_fp16_pct = Some(-0.2);
+        let (_, w) = semantic_checks(&r);
+        assert!(paths(&w).contains(&"$.quality.delta_vs_fp16_pct"), "{w:?}");
+        let q = r.quality.as_mut().unwrap();
+        q.delta_vs_fp16_pct = Some(0.2);
+        let (_, w) = semantic_checks(&r);
+        assert!(!paths(&w).contains(&"$.quality.delta_vs_fp16_pct"), "{w:?}");
         let q = r.quality.as_mut().unwrap();
         q.value = None;
-        q.corpus = None;
         let (_, w) = semantic_checks(&r);
         assert!(paths(&w).contains(&"$.quality.value"), "{w:?}");
         assert!(paths(&w).contains(&"$.quality.corpus"), "{w:?}");
+        let q = r.quality.as_mut().unwrap();
+        q.value = Some(0.5);
+        q.delta_vs_fp16_pct = None;
+        let (_, w) = semantic_checks(&r);
+        assert!(
+            w.iter()
+                .any(|i| i.path == "$.quality.value" && i.message.contains("at least 1")),
+            "{w:?}"
+        );
     }
 
     #[test]
