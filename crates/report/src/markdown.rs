@@ -372,20 +372,7 @@ mod tests {
     #[test]
     fn quality_row_shows_the_delta_and_the_corpus_or_why_not() {
         let mut r = illustrative();
-        r.quality = Some(crate::Quality {
-            metric: "perplexity".into(),
-            basis: "measured".into(),
-            value: Some(10.5),
-            fp16_value: Some(10.0),
-            delta_vs_fp16_pct: Some(5.0),
-            tokens_evaluated: Some(511),
-            corpus: Some(crate::Corpus {
-                name: Some("data/perplexity/us-founding-texts.txt".into()),
-                sha256: Some("bce67aa074bf612d6ab80958".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        r.quality = Some(crate::Quality::sample());
         let md = to_markdown(&r);
         assert!(
             md.contains("| Quality | measured · perplexity 10.5 vs FP16 10 (+5.00 %) · 511 tokens · corpus data/perplexity/us-founding-texts.txt, sha256 bce67aa074bf… |"),

@@ -603,19 +603,7 @@ mod tests {
     #[test]
     fn quality_figures_must_agree_and_name_their_corpus() {
         let mut r = illustrative();
-        let sha = "bce67aa074bf612d6ab80958cda9720bdfc2e5c9500203eed73882323c4266ad";
-        r.quality = Some(crate::Quality {
-            metric: "perplexity".into(),
-            basis: "measured".into(),
-            value: Some(10.5),
-            fp16_value: Some(10.0),
-            delta_vs_fp16_pct: Some(5.0),
-            corpus: Some(crate::Corpus {
-                sha256: Some(sha.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        r.quality = Some(crate::Quality::sample());
         let (e, w) = semantic_checks(&r);
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(paths(&w), ["$.measurement_source"], "{w:?}");

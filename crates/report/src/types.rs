@@ -216,6 +216,29 @@ pub struct Corpus {
     pub extra: Extra,
 }
 
+#[cfg(test)]
+impl Quality {
+    /// A consistent perplexity block for tests: 10.5 vs FP16 10 (+5 %) over 511 tokens.
+    pub(crate) fn sample() -> Self {
+        Quality {
+            metric: "perplexity".into(),
+            basis: "measured".into(),
+            value: Some(10.5),
+            fp16_value: Some(10.0),
+            delta_vs_fp16_pct: Some(5.0),
+            tokens_evaluated: Some(511),
+            corpus: Some(Corpus {
+                name: Some("data/perplexity/us-founding-texts.txt".into()),
+                sha256: Some(
+                    "bce67aa074bf612d6ab80958cda9720bdfc2e5c9500203eed73882323c4266ad".into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
 /// quantenergy/1.2: the software stack that ran the model.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Stack {
