@@ -84,9 +84,9 @@ fn join_present(parts: &[Option<String>], sep: &str) -> String {
     }
 }
 
-/// The quality block in one cell: the metric and its Δ vs FP16 with the corpus that makes it
-/// comparable, or why there is none.
-fn quality_cell(q: &crate::Quality) -> String {
+/// The quality block in one line of plain text (escape it for Markdown): the metric and its Δ vs
+/// FP16 with the corpus that makes it comparable, or why there is none.
+pub fn quality_line(q: &crate::Quality) -> String {
     let corpus = q.corpus.as_ref().map(|c| {
         join_present(
             &[
@@ -285,7 +285,7 @@ pub fn to_markdown(r: &Report) -> String {
     }
     rows.push(("Protocol", esc_long(&join_present(&protocol, " · "))));
     if let Some(q) = &r.quality {
-        rows.push(("Quality", esc_long(&quality_cell(q))));
+        rows.push(("Quality", esc_long(&quality_line(q))));
     }
     rows.push(("Schema", esc(&r.schema_version)));
 

@@ -38,6 +38,9 @@ pub struct Checked {
     pub point: Option<PointWire>,
     /// Markdown for a submission (valid reports only).
     pub markdown: Option<String>,
+    /// The report's perplexity check in one line, where it has one (valid reports only).
+    #[serde(default)]
+    pub quality: Option<String>,
     /// `schema` when the JSON-Schema pass ran, `typed` for typed + semantic checks only,
     /// `size`/`read`/`none` when the text was never checked.
     pub engine: String,
@@ -54,6 +57,7 @@ impl Checked {
             valid: false,
             point: None,
             markdown: None,
+            quality: None,
             engine: engine.into(),
         }
     }
@@ -110,12 +114,19 @@ pub fn check_here(text: &str) -> Checked {
         .filter(|_| valid)
         .map(report::share::from_report);
     let markdown = v.report.as_ref().filter(|_| valid).map(report::to_markdown);
+    let quality = v
+        .report
+        .as_ref()
+        .filter(|_| valid)
+        .and_then(|r| r.quality.as_ref())
+        .map(report::quality_line);
     Checked {
         errors: conv(v.errors),
         warnings: conv(v.warnings),
         valid,
         point,
         markdown,
+        quality,
         engine: if cfg!(feature = "schema") {
             "schema".into()
         } else {

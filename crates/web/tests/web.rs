@@ -228,6 +228,42 @@ async fn run_tab_stacks_pasted_reports_and_lists_their_basis() {
 }
 
 #[test]
+async fn a_report_with_a_perplexity_check_shows_it_on_its_card() {
+    // The upstream illustrative report carries a quality block (schema 1.1): 11.43 vs 11.29.
+    let m = mount("?tab=run");
+    settle().await;
+    set_and_fire(&q(&m.root, "#paste-box"), ILLUSTRATIVE, "input");
+    q(&m.root, "#paste-check")
+        .unchecked_into::<web_sys::HtmlElement>()
+        .click();
+    settle().await;
+    let line = q(&m.root, "#entries .quality").text_content().unwrap();
+    assert!(
+        line.contains("perplexity 11.43 vs FP16 11.29 (+1.21 %)")
+            && line.contains("corpus eval_text.txt"),
+        "{line}"
+    );
+    // A report without one shows no such line.
+    q(&m.root, "#clear-all")
+        .unchecked_into::<web_sys::HtmlElement>()
+        .click();
+    set_and_fire(&q(&m.root, "#paste-box"), NO_GPU, "input");
+    q(&m.root, "#paste-check")
+        .unchecked_into::<web_sys::HtmlElement>()
+        .click();
+    settle().await;
+    assert_eq!(
+        m.root.query_selector_all("#entries > li").unwrap().length(),
+        1
+    );
+    assert!(m
+        .root
+        .query_selector("#entries .quality")
+        .unwrap()
+        .is_none());
+}
+
+#[test]
 async fn malformed_report_names_the_field() {
     let m = mount("?tab=run");
     settle().await;

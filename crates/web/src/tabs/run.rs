@@ -572,6 +572,7 @@ fn EntryCard(e: Entry) -> impl IntoView {
                 let warnings = c.warnings.clone();
                 view! {
                     <PointSummary p=point.clone() warnings=warnings/>
+                    {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}
                     <details class="md">
                         <summary>"Markdown for a submission"</summary>
                         <div class="actions"><CopyButton text=Signal::derive({ let md = md.clone(); move || md.clone() }) label="Copy Markdown"/></div>
