@@ -310,10 +310,14 @@ pub fn overlay_spec(points: &[(SharePoint, String)], refitted: Option<&[CurveCla
     spec
 }
 
-const COMMANDS: [(&str, &str); 3] = [
+const COMMANDS: [(&str, &str); 4] = [
     (
-        "Measure (synthetic weights in a real model's shapes; needs an NVIDIA GPU)",
-        "cargo run --release -p measure -- measure --synthetic qwen2-0.5b --precision Q4_K",
+        "Measure (synthetic weights in a real model's shapes; needs an NVIDIA GPU and the CUDA toolkit)",
+        "cargo run --release -p measure --features cuda -- measure --synthetic qwen2-0.5b --precision Q4_K",
+    ),
+    (
+        "Your own weights, with a quality check (Δ perplexity vs the FP16 arm on a fixed text)",
+        "quantenergy measure --model ./Qwen2-1.5B --precision Q4_K --perplexity",
     ),
     (
         "Validate the report it wrote",
