@@ -266,7 +266,11 @@ fn measure_without_a_gpu_writes_a_labelled_estimate_never_measured() {
 #[test]
 fn committed_h200_reports_validate_and_are_measured() {
     let mut n = 0;
-    for sub in ["data/measurements/h200/raw", "data/measurements/h200/extra"] {
+    for sub in [
+        "data/measurements/h200/raw",
+        "data/measurements/h200/extra",
+        "data/measurements/h200/perplexity/independent-weights",
+    ] {
         for e in std::fs::read_dir(repo().join(sub)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_none_or(|x| x != "json") {
