@@ -383,13 +383,18 @@ impl Decoder for CandleDecoder {
         // at a time through the KV cache: the same logits a full-sequence pass would give.
         for (pos, pair) in ids.windows(2).enumerate() {
             let x = Tensor::new(&[[pair[0]]], &self.device)?;
-            let logits = self.forward(&x, pos, &mut cache)?.to_dtype(DType::F32)?;
-            let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
-            let lp = logp.get(0)?.get(pair[1] as usize)?.to_scalar::<f32>()?;
-            sum -= f64::from(lp);
+            sum -= log_prob(&self.forward(&x, pos, &mut cache)?, pair[1])?;
         }
         Ok(sum)
     }
+}
+
+/// ln p(token) under the first row of `logits` (b, vocab), in F32 whatever the model's dtype.
+fn log_prob(logits: &Tensor, token: u32) -> Result<f64> {
+    let logp = candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?;
+    Ok(f64::from(
+        logp.get(0)?.get(token as usize)?.to_scalar::<f32>()?,
+    ))
 }
 
 fn float_model(shape: &ModelShape, vb: VarBuilder) -> Result<Loaded> {
@@ -1098,25 +1103,12 @@ mod tests {
         let mut sum = 0.0;
         for t in 1..ids.len() {
             d.clear();
-            let mut cache = None;
             let x = Tensor::new(&ids[..t], &d.device)
                 .unwrap()
                 .unsqueeze(0)
                 .unwrap();
-            let logits = d
-                .forward(&x, 0, &mut cache)
-                .unwrap()
-                .to_dtype(DType::F32)
-                .unwrap();
-            let lp = candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap();
-            sum -= f64::from(
-                lp.get(0)
-                    .unwrap()
-                    .get(ids[t] as usize)
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap(),
-            );
+            let logits = d.forward(&x, 0, &mut None).unwrap();
+            sum -= log_prob(&logits, ids[t]).unwrap();
         }
         sum
     }
