@@ -102,17 +102,12 @@ impl PerplexityScore {
     }
 }
 
-/// What was scored: the corpus and its tokenization (shared by every arm of a run).
+/// The corpus as token ids (at most `max_tokens`), shared by every arm of a run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct PerplexityInput {
-    pub corpus_name: String,
-    pub bytes: usize,
-    pub sha256: String,
-    pub tokenization: String,
-    pub seq_len: usize,
-    pub max_tokens: usize,
-    /// The token ids, or why there are none (then every arm's score says so).
-    pub ids: Result<Vec<u32>, String>,
+pub struct Tokenized {
+    pub ids: Vec<u32>,
+    /// How the ids were made (the model's tokenizer file, or byte ids).
+    pub how: String,
 }
 
 impl Default for ProtocolConfig {
@@ -206,7 +201,8 @@ pub struct Outcome {
     pub arms: Vec<ArmResult>,
     pub free_vram_bytes: u64,
     pub required_vram_bytes: u64,
-    pub perplexity: Option<PerplexityInput>,
+    /// The perplexity corpus's tokens, or why there are none (then every arm's score says so).
+    pub perplexity: Option<Result<Tokenized, String>>,
 }
 
 impl Outcome {
@@ -323,32 +319,17 @@ pub fn run(
         }
     }
     let perplexity = cfg.perplexity.as_ref().map(|p| {
-        let (ids, tokenization) = match decoders.tokenize(&p.text) {
-            Ok((mut ids, how)) => {
-                ids.truncate(p.max_tokens);
-                if ids.len() < 2 {
-                    (
-                        Err(format!(
-                            "the corpus gave {} token(s); at least 2 are needed",
-                            ids.len()
-                        )),
-                        how,
-                    )
-                } else {
-                    (Ok(ids), how)
-                }
-            }
-            Err(e) => (Err(format!("tokenizing the corpus: {e:#}")), String::new()),
-        };
-        PerplexityInput {
-            corpus_name: p.corpus_name.clone(),
-            bytes: p.text.len(),
-            sha256: p.sha256(),
-            tokenization,
-            seq_len: p.seq_len.max(2),
-            max_tokens: p.max_tokens,
-            ids,
+        let (mut ids, how) = decoders
+            .tokenize(&p.text)
+            .map_err(|e| format!("tokenizing the corpus: {e:#}"))?;
+        ids.truncate(p.max_tokens);
+        if ids.len() < 2 {
+            return Err(format!(
+                "the corpus gave {} token(s); at least 2 are needed",
+                ids.len()
+            ));
         }
+        Ok(Tokenized { ids, how })
     });
     let idle_w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
     let idle_c = meter.temperature_c().ok();
@@ -365,7 +346,10 @@ pub fn run(
             decoders,
             clock.clone(),
             (idle_w, idle_c),
-            perplexity.as_ref(),
+            cfg.perplexity
+                .as_ref()
+                .zip(perplexity.as_ref())
+                .map(|(p, t)| (t, p.seq_len)),
         );
         if let Err(e) = &outcome {
             tracing::warn!(precision, error = %e, "arm failed");
@@ -456,7 +440,7 @@ fn run_arm(
     decoders: &mut dyn DecoderFactory,
     clock: Arc<dyn Clock>,
     (idle_w, idle_c): (f64, Option<f64>),
-    perplexity: Option<&PerplexityInput>,
+    perplexity: Option<(&Result<Tokenized, String>, usize)>,
 ) -> Result<ArmMeasurement, ArmError> {
     let t_load = clock.now_s();
     let mut dec = decoders
@@ -495,8 +479,8 @@ fn run_arm(
     )?;
     let temp_end_c = meter.temperature_c().ok();
     // After the window closed: the energy figure above never includes this.
-    let perplexity = perplexity.map(|p| match &p.ids {
-        Ok(ids) => score_perplexity(dec.as_mut(), ids, p.seq_len),
+    let perplexity = perplexity.map(|(tokens, seq_len)| match tokens {
+        Ok(t) => score_perplexity(dec.as_mut(), &t.ids, seq_len),
         Err(e) => Err(e.clone()),
     });
     let kernel = dec.kernel();

@@ -92,13 +92,16 @@ fn arm_json(precision: &str, m: &Result<ArmMeasurement, String>) -> Value {
 /// The report's `quality` block: the requested arm's perplexity and its Δ vs the FP16 arm of the
 /// same run. `measured` only when the requested arm was scored; Δ only when both were.
 fn quality_json(
+    cfg: &ProtocolConfig,
     out: &Outcome,
     precision: &str,
     requested: &Result<ArmMeasurement, String>,
     baseline: Option<&Result<ArmMeasurement, String>>,
     synthetic: bool,
 ) -> Option<Value> {
-    let input = out.perplexity.as_ref()?;
+    let (p, tokens) = cfg.perplexity.as_ref().zip(out.perplexity.as_ref())?;
+    let sha256 = p.sha256();
+    let how = tokens.as_ref().ok().map(|t| t.how.as_str());
     let score = |m: &Result<ArmMeasurement, String>| match m {
         Ok(a) => a
             .perplexity
@@ -123,15 +126,14 @@ fn quality_json(
                 .into(),
         ));
     }
-    let corpus = json!({"name": input.corpus_name, "bytes": input.bytes, "sha256": input.sha256});
-    let mut note =
-        format!(
+    let corpus = json!({"name": p.corpus_name, "bytes": p.text.len(), "sha256": sha256});
+    let mut note = format!(
         "Teacher-forced perplexity on {} (sha256 {}…), tokenized as {}, in windows of {} tokens, \
          scored after the energy window closed. Not comparable with published WikiText figures.",
-        input.corpus_name,
-        &input.sha256[..12],
-        if input.tokenization.is_empty() { "—" } else { &input.tokenization },
-        input.seq_len
+        p.corpus_name,
+        &sha256[..12],
+        how.unwrap_or("—"),
+        p.seq_len
     );
     if synthetic {
         note.push_str(
@@ -155,8 +157,8 @@ fn quality_json(
     Some(match mine {
         Err(e) => json!({
             "metric": "perplexity", "basis": "unavailable", "error": e,
-            "corpus": corpus, "seq_len": input.seq_len, "max_tokens": input.max_tokens,
-            "tokenization": (!input.tokenization.is_empty()).then_some(&input.tokenization), "note": note
+            "corpus": corpus, "seq_len": p.seq_len, "max_tokens": p.max_tokens,
+            "tokenization": how, "note": note
         }),
         Ok(s) => {
             let (fp16, delta, delta_note) = match &base {
@@ -178,8 +180,8 @@ fn quality_json(
                 "metric": "perplexity", "basis": "measured",
                 "value": r(s.perplexity(), 4), "fp16_value": fp16, "delta_vs_fp16_pct": delta,
                 "mean_nll": r(s.mean_nll, 6), "tokens_evaluated": s.tokens_evaluated,
-                "windows": s.windows, "seq_len": input.seq_len, "max_tokens": input.max_tokens,
-                "tokenization": (!input.tokenization.is_empty()).then_some(&input.tokenization), "corpus": corpus,
+                "windows": s.windows, "seq_len": p.seq_len, "max_tokens": p.max_tokens,
+                "tokenization": how, "corpus": corpus,
                 "delta_note": delta_note, "note": note
             })
         }
@@ -355,6 +357,7 @@ pub fn build_report(
         },
         "weights": weights,
         "quality": quality_json(
+            cfg,
             out,
             precision,
             &requested,
