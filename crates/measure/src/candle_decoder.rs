@@ -16,10 +16,6 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 pub const CANDLE_VERSION: &str = "0.11.1";
-/// The note a synthetic quantized arm carries when its weights are the float arms' weights,
-/// quantized (so a perplexity Δ between them means something).
-pub const SAME_WEIGHTS_NOTE: &str =
-    "quantized in memory from the float arms' seeded synthetic weights";
 
 /// Where the weights come from.
 #[derive(Debug, Clone)]
@@ -67,7 +63,7 @@ pub struct CandleFactory {
     /// of drawing independent random blocks. Perplexity needs it: a Δ vs FP16 only means
     /// something between the same weights. The decode work is the same either way, but power can
     /// depend on the values, so campaign sweeps keep random blocks (a sweep plan cannot ask for
-    /// perplexity) and the arms say which they ran (`SAME_WEIGHTS_NOTE`).
+    /// perplexity); the report's `weights.quantized_from_float` says which a run used.
     pub quantize_synthetic_floats: bool,
 }
 
@@ -115,7 +111,9 @@ impl CandleFactory {
                 // The same values the float arms get (see above).
                 let tensors = synthetic_float_tensors(&shape, *seed, &Device::Cpu)?;
                 let (gguf, mut notes) = quantize_hf_tensors(tensors, &shape, q)?;
-                notes.push(format!("{SAME_WEIGHTS_NOTE} (seed {seed})"));
+                notes.push(format!(
+                    "quantized in memory from the float arms' seeded synthetic weights (seed {seed})"
+                ));
                 let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
                 m.notes = notes;
                 m

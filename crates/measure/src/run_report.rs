@@ -1,6 +1,6 @@
 //! Turn a protocol [`Outcome`] into an `energy.json` report, and write it atomically.
 
-use crate::candle_decoder::{parse_precision, Precision, SAME_WEIGHTS_NOTE};
+use crate::candle_decoder::{parse_precision, Precision};
 use crate::protocol::{ArmMeasurement, Outcome, ProtocolConfig};
 use anyhow::{bail, Context, Result};
 use report::Report;
@@ -14,6 +14,9 @@ pub enum WeightsInfo {
     Synthetic {
         architecture: String,
         seed: u64,
+        /// Quantized arms are the float arms' weights, quantized (`quantize_synthetic_floats`),
+        /// rather than their own random blocks: only then is a perplexity Δ between arms a Δ.
+        quantized_from_float: bool,
     },
     Real {
         path: String,
@@ -97,7 +100,7 @@ fn quality_json(
     precision: &str,
     requested: &Result<ArmMeasurement, String>,
     baseline: Option<&Result<ArmMeasurement, String>>,
-    synthetic: bool,
+    weights: &WeightsInfo,
 ) -> Option<Value> {
     let (p, tokens) = cfg.perplexity.as_ref().zip(out.perplexity.as_ref())?;
     let sha256 = p.sha256();
@@ -113,13 +116,15 @@ fn quality_json(
     let mut base = baseline.map(score);
     // Synthetic quantized arms normally draw their own random blocks: a different model from the
     // FP16 arm, so no Δ unless they were quantized from the float arms' weights.
-    let float_arm = matches!(parse_precision(precision), Ok(Precision::Float(_)));
-    let same_weights = !synthetic
-        || float_arm
-        || requested
-            .as_ref()
-            .is_ok_and(|a| a.notes.iter().any(|n| n.starts_with(SAME_WEIGHTS_NOTE)));
-    if !same_weights && base.is_some() {
+    let synthetic = matches!(weights, WeightsInfo::Synthetic { .. });
+    let independent = matches!(
+        weights,
+        WeightsInfo::Synthetic {
+            quantized_from_float: false,
+            ..
+        }
+    ) && !matches!(parse_precision(precision), Ok(Precision::Float(_)));
+    if independent && base.is_some() {
         base = Some(Err(
             "the quantized arm's synthetic weights were drawn independently of the \
                          FP16 arm's, so their perplexities are not comparable"
@@ -144,12 +149,7 @@ fn quality_json(
     }
     // What the arm itself had to say (e.g. tensors that fell back to Q8_0) belongs next to its Δ.
     if let Ok(a) = requested {
-        let arm_notes: Vec<&str> = a
-            .notes
-            .iter()
-            .map(String::as_str)
-            .filter(|n| !n.starts_with(SAME_WEIGHTS_NOTE))
-            .collect();
+        let arm_notes: Vec<&str> = a.notes.iter().map(String::as_str).collect();
         if !arm_notes.is_empty() {
             note.push_str(&format!(" This arm: {}", arm_notes.join("; ")));
         }
@@ -249,9 +249,18 @@ pub fn build_report(
     };
     let trace = ok.and_then(|a| a.trace.as_ref());
     let weights = match &ctx.weights {
-        WeightsInfo::Synthetic { architecture, seed } => json!({
+        WeightsInfo::Synthetic {
+            architecture,
+            seed,
+            quantized_from_float,
+        } => json!({
             "kind": "synthetic", "architecture": architecture, "seed": seed,
-            "note": "seeded random weights at the architecture's exact shapes: a real measurement of a real-shaped model, not of a trained model"
+            "quantized_from_float": quantized_from_float,
+            "note": if *quantized_from_float {
+                "seeded random weights at the architecture's exact shapes, the quantized arms quantized from the float arms' weights: a real measurement of a real-shaped model, not of a trained model"
+            } else {
+                "seeded random weights at the architecture's exact shapes (quantized arms draw their own random blocks): a real measurement of a real-shaped model, not of a trained model"
+            }
         }),
         WeightsInfo::Real { path, files } => json!({
             "kind": "real", "path": path,
@@ -362,7 +371,7 @@ pub fn build_report(
             precision,
             &requested,
             baseline.as_ref(),
-            matches!(ctx.weights, WeightsInfo::Synthetic { .. })
+            &ctx.weights
         )
     });
     let value = strip_nulls(value);

@@ -167,13 +167,19 @@ pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
     Ok((format!("{:x}", h.finalize()), n))
 }
 
-fn weights_info(source: &WeightSource) -> Result<(String, WeightsInfo)> {
+/// The model's name and what the report says of its weights; `quantized_from_float` is the
+/// factory's `quantize_synthetic_floats` for this run.
+fn weights_info(
+    source: &WeightSource,
+    quantized_from_float: bool,
+) -> Result<(String, WeightsInfo)> {
     Ok(match source {
         WeightSource::Synthetic { shape, seed } => (
             format!("{} (synthetic weights)", shape.name),
             WeightsInfo::Synthetic {
                 architecture: shape.name.clone(),
                 seed: *seed,
+                quantized_from_float,
             },
         ),
         WeightSource::HfDir(dir) => {
@@ -281,10 +287,11 @@ pub fn measure_on_gpu(
     meter: &mut dyn EnergyMeter,
     device: candle_core::Device,
 ) -> Result<MeasureResult> {
-    let (model_name, weights) = weights_info(&source)?;
-    let mut factory = CandleFactory::new(source, device)?;
     // A perplexity Δ needs the quantized arms to be the float arms' weights, quantized.
-    factory.quantize_synthetic_floats = cfg.perplexity.is_some();
+    let quantize_floats = cfg.perplexity.is_some();
+    let (model_name, weights) = weights_info(&source, quantize_floats)?;
+    let mut factory = CandleFactory::new(source, device)?;
+    factory.quantize_synthetic_floats = quantize_floats;
     let params_b = factory.shape().param_count() as f64 / 1e9;
     let clock = Arc::new(RealClock::default());
     let outcome = protocol::run(cfg, meter, &mut factory, clock)?;
@@ -354,7 +361,7 @@ pub fn run_overhead(
         seed: args.seed,
     };
     let source = args.source()?;
-    let (model_name, _) = weights_info(&source)?;
+    let (model_name, _) = weights_info(&source, false)?;
     let mut meter = NvmlMeter::open(args.device)
         .map_err(|e| anyhow!("{e}: the trace overhead can only be measured on a GPU"))?;
     let device = decode_device(args.device)?;

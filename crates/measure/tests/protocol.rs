@@ -45,6 +45,7 @@ fn ctx() -> RunContext {
         weights: WeightsInfo::Synthetic {
             architecture: "Qwen2-0.5B".into(),
             seed: 1,
+            quantized_from_float: false,
         },
         engine_version: "test".into(),
         timestamp_utc: "2026-11-30T00:00:00Z".into(),
@@ -343,7 +344,23 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
         assert_eq!(r.tokens_generated, 8);
         assert!(r.kernel.contains("candle"));
     }
-    let rep = build_report(&c, &out, &ctx(), "Q4_0").unwrap();
+    let same_weights = RunContext {
+        weights: WeightsInfo::Synthetic {
+            architecture: "tiny".into(),
+            seed: 3,
+            quantized_from_float: true,
+        },
+        ..ctx()
+    };
+    let rep = build_report(&c, &out, &same_weights, "Q4_0").unwrap();
+    assert_eq!(
+        rep.weights
+            .as_ref()
+            .unwrap()
+            .extra
+            .get("quantized_from_float"),
+        Some(&serde_json::json!(true))
+    );
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
     assert!(v.errors.is_empty(), "{:?}", v.errors);
     // Synthetic weights, but the same ones in both arms: a Δ, with both perplexities.
@@ -472,7 +489,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
     assert_eq!((s.tokens_evaluated, s.windows), (297, 3));
     assert!((s.mean_nll - 2.0).abs() < 1e-12);
 
-    // Synthetic quantized arms without the same-weights note drew their own random weights:
+    // Synthetic quantized arms not quantized from the float weights drew their own random weights:
     // their perplexity stands, but no Δ against a different model.
     let q = build_report(&c, &out, &ctx(), "Q4_K")
         .unwrap()
