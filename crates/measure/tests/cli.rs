@@ -191,41 +191,24 @@ fn share_round_trips_through_the_link() {
 
 #[test]
 fn perplexity_options_need_the_perplexity_flag() {
-    let o = qe(&[
-        "measure",
-        "--synthetic",
-        "qwen2-0.5b",
-        "--precision",
-        "Q4_K",
-        "--ppl-tokens",
-        "100",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    /// Runs `qwen2-0.5b` with the extra arguments; returns (exit code, stderr).
+    fn run(cmd: &str, precision: &str, extra: &[&str]) -> (Option<i32>, String) {
+        let mut args = vec![cmd, "--synthetic", "qwen2-0.5b", "--precision", precision];
+        args.extend_from_slice(extra);
+        let o = qe(&args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+    let (code, err) = run("measure", "Q4_K", &["--ppl-tokens", "100"]);
+    assert_eq!(code, Some(2));
     assert!(err.contains("--perplexity"), "{err}");
-    let o = qe(&[
-        "measure",
-        "--synthetic",
-        "qwen2-0.5b",
-        "--precision",
-        "Q4_K",
-        "--perplexity",
-        "--ppl-tokens",
-        "1",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = run("measure", "Q4_K", &["--perplexity", "--ppl-tokens", "1"]);
+    assert_eq!(code, Some(2));
     assert!(err.contains("--ppl-tokens") && err.contains("2.."), "{err}");
-    let o = qe(&[
-        "overhead",
-        "--synthetic",
-        "qwen2-0.5b",
-        "--precision",
-        "F16",
-        "--perplexity",
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = run("overhead", "F16", &["--perplexity"]);
+    assert_ne!(code, Some(0));
     assert!(err.contains("belongs to `quantenergy measure`"), "{err}");
 }
 
