@@ -282,12 +282,13 @@ mod tests {
 
     #[test]
     fn hopper_classes_come_from_our_h200_campaign() {
-        // Qwen2 0.5B/1.5B/3B/7B and TinyLlama-1.1B, each precision next to its own F16 arm.
-        for p in ["BF16", "Q8_0", "Q4_K", "Q4_0"] {
+        // Qwen2 0.5B/1.5B/3B/7B and TinyLlama-1.1B, each precision next to its own F16 arm; the
+        // GGUF formats also at Qwen2.5-14B (the plan measures no BF16 there).
+        for (p, shapes) in [("BF16", 5), ("Q8_0", 6), ("Q4_K", 6), ("Q4_0", 6)] {
             let c = class("hopper", p);
             assert_eq!(
                 c.points.len(),
-                5,
+                shapes,
                 "{p}: one batch-1 point per measured shape"
             );
             assert_eq!(c.gpus, vec!["H200".to_string()]);

@@ -622,29 +622,38 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
         } else {
             String::new()
         };
-        let note = if fp16 {
-            "FP16 baseline (dE = 0 by definition); used for absolute energy".to_string()
+        let mut note = if fp16 {
+            format!(
+                "FP16 baseline (dE = 0 by definition); used for absolute energy; n = {} runs",
+                r.n
+            )
         } else if r.batch != 1 {
             format!("H200 batch sweep (batch {}), n = {}: feeds the optimizer's batch term, not the batch-1 curves", r.batch, r.n)
         } else {
-            let mut n = format!("H200 candle campaign, n = {} independent runs", r.n);
-            if r.n < 3 {
-                n.push_str(" (below the n >= 3 target: the session's GPU time ran out)");
-            }
-            if r.cv_pct.is_finite() && r.cv_pct >= 2.0 {
-                n.push_str(&format!(
-                    "; CV {:.1} % is above the 2 % target (batch-1 decode is launch-bound; iterations \
-                     of one loaded model vary 4-15 % with no hypervisor steal; see docs/MEASUREMENTS.md)",
-                    r.cv_pct
+            format!("H200 candle campaign, n = {} independent runs", r.n)
+        };
+        // The issue-6 targets (n >= 3, CV < 2 %, counter vs trace <= 2 %) are judged on every row,
+        // and a miss carries its reason next to the number.
+        if r.n < 3 {
+            note.push_str(" (below the n >= 3 target: the session's GPU time ran out)");
+        }
+        if r.cv_pct.is_finite() {
+            if r.cv_pct < 2.0 {
+                note.push_str(&format!("; CV {:.1} % meets the 2 % target", r.cv_pct));
+            } else {
+                note.push_str(&format!(
+                    "; CV {:.1} % is above the 2 % target (iteration times of one loaded model vary, CV \
+                     typically 4-15 %, with no hypervisor steal: decode at batch {} is launch-bound; \
+                     see docs/MEASUREMENTS.md)",
+                    r.cv_pct, r.batch
                 ));
             }
-            if let Some(x) = r.counter_over_trace {
-                if (x - 1.0).abs() > 0.02 {
-                    n.push_str(&format!("; counter/trace {x:.3} differs by more than 2 %"));
-                }
+        }
+        if let Some(x) = r.counter_over_trace {
+            if (x - 1.0).abs() > 0.02 {
+                note.push_str(&format!("; counter/trace {x:.3} differs by more than 2 %"));
             }
-            n
-        };
+        }
         println!(
             "{},{},{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.1},{},{},gross,{},{},{},{},{}",
             q(&gpu),

@@ -144,7 +144,8 @@ fn quality_json(
         note.push_str(
             " Synthetic weights: random weights predict nothing (perplexity near the vocabulary \
              size), so the value means nothing by itself; a Δ vs FP16 measures only the numerical \
-             error of this precision on the same weights.",
+             error of this precision on the same weights: its size, not its sign (noise can lower \
+             the perplexity of a model that predicts nothing).",
         );
     }
     // What the arm itself had to say (e.g. tensors that fell back to Q8_0) belongs next to its Δ.
