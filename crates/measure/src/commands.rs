@@ -596,10 +596,20 @@ pub fn optimize(a: &OptimizeArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str) -> Result<()> {
+pub fn aggregate(
+    dir: &std::path::Path,
+    session: &str,
+    stack: &str,
+    source: &str,
+    markdown: bool,
+) -> Result<()> {
     let rows = measure::sweep::aggregate_anchors(dir)?;
     if rows.is_empty() {
         bail!("{}: no measured reports with a baseline arm", dir.display());
+    }
+    if markdown {
+        print!("{}", aggregate_markdown(rows));
+        return Ok(());
     }
     let q = |s: &str| {
         if s.contains(',') || s.contains('"') {
@@ -677,4 +687,55 @@ pub fn aggregate(dir: &std::path::Path, session: &str, stack: &str, source: &str
         );
     }
     Ok(())
+}
+
+/// The campaign's full table for docs/MEASUREMENTS.md: one line per configuration, both energies,
+/// throughput, power, run-to-run CV against the 2 % target and ΔE vs the same runs' FP16 arms.
+fn aggregate_markdown(mut rows: Vec<measure::sweep::AnchorRow>) -> String {
+    use std::fmt::Write;
+    let order = |p: &str| {
+        ["FP16", "BF16", "Q8_0", "Q4_K", "Q4_0"]
+            .iter()
+            .position(|x| *x == p)
+            .unwrap_or(9)
+    };
+    rows.sort_by(|a, b| {
+        (a.batch, a.params_b, &a.model, order(&a.precision))
+            .partial_cmp(&(b.batch, b.params_b, &b.model, order(&b.precision)))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut out = String::from(
+        "| model | params B | batch | precision | n | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < 2) | ΔE vs FP16 % |\n\
+         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
+    for r in rows {
+        let cv = if r.cv_pct.is_finite() {
+            format!("{:.1}{}", r.cv_pct, if r.cv_pct < 2.0 { " ✓" } else { "" })
+        } else {
+            "–".to_string()
+        };
+        let delta = if r.precision == "FP16" {
+            "–".to_string()
+        } else {
+            format!("{:+.1}", (r.energy_mj - r.fp16_mj) / r.fp16_mj * 100.0)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
+            r.model,
+            r.params_b,
+            r.batch,
+            r.precision,
+            r.n,
+            r.energy_mj,
+            f(r.trace_mj, 1),
+            f(r.counter_over_trace, 4),
+            r.tok_s,
+            r.power_w,
+            cv,
+            delta
+        );
+    }
+    out
 }

@@ -87,6 +87,10 @@ enum Command {
             default_value = "quantenergy data/measurements (this repository)"
         )]
         source: String,
+        /// Print the full per-configuration table (both energies, tok/s, power, CV, ΔE) as
+        /// Markdown for docs/MEASUREMENTS.md instead of anchors.csv rows.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Print what NVML sees: name, architecture, counter support, power fields, update periods.
     Probe {
@@ -158,7 +162,9 @@ fn main() -> ExitCode {
             session,
             stack,
             source,
-        } => commands::aggregate(&dir, &session, &stack, &source).map(|_| ExitCode::SUCCESS),
+            markdown,
+        } => commands::aggregate(&dir, &session, &stack, &source, markdown)
+            .map(|_| ExitCode::SUCCESS),
         Command::Optimize(args) => commands::optimize(&args).map(|_| ExitCode::SUCCESS),
         Command::Share {
             file,

@@ -436,6 +436,8 @@ pub struct AnchorRow {
     pub power_w: f64,
     pub n: usize,
     pub cv_pct: f64,
+    /// Mean of the runs' power-trace energies (the counter is the primary figure).
+    pub trace_mj: Option<f64>,
     pub counter_over_trace: Option<f64>,
 }
 
@@ -444,8 +446,9 @@ pub struct AnchorRow {
 /// of the same runs (each run counted once however many reports it wrote).
 pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
     type Key = (String, String, u64);
-    // (model, precision, batch) → per-run (energy, tok/s, power, ratio)
-    let mut arms: Vec<(Key, String, f64, f64, f64, Option<f64>)> = Vec::new();
+    // (model, precision, batch) → per-run (energy, tok/s, power, counter/trace, trace energy)
+    type Arm = (Key, String, f64, f64, f64, Option<f64>, Option<f64>);
+    let mut arms: Vec<Arm> = Vec::new();
     let mut meta: Vec<(String, (String, String, f64))> = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -499,7 +502,15 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
                 g("throughput_tokens_per_s"),
                 g("avg_power_watts"),
             ) {
-                arms.push((key, run_id.clone(), e, t, w, g("counter_over_trace_ratio")));
+                arms.push((
+                    key,
+                    run_id.clone(),
+                    e,
+                    t,
+                    w,
+                    g("counter_over_trace_ratio"),
+                    g("trace_energy_per_token_mj"),
+                ));
             }
         }
     }
@@ -525,6 +536,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
         }
         let e: Vec<f64> = these.iter().map(|a| a.2).collect();
         let ratios: Vec<f64> = these.iter().filter_map(|a| a.5).collect();
+        let traces: Vec<f64> = these.iter().filter_map(|a| a.6).collect();
         let (gpu, arch, params_b) = meta
             .iter()
             .find(|(m, _)| *m == key.0)
@@ -543,6 +555,8 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
             power_w: mean(&these.iter().map(|a| a.4).collect::<Vec<_>>()),
             n: e.len(),
             cv_pct: crate::protocol::cv_pct(&e).unwrap_or(f64::NAN),
+            // Only when every run has a trace: a mean over some runs would not match the counter's.
+            trace_mj: (traces.len() == e.len()).then(|| mean(&traces)),
             counter_over_trace: (!ratios.is_empty()).then(|| mean(&ratios)),
         });
     }

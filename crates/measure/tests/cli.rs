@@ -253,6 +253,7 @@ fn committed_h200_reports_validate_and_are_measured() {
         "data/measurements/h200/raw",
         "data/measurements/h200/extra",
         "data/measurements/h200/perplexity/independent-weights",
+        "data/measurements/h200/perplexity/shared-weights",
     ] {
         for e in std::fs::read_dir(repo().join(sub)).unwrap() {
             let p = e.unwrap().path();
@@ -268,4 +269,66 @@ fn committed_h200_reports_validate_and_are_measured() {
         }
     }
     assert!(n >= 20, "{n} reports");
+}
+
+#[test]
+fn anchors_h200_rows_are_exactly_what_aggregate_makes_of_the_raw_reports() {
+    // The page's Hopper curves must be reproducible from the committed raw reports: no hand edit,
+    // no stale row after new runs.
+    let o = qe(&[
+        "aggregate",
+        "data/measurements/h200/raw",
+        "--session",
+        "h200-2026-11-30",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fresh: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    let anchors = std::fs::read_to_string(repo().join("data/anchors.csv")).unwrap();
+    let committed: Vec<String> = anchors
+        .lines()
+        .filter(|l| l.starts_with("H200,hopper,"))
+        .map(str::to_string)
+        .collect();
+    assert!(committed.len() >= 30, "{} H200 rows", committed.len());
+    assert_eq!(
+        fresh, committed,
+        "re-run quantenergy aggregate into data/anchors.csv"
+    );
+}
+
+#[test]
+fn aggregate_markdown_is_the_full_table_with_both_energies() {
+    let o = qe(&[
+        "aggregate",
+        "data/measurements/h200/raw",
+        "--session",
+        "x",
+        "--markdown",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = stdout(&o);
+    assert!(
+        t.starts_with("| model | params B | batch | precision | n | mJ/tok counter | mJ/tok trace")
+    );
+    let row = |model: &str, batch: &str, p: &str| -> Vec<String> {
+        t.lines()
+            .find(|l| {
+                l.starts_with(&format!("| {model} |")) && l.contains(&format!("| {batch} | {p} |"))
+            })
+            .unwrap_or_else(|| panic!("no {model} b{batch} {p} row in\n{t}"))
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // Cells: 1 model, 5 n, 6 counter, 7 trace, 8 counter/trace, 11 CV, 12 ΔE.
+    let q4 = row("Qwen2.5-14B", "1", "Q4_0");
+    assert_eq!(q4[5], "3");
+    let (counter, trace): (f64, f64) = (q4[6].parse().unwrap(), q4[7].parse().unwrap());
+    assert!((counter / trace - 1.0).abs() < 0.02, "{counter} vs {trace}");
+    assert!(q4[12].starts_with('-'), "14B Q4_0 saves energy: {}", q4[12]);
+    let fp16 = row("Qwen2.5-14B", "1", "FP16");
+    assert_eq!(fp16[12], "–");
+    // Batch 64 meets the CV target and is marked so; a batch-1 row of the launch-bound regime is not.
+    assert!(row("Qwen2-1.5B", "64", "FP16")[11].ends_with('✓'));
+    assert!(!row("Qwen2-0.5B", "1", "FP16")[11].ends_with('✓'));
 }
