@@ -118,14 +118,32 @@ fn shrink_savings(v: f64, f: f64) -> f64 {
 /// the FP16 baselines paired with default-curve anchors (one value per card·session·size, then
 /// averaged per size, so a card is not counted twice as upstream's pooling did). Outside the range
 /// the nearest segment's slope extends it.
+///
+/// Where the session has its own batch-1 FP16 row for that card and size, that row is the value:
+/// in a campaign each quantized row pairs with the F16 arms of its own runs only, while the FP16
+/// row pools every run (H200 1.5B: n = 7 instead of the 3 runs of whichever row came first).
 pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> {
+    let fp16_row = |a: &crate::dataset::Anchor| {
+        ds.anchors
+            .iter()
+            .find(|o| {
+                o.precision == "FP16"
+                    && o.batch == 1
+                    && o.gpu == a.gpu
+                    && o.session == a.session
+                    && o.params_b == a.params_b
+            })
+            .and_then(|o| o.energy_mj)
+    };
     let mut seen: Vec<(String, String, f64, f64)> = Vec::new();
     for a in ds
         .anchors
         .iter()
         .filter(|a| a.default_curve && a.arch == arch)
     {
-        let Some(f) = a.fp16_energy_mj else { continue };
+        let Some(f) = fp16_row(a).or(a.fp16_energy_mj) else {
+            continue;
+        };
         if !seen
             .iter()
             .any(|(g, s, n, _)| *g == a.gpu && *s == a.session && *n == a.params_b)
@@ -142,7 +160,16 @@ pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> 
         sizes.push((*n, vals.iter().sum::<f64>() / vals.len() as f64));
     }
     sizes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((_, v)) = sizes.iter().find(|(n, _)| same_size(*n, params_b)) {
+        return Some(*v); // a measured size reads its measurement, not a neighbour's slope
+    }
     loglog_interp(&sizes, params_b)
+}
+
+/// Two sizes name the same model to 0.1 %: anchors.csv rounds sizes (1.5437 B) that models.csv
+/// counts exactly from the shapes.
+pub fn same_size(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-3 * a.abs().max(b.abs())
 }
 
 /// Log-log linear interpolation through sorted (x, y) pairs; extrapolates with the end slopes.
@@ -452,5 +479,54 @@ mod tests {
         let b9 = estimate(Dataset::embedded(), default_classes(), &i);
         assert!(b1.delta_pct.unwrap() < 0.0);
         assert!((b9.delta_pct.unwrap() - b1.delta_pct.unwrap() * 0.5).abs() < 1e-9);
+    }
+}
+
+#[cfg(test)]
+mod fp16_baseline_tests {
+    use super::*;
+
+    fn row<'a>(ds: &'a Dataset, gpu: &str, model: &str, p: &str) -> &'a crate::dataset::Anchor {
+        ds.anchors
+            .iter()
+            .find(|a| a.gpu == gpu && a.model == model && a.precision == p && a.batch == 1)
+            .unwrap_or_else(|| panic!("{gpu} {model} {p}"))
+    }
+
+    #[test]
+    fn a_measured_size_takes_its_sessions_pooled_fp16_row() {
+        let ds = Dataset::embedded();
+        let fp16 = row(ds, "H200", "Qwen2-1.5B", "FP16");
+        let bf16 = row(ds, "H200", "Qwen2-1.5B", "BF16");
+        // The BF16 row pairs with the F16 arms of its own 3 runs; the FP16 row pools all 7.
+        assert!(fp16.n.unwrap_or(0) > bf16.n.unwrap_or(0));
+        assert_ne!(bf16.fp16_energy_mj, fp16.energy_mj);
+        let got = fp16_baseline_mj(ds, "hopper", fp16.params_b).unwrap();
+        assert!((got - fp16.energy_mj.unwrap()).abs() < 1e-9, "{got}");
+    }
+
+    #[test]
+    fn a_size_counted_from_the_shapes_reads_the_rounded_anchor() {
+        let ds = Dataset::embedded();
+        let fp16 = row(ds, "H200", "Qwen2-1.5B", "FP16");
+        // models.csv counts 1.54371… B; anchors.csv says 1.5437.
+        let counted = fp16.params_b * (1.0 + 2e-5);
+        assert_eq!(fp16_baseline_mj(ds, "hopper", counted), fp16.energy_mj);
+        assert!(same_size(fp16.params_b, counted));
+        assert!(
+            !same_size(1.5, 1.5437),
+            "Qwen2-1.5B is not a 1.5 B model to 0.1 %"
+        );
+    }
+
+    #[test]
+    fn between_measured_sizes_it_interpolates_in_log_log() {
+        let ds = Dataset::embedded();
+        let lo = row(ds, "H200", "Qwen2.5-3B", "FP16");
+        let hi = row(ds, "H200", "Qwen2-7B", "FP16");
+        let n = (lo.params_b * hi.params_b).sqrt(); // the log-midpoint
+        let want = (lo.energy_mj.unwrap() * hi.energy_mj.unwrap()).sqrt();
+        let got = fp16_baseline_mj(ds, "hopper", n).unwrap();
+        assert!((got - want).abs() / want < 1e-9, "{got} vs {want}");
     }
 }

@@ -272,7 +272,7 @@ fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
         });
     if sizes
         .iter()
-        .any(|&n| (n - params_b).abs() <= 1e-9 * params_b.max(1.0))
+        .any(|&n| crate::estimate::same_size(n, params_b))
     {
         Tag::Measured
     } else if params_b >= lo && params_b <= hi {
