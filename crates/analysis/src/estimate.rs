@@ -131,7 +131,8 @@ pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> 
                     && o.batch == 1
                     && o.gpu == a.gpu
                     && o.session == a.session
-                    && o.params_b == a.params_b
+                    && o.model == a.model
+                    && o.power_accounting == a.power_accounting
             })
             .and_then(|o| o.energy_mj)
     };
@@ -153,10 +154,14 @@ pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> 
     }
     let mut sizes: Vec<(f64, f64)> = Vec::new();
     for (_, _, n, _) in &seen {
-        if sizes.iter().any(|(m, _)| m == n) {
+        if sizes.iter().any(|(m, _)| same_size(*m, *n)) {
             continue;
         }
-        let vals: Vec<f64> = seen.iter().filter(|s| s.2 == *n).map(|s| s.3).collect();
+        let vals: Vec<f64> = seen
+            .iter()
+            .filter(|s| same_size(s.2, *n))
+            .map(|s| s.3)
+            .collect();
         sizes.push((*n, vals.iter().sum::<f64>() / vals.len() as f64));
     }
     sizes.sort_by(|a, b| a.0.total_cmp(&b.0));

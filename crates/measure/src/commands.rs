@@ -632,32 +632,45 @@ pub fn aggregate(
         } else {
             String::new()
         };
-        let mut note = if fp16 {
-            format!(
+        let mut note = match (fp16, r.batch) {
+            (true, 1) => format!(
                 "FP16 baseline (dE = 0 by definition); used for absolute energy; n = {} runs",
                 r.n
-            )
-        } else if r.batch != 1 {
-            format!("H200 batch sweep (batch {}), n = {}: feeds the optimizer's batch term, not the batch-1 curves", r.batch, r.n)
-        } else {
-            format!("H200 candle campaign, n = {} independent runs", r.n)
+            ),
+            (true, b) => format!(
+                "FP16 baseline of the H200 batch sweep (batch {b}), n = {}: feeds the optimizer's batch term",
+                r.n
+            ),
+            (false, 1) => format!("H200 candle campaign, n = {} independent runs", r.n),
+            (false, b) => format!(
+                "H200 batch sweep (batch {b}), n = {}: feeds the optimizer's batch term, not the batch-1 curves",
+                r.n
+            ),
         };
         // The issue-6 targets (n >= 3, CV < 2 %, counter vs trace <= 2 %) are judged on every row,
         // and a miss carries its reason next to the number.
         if r.n < 3 {
             note.push_str(" (below the n >= 3 target: the session's GPU time ran out)");
         }
-        if r.cv_pct.is_finite() {
-            if r.cv_pct < 2.0 {
-                note.push_str(&format!("; CV {:.1} % meets the 2 % target", r.cv_pct));
+        if !r.cv_pct.is_finite() {
+            note.push_str("; CV undefined (n = 1)");
+        } else if r.cv_pct < 2.0 {
+            note.push_str(&format!("; CV {:.1} % meets the 2 % target", r.cv_pct));
+        } else {
+            let cards = if r.cards > 1 {
+                format!(
+                    "; its runs are on {} cards, whose differences are part of the spread",
+                    r.cards
+                )
             } else {
-                note.push_str(&format!(
-                    "; CV {:.1} % is above the 2 % target (iteration times of one loaded model vary, CV \
-                     typically 4-15 %, with no hypervisor steal: decode at batch {} is launch-bound; \
-                     see docs/MEASUREMENTS.md)",
-                    r.cv_pct, r.batch
-                ));
-            }
+                String::new()
+            };
+            note.push_str(&format!(
+                "; CV {:.1} % is above the 2 % target (iteration times of one loaded model vary, CV \
+                 typically 4-15 %, with no hypervisor steal: decode at batch {} is launch-bound{cards}; \
+                 see docs/MEASUREMENTS.md)",
+                r.cv_pct, r.batch
+            ));
         }
         if let Some(x) = r.counter_over_trace {
             if (x - 1.0).abs() > 0.02 {
@@ -690,7 +703,8 @@ pub fn aggregate(
 }
 
 /// The campaign's full table for docs/MEASUREMENTS.md: one line per configuration, both energies,
-/// throughput, power, run-to-run CV against the 2 % target and ΔE vs the same runs' FP16 arms.
+/// throughput, power, run-to-run CV against the 2 % target (and over how many cards) and ΔE vs the
+/// same runs' FP16 arms.
 fn aggregate_markdown(mut rows: Vec<measure::sweep::AnchorRow>) -> String {
     use std::fmt::Write;
     let order = |p: &str| {
@@ -700,13 +714,15 @@ fn aggregate_markdown(mut rows: Vec<measure::sweep::AnchorRow>) -> String {
             .unwrap_or(9)
     };
     rows.sort_by(|a, b| {
-        (a.batch, a.params_b, &a.model, order(&a.precision))
-            .partial_cmp(&(b.batch, b.params_b, &b.model, order(&b.precision)))
-            .unwrap_or(std::cmp::Ordering::Equal)
+        a.batch
+            .cmp(&b.batch)
+            .then(a.params_b.total_cmp(&b.params_b))
+            .then_with(|| a.model.cmp(&b.model))
+            .then(order(&a.precision).cmp(&order(&b.precision)))
     });
     let mut out = String::from(
-        "| model | params B | batch | precision | n | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < 2) | ΔE vs FP16 % |\n\
-         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| model | params B | batch | precision | n | cards | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < 2) | ΔE vs FP16 % |\n\
+         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
     for r in rows {
@@ -722,12 +738,13 @@ fn aggregate_markdown(mut rows: Vec<measure::sweep::AnchorRow>) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.2} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
+            "| {} | {:.2} | {} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
             r.model,
             r.params_b,
             r.batch,
             r.precision,
             r.n,
+            r.cards,
             r.energy_mj,
             f(r.trace_mj, 1),
             f(r.counter_over_trace, 4),

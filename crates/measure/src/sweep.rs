@@ -435,6 +435,8 @@ pub struct AnchorRow {
     pub tok_s: f64,
     pub power_w: f64,
     pub n: usize,
+    /// Distinct GPUs (by UUID) the runs were made on: run-to-run spread includes card-to-card.
+    pub cards: usize,
     pub cv_pct: f64,
     /// Mean of the runs' power-trace energies (the counter is the primary figure).
     pub trace_mj: Option<f64>,
@@ -445,9 +447,19 @@ pub struct AnchorRow {
 /// mean over independent runs, n and CV; the FP16 baseline of each row is the mean of the F16 arms
 /// of the same runs (each run counted once however many reports it wrote).
 pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
+    /// (model, precision, batch)
     type Key = (String, String, u64);
-    // (model, precision, batch) → per-run (energy, tok/s, power, counter/trace, trace energy)
-    type Arm = (Key, String, f64, f64, f64, Option<f64>, Option<f64>);
+    /// One arm of one run.
+    struct Arm {
+        key: Key,
+        run: String,
+        card: String,
+        energy: f64,
+        tok_s: f64,
+        power: f64,
+        ratio: Option<f64>,
+        trace: Option<f64>,
+    }
     let mut arms: Vec<Arm> = Vec::new();
     let mut meta: Vec<(String, (String, String, f64))> = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
@@ -471,6 +483,11 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
                 .map(|s| s.to_string())
                 .unwrap_or_default()
         );
+        let card = value
+            .pointer("/environment/gpu_uuid")
+            .and_then(|u| u.as_str())
+            .unwrap_or_default()
+            .to_string();
         let batch = rep.workload.batch_size as u64;
         if !meta.iter().any(|(m, _)| *m == model) {
             meta.push((
@@ -493,50 +510,60 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
             }
             let p = arm["precision"].as_str().unwrap_or_default().to_string();
             let key = (model.clone(), p, batch);
-            if arms.iter().any(|(k, r, ..)| *k == key && *r == run_id) {
+            if arms.iter().any(|a| a.key == key && a.run == run_id) {
                 continue; // the same arm seen again through another report of the same run
             }
             let g = |k: &str| arm.get(k).and_then(|x| x.as_f64());
-            if let (Some(e), Some(t), Some(w)) = (
+            if let (Some(energy), Some(tok_s), Some(power)) = (
                 g("energy_per_token_mj"),
                 g("throughput_tokens_per_s"),
                 g("avg_power_watts"),
             ) {
-                arms.push((
+                arms.push(Arm {
                     key,
-                    run_id.clone(),
-                    e,
-                    t,
-                    w,
-                    g("counter_over_trace_ratio"),
-                    g("trace_energy_per_token_mj"),
-                ));
+                    run: run_id.clone(),
+                    card: card.clone(),
+                    energy,
+                    tok_s,
+                    power,
+                    ratio: g("counter_over_trace_ratio"),
+                    trace: g("trace_energy_per_token_mj"),
+                });
             }
         }
     }
     let mut keys: Vec<Key> = Vec::new();
-    for (k, ..) in &arms {
-        if !keys.contains(k) {
-            keys.push(k.clone());
+    for a in &arms {
+        if !keys.contains(&a.key) {
+            keys.push(a.key.clone());
         }
     }
     let mut rows = Vec::new();
     for key in keys {
-        let these: Vec<_> = arms.iter().filter(|a| a.0 == key).collect();
-        let runs: Vec<&String> = these.iter().map(|a| &a.1).collect();
+        let these: Vec<&Arm> = arms.iter().filter(|a| a.key == key).collect();
+        let runs: Vec<&String> = these.iter().map(|a| &a.run).collect();
         let fp16: Vec<f64> = arms
             .iter()
             .filter(|a| {
-                a.0 .0 == key.0 && a.0 .1 == "FP16" && a.0 .2 == key.2 && runs.contains(&&a.1)
+                a.key.0 == key.0 && a.key.1 == "FP16" && a.key.2 == key.2 && runs.contains(&&a.run)
             })
-            .map(|a| a.2)
+            .map(|a| a.energy)
             .collect();
         if fp16.is_empty() {
             continue;
         }
-        let e: Vec<f64> = these.iter().map(|a| a.2).collect();
-        let ratios: Vec<f64> = these.iter().filter_map(|a| a.5).collect();
-        let traces: Vec<f64> = these.iter().filter_map(|a| a.6).collect();
+        let e: Vec<f64> = these.iter().map(|a| a.energy).collect();
+        let mut cards: Vec<&str> = these.iter().map(|a| a.card.as_str()).collect();
+        cards.sort_unstable();
+        cards.dedup();
+        // Both only when every run has one: a mean over some runs would not match the counter's.
+        let all = |x: Vec<Option<f64>>| -> Option<f64> {
+            x.iter()
+                .copied()
+                .collect::<Option<Vec<f64>>>()
+                .filter(|v| !v.is_empty())
+                .map(|v| mean(&v))
+        };
         let (gpu, arch, params_b) = meta
             .iter()
             .find(|(m, _)| *m == key.0)
@@ -551,13 +578,13 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
             batch: key.2,
             energy_mj: mean(&e),
             fp16_mj: mean(&fp16),
-            tok_s: mean(&these.iter().map(|a| a.3).collect::<Vec<_>>()),
-            power_w: mean(&these.iter().map(|a| a.4).collect::<Vec<_>>()),
+            tok_s: mean(&these.iter().map(|a| a.tok_s).collect::<Vec<_>>()),
+            power_w: mean(&these.iter().map(|a| a.power).collect::<Vec<_>>()),
             n: e.len(),
+            cards: cards.len(),
             cv_pct: crate::protocol::cv_pct(&e).unwrap_or(f64::NAN),
-            // Only when every run has a trace: a mean over some runs would not match the counter's.
-            trace_mj: (traces.len() == e.len()).then(|| mean(&traces)),
-            counter_over_trace: (!ratios.is_empty()).then(|| mean(&ratios)),
+            trace_mj: all(these.iter().map(|a| a.trace).collect()),
+            counter_over_trace: all(these.iter().map(|a| a.ratio).collect()),
         });
     }
     Ok(rows)
