@@ -264,7 +264,7 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
     let at_size: Vec<f64> = class
         .points
         .iter()
-        .filter(|p| (p.point.n - n).abs() <= 1e-9 * n.max(1.0))
+        .filter(|p| same_size(p.point.n, n))
         .map(|p| p.point.delta)
         .collect();
     let dd = fit.log_distance_outside(n);
@@ -331,7 +331,7 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
         class
             .points
             .iter()
-            .filter(|p| (p.point.n - n).abs() <= 1e-9 * n.max(1.0))
+            .filter(|p| same_size(p.point.n, n))
             .all(|p| p.n.unwrap_or(1) <= 1)
     };
     if single && confidence == Confidence::High {
@@ -521,6 +521,35 @@ mod fp16_baseline_tests {
         assert!(
             !same_size(1.5, 1.5437),
             "Qwen2-1.5B is not a 1.5 B model to 0.1 %"
+        );
+    }
+
+    #[test]
+    fn an_estimate_at_a_counted_size_uses_the_points_measured_there() {
+        let ds = Dataset::embedded();
+        let at = |n: f64| {
+            estimate(
+                ds,
+                crate::curves::default_classes(),
+                &EstimateInput {
+                    arch: "hopper".into(),
+                    params_b: n,
+                    precision: "Q4_K".into(),
+                    batch: 1,
+                    context: 512,
+                },
+            )
+        };
+        let anchor = row(ds, "H200", "Qwen2-1.5B", "Q4_K").params_b;
+        let (exact, counted) = (at(anchor), at(anchor * (1.0 + 2e-5)));
+        assert_eq!(exact.points_at_size, 1);
+        assert_eq!(counted.points_at_size, exact.points_at_size);
+        assert_eq!(counted.ci_low, exact.ci_low);
+        assert_eq!(counted.ci_high, exact.ci_high);
+        assert_eq!(
+            at(1.5).points_at_size,
+            0,
+            "1.5 B is not the 1.5437 B anchor"
         );
     }
 
