@@ -110,6 +110,18 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The batch-1 FP16 row measured next to `a`: same card, session, model and power accounting.
+    pub fn fp16_row_of(&self, a: &Anchor) -> Option<&Anchor> {
+        self.anchors.iter().find(|o| {
+            o.precision == "FP16"
+                && o.batch == 1
+                && o.gpu == a.gpu
+                && o.session == a.session
+                && o.model == a.model
+                && o.power_accounting == a.power_accounting
+        })
+    }
+
     /// The dataset compiled into this binary, parsed once.
     pub fn embedded() -> &'static Dataset {
         static DATA: OnceLock<Dataset> = OnceLock::new();

@@ -123,26 +123,17 @@ fn shrink_savings(v: f64, f: f64) -> f64 {
 /// in a campaign each quantized row pairs with the F16 arms of its own runs only, while the FP16
 /// row pools every run (H200 1.5B: n = 7 instead of the 3 runs of whichever row came first).
 pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> {
-    let fp16_row = |a: &crate::dataset::Anchor| {
-        ds.anchors
-            .iter()
-            .find(|o| {
-                o.precision == "FP16"
-                    && o.batch == 1
-                    && o.gpu == a.gpu
-                    && o.session == a.session
-                    && o.model == a.model
-                    && o.power_accounting == a.power_accounting
-            })
-            .and_then(|o| o.energy_mj)
-    };
     let mut seen: Vec<(String, String, f64, f64)> = Vec::new();
     for a in ds
         .anchors
         .iter()
         .filter(|a| a.default_curve && a.arch == arch)
     {
-        let Some(f) = fp16_row(a).or(a.fp16_energy_mj) else {
+        let Some(f) = ds
+            .fp16_row_of(a)
+            .and_then(|o| o.energy_mj)
+            .or(a.fp16_energy_mj)
+        else {
             continue;
         };
         if !seen
@@ -277,11 +268,26 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
         let mean = at_size.iter().sum::<f64>() / at_size.len() as f64;
         let spread = at_size.iter().copied().fold(f64::NEG_INFINITY, f64::max)
             - at_size.iter().copied().fold(f64::INFINITY, f64::min);
+        // An anchor's own run-to-run spread bounds how sure its mean is (the Tested tab's interval):
+        // a single anchor with CV 10 % must not read as ±2 points.
+        let own_sigma = ds
+            .anchors
+            .iter()
+            .filter(|a| {
+                a.default_curve
+                    && a.batch == 1
+                    && a.arch == class.arch
+                    && a.precision == class.precision
+                    && same_size(a.params_b, n)
+            })
+            .filter_map(|a| a.delta_halfwidth_pct(ds.fp16_row_of(a)?))
+            .fold(0.0_f64, f64::max)
+            / 1.96;
         notes.push(format!(
-            "{} measured anchor(s) at exactly {n} B: their mean is used",
+            "{} measured anchor(s) at {n} B: their mean is used",
             at_size.len()
         ));
-        (mean, (base / 2.0).max(spread / 2.0))
+        (mean, (base / 2.0).max(spread / 2.0).max(own_sigma))
     } else {
         let s = (base * base + ((base + 4.0) * dd * 1.2).powi(2) + borrowed_sigma.powi(2)).sqrt();
         (fit.predict(n).max(-cap), s)
@@ -488,7 +494,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod fp16_baseline_tests {
+mod measured_size_tests {
     use super::*;
 
     fn row<'a>(ds: &'a Dataset, gpu: &str, model: &str, p: &str) -> &'a crate::dataset::Anchor {
@@ -551,6 +557,37 @@ mod fp16_baseline_tests {
             0,
             "1.5 B is not the 1.5437 B anchor"
         );
+    }
+
+    #[test]
+    fn an_estimate_at_a_measured_size_is_no_surer_than_that_measurement() {
+        // H200 Qwen2-7B BF16: −4.2 % over 3 runs with CV 9.8 % (FP16 CV 7.5 %). The Tested tab's
+        // run-to-run interval spans zero; the estimate read off that anchor must say the same.
+        let ds = Dataset::embedded();
+        let bf16 = row(ds, "H200", "Qwen2-7B", "BF16");
+        let hw = bf16
+            .delta_halfwidth_pct(ds.fp16_row_of(bf16).unwrap())
+            .unwrap();
+        let e = estimate(
+            ds,
+            crate::curves::default_classes(),
+            &EstimateInput {
+                arch: "hopper".into(),
+                params_b: bf16.params_b,
+                precision: "BF16".into(),
+                batch: 1,
+                context: 512,
+            },
+        );
+        assert_eq!(e.points_at_size, 1);
+        let (lo, hi) = (e.ci_low.unwrap(), e.ci_high.unwrap());
+        assert!(
+            (hi - lo) / 2.0 >= hw * 0.999,
+            "±{} vs the anchor's ±{hw}",
+            (hi - lo) / 2.0
+        );
+        assert!(e.ci_spans_zero(), "{lo} … {hi}");
+        assert_ne!(e.confidence, Confidence::High);
     }
 
     #[test]

@@ -135,7 +135,8 @@ async fn tested_tab_claims_no_direction_inside_the_run_to_run_spread() {
 
 #[test]
 async fn optimize_tab_says_when_the_winner_is_not_resolved() {
-    // H200 Qwen2-7B, min energy: BF16 wins by its −3.2 % fit, whose interval spans zero.
+    // H200 Qwen2-7B, min energy: BF16 leads by the −4.2 % measured at this size, whose run-to-run
+    // interval spans zero.
     let m = mount("?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy&ctx=512");
     settle().await;
     let tie = q(&m.root, "#opt-tie").text_content().unwrap();
