@@ -478,11 +478,6 @@ mod tests {
         assert!(b1.delta_pct.unwrap() < 0.0);
         assert!((b9.delta_pct.unwrap() - b1.delta_pct.unwrap() * 0.5).abs() < 1e-9);
     }
-}
-
-#[cfg(test)]
-mod measured_size_tests {
-    use super::*;
 
     fn row<'a>(ds: &'a Dataset, gpu: &str, model: &str, p: &str) -> &'a crate::dataset::Anchor {
         ds.anchors
@@ -520,19 +515,7 @@ mod measured_size_tests {
     #[test]
     fn an_estimate_at_a_counted_size_uses_the_points_measured_there() {
         let ds = Dataset::embedded();
-        let at = |n: f64| {
-            estimate(
-                ds,
-                crate::curves::default_classes(),
-                &EstimateInput {
-                    arch: "hopper".into(),
-                    params_b: n,
-                    precision: "Q4_K".into(),
-                    batch: 1,
-                    context: 512,
-                },
-            )
-        };
+        let at = |n: f64| est("hopper", n, "Q4_K");
         let anchor = row(ds, "H200", "Qwen2-1.5B", "Q4_K").params_b;
         let (exact, counted) = (at(anchor), at(anchor * (1.0 + 2e-5)));
         assert_eq!(exact.points_at_size, 1);
@@ -552,22 +535,10 @@ mod measured_size_tests {
         // be surer than the fitted curve 1 % away — whose interval spans zero.
         let ds = Dataset::embedded();
         let bf16 = row(ds, "H200", "Qwen2-7B", "BF16");
-        let at = |n: f64| {
-            estimate(
-                ds,
-                crate::curves::default_classes(),
-                &EstimateInput {
-                    arch: "hopper".into(),
-                    params_b: n,
-                    precision: "BF16".into(),
-                    batch: 1,
-                    context: 512,
-                },
-            )
-        };
+        let at = |n: f64| est("hopper", n, "BF16");
         let (on, beside) = (at(bf16.params_b), at(bf16.params_b * 0.99));
         assert_eq!((on.points_at_size, beside.points_at_size), (1, 0));
-        let hw = |e: &Estimate| (e.ci_high.unwrap() - e.ci_low.unwrap()) / 2.0;
+        let hw = |e: &Estimate| e.interval().map(|(lo, hi)| (hi - lo) / 2.0).unwrap();
         assert!(
             hw(&on) >= hw(&beside) * 0.999,
             "±{} vs ±{}",

@@ -355,8 +355,7 @@ fn precision_energy(
         fp16: Tagged::new(fp16, fp16_arch_tag),
         delta: Tagged::new(delta, delta_tag),
         delta_halfwidth: e
-            .ci_low
-            .zip(e.ci_high)
+            .interval()
             .filter(|_| !precision.eq_ignore_ascii_case("FP16"))
             .map(|(lo, hi)| (hi - lo) / 2.0),
         note: e
