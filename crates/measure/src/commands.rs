@@ -626,7 +626,6 @@ pub fn aggregate(
             .gpu(&r.gpu)
             .map(|g| g.name.clone())
             .unwrap_or_else(|| r.gpu.clone());
-        let delta = (r.energy_mj - r.fp16_mj) / r.fp16_mj * 100.0;
         let cv = if r.cv_pct.is_finite() {
             format!("{:.2}", r.cv_pct)
         } else {
@@ -638,12 +637,12 @@ pub fn aggregate(
                 r.n
             ),
             (true, b) => format!(
-                "FP16 baseline of the H200 batch sweep (batch {b}), n = {}: feeds the optimizer's batch term",
+                "FP16 baseline of the {gpu} batch sweep (batch {b}), n = {}: feeds the optimizer's batch term",
                 r.n
             ),
-            (false, 1) => format!("H200 candle campaign, n = {} independent runs", r.n),
+            (false, 1) => format!("{gpu} candle campaign, n = {} independent runs", r.n),
             (false, b) => format!(
-                "H200 batch sweep (batch {b}), n = {}: feeds the optimizer's batch term, not the batch-1 curves",
+                "{gpu} batch sweep (batch {b}), n = {}: feeds the optimizer's batch term, not the batch-1 curves",
                 r.n
             ),
         };
@@ -687,7 +686,7 @@ pub fn aggregate(
             r.batch,
             r.energy_mj,
             r.fp16_mj,
-            if fp16 { 0.0 } else { delta },
+            if fp16 { 0.0 } else { r.delta_pct() },
             r.tok_s,
             r.power_w,
             r.n,
@@ -734,7 +733,7 @@ fn aggregate_markdown(mut rows: Vec<measure::sweep::AnchorRow>) -> String {
         let delta = if r.precision == "FP16" {
             "–".to_string()
         } else {
-            format!("{:+.1}", (r.energy_mj - r.fp16_mj) / r.fp16_mj * 100.0)
+            format!("{:+.1}", r.delta_pct())
         };
         let _ = writeln!(
             out,

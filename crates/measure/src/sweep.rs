@@ -443,6 +443,13 @@ pub struct AnchorRow {
     pub counter_over_trace: Option<f64>,
 }
 
+impl AnchorRow {
+    /// ΔE vs the mean FP16 arm of the same runs, in % (0 for the FP16 row itself).
+    pub fn delta_pct(&self) -> f64 {
+        (self.energy_mj - self.fp16_mj) / self.fp16_mj * 100.0
+    }
+}
+
 /// Aggregate the measured reports of a directory: one row per (model, precision, batch) with the
 /// mean over independent runs, n and CV; the FP16 baseline of each row is the mean of the F16 arms
 /// of the same runs (each run counted once however many reports it wrote).
