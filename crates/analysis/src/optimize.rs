@@ -242,6 +242,9 @@ pub struct OptimizeResult {
     pub least_violating: Option<LeastViolating>,
     pub counts: SearchCounts,
     pub quality: ModelQuality,
+    /// Minimum energy only: the winner's lead over the best other precision is inside the
+    /// uncertainty of their ΔE vs FP16, so the data do not rank them (why, in words).
+    pub tie: Option<String>,
     pub notes: Vec<String>,
 }
 
@@ -761,11 +764,9 @@ pub fn optimize_with(
     } else {
         None
     };
-    if req.objective == Objective::MinEnergy {
-        if let Some(n) = energy_tie_note(&feasible, &energies) {
-            notes.push(n);
-        }
-    }
+    let tie = (req.objective == Objective::MinEnergy)
+        .then(|| energy_tie(&feasible, &energies))
+        .flatten();
     if req.context.is_none() {
         notes.push("context was searched too: pass a fixed context for your workload to compare like with like".into());
     }
@@ -794,6 +795,7 @@ pub fn optimize_with(
         pareto,
         feasible_configs: feasible.iter().map(|c| (*c).clone()).collect(),
         least_violating: least,
+        tie,
         counts: SearchCounts {
             evaluated: all.len(),
             over_vram,
@@ -807,7 +809,7 @@ pub fn optimize_with(
 
 /// When the energy winner's lead over the best configuration of another precision is smaller than
 /// the uncertainty of their ΔE vs FP16, say so: the ranking between them is not resolved by the data.
-fn energy_tie_note(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<String> {
+fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<String> {
     let best = feasible.first()?;
     let other = feasible.iter().find(|c| c.precision != best.precision)?;
     let half = |p: &str| {
@@ -821,7 +823,7 @@ fn energy_tie_note(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Opt
     let uncertainty = half(&best.precision).max(half(&other.precision));
     (lead_pct < uncertainty).then(|| {
         format!(
-            "tie: {} leads {} by {lead_pct:.1} % in modelled energy, inside the ±{uncertainty:.1}-point \
+            "{} leads {} by {lead_pct:.1} % in modelled energy, inside the ±{uncertainty:.1}-point \
              uncertainty of their ΔE vs FP16 — the data do not rank them; choose on VRAM or latency",
             best.precision, other.precision
         )
@@ -1061,19 +1063,15 @@ mod tests {
         // BF16 "wins" by its −3.5 % batch-1 fit, whose interval spans zero: the result says it is a tie.
         assert_eq!(r.optimum.as_ref().unwrap().precision, "BF16");
         assert!(
-            r.notes
-                .iter()
-                .any(|n| n.starts_with("tie: BF16 leads FP16")),
+            r.tie
+                .as_deref()
+                .is_some_and(|t| t.starts_with("BF16 leads FP16")),
             "{:?}",
-            r.notes
+            r.tie
         );
         // A clear winner gets no such note (RTX 4090, 14 B: NF4 saves ≈ 40 %).
         let clear = optimize(&req("RTX 4090", 14.0, Objective::MinEnergy)).unwrap();
-        assert!(
-            clear.notes.iter().all(|n| !n.starts_with("tie:")),
-            "{:?}",
-            clear.notes
-        );
+        assert!(clear.tie.is_none(), "{:?}", clear.tie);
     }
 
     #[test]

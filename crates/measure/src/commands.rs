@@ -545,6 +545,9 @@ pub fn optimize(a: &OptimizeArgs) -> Result<()> {
                 o.vram.activations_gb.value,
                 o.vram.overhead_gb.value
             );
+            if let Some(t) = &r.tie {
+                println!("  NOT A CLEAR WINNER: {t}");
+            }
             println!();
             println!("ALTERNATIVES (Δ vs recommended: energy / latency / throughput / VRAM)");
             println!("  {header}");

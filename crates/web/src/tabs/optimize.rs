@@ -519,10 +519,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
     );
     let notes = r.notes.clone();
     // A winner the data cannot separate from the runner-up is said next to the recommendation.
-    let tie = notes
-        .iter()
-        .find_map(|n| n.strip_prefix("tie: "))
-        .map(|t| t.to_string());
+    let tie = r.tie.clone();
     let n_front = r.pareto.len();
     let spec = pareto_spec(&r);
     let main = match (&r.optimum, &r.least_violating) {

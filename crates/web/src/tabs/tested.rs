@@ -147,9 +147,8 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
 }
 
 /// The 95 % interval of a row's Δ from its and its session's FP16 row's run-to-run spread.
-fn interval(rows: &[&Anchor], a: &Anchor) -> Option<(f64, f64)> {
-    let fp16 = rows.iter().find(|r| r.precision == "FP16")?;
-    let (d, h) = (a.delta_pct()?, a.delta_halfwidth_pct(fp16)?);
+fn interval(a: &Anchor) -> Option<(f64, f64)> {
+    let (d, h) = (a.delta_pct()?, a.delta_halfwidth_pct(ds().fp16_row_of(a)?)?);
     Some((d - h, d + h))
 }
 
@@ -182,7 +181,7 @@ fn brief(gpu: &str, model: &str) -> String {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(&a.precision, d, interval(&s.rows, a)),
+                    verdict(&a.precision, d, interval(a)),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -660,7 +659,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             col: prec_col(&a.precision),
             e,
             delta: a.delta_pct(),
-            interval: interval(&rows, a),
+            interval: interval(a),
             n: a.n,
             cv: a.cv_pct,
             baseline: false,
