@@ -149,11 +149,8 @@ fn quality_json(
         );
     }
     // What the arm itself had to say (e.g. tensors that fell back to Q8_0) belongs next to its Δ.
-    if let Ok(a) = requested {
-        let arm_notes: Vec<&str> = a.notes.iter().map(String::as_str).collect();
-        if !arm_notes.is_empty() {
-            note.push_str(&format!(" This arm: {}", arm_notes.join("; ")));
-        }
+    if let Some(a) = requested.as_ref().ok().filter(|a| !a.notes.is_empty()) {
+        note.push_str(&format!(" This arm: {}", a.notes.join("; ")));
     }
     Some(match mine {
         Err(e) => json!({
