@@ -36,7 +36,7 @@ export CUDA_HOME=$CU CUDA_ROOT=$CU CUDA_PATH=$CU NVCC=$CU/bin/nvcc PATH=$CU/bin:
 export LIBRARY_PATH=$LINK:$CU/lib:${LIBRARY_PATH:-}
 export RUSTFLAGS="-L native=$LINK -L native=$CU/lib"
 nvcc --version | tail -2
-cargo build --release -p measure --features cuda --target-dir target/cuda --bin quantenergy
+cargo build --release -p cli --features cuda --target-dir target/cuda --bin quantenergy
 mkdir -p .ship
 strip -o .ship/quantenergy target/cuda/release/quantenergy
 # gzip, not zstd: the GPU machine has gunzip but no zstd.

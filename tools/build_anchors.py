@@ -56,6 +56,10 @@ for count, session, stack, acct, note in GROUPS:
             cnote = note
         else:
             cnote = "same session as curve anchors but not among the 29 upstream curve rows"
+        if session == "rtx4090-2026-08-06":
+            # The re-run published only its INT8 energy and a ratio; its FP16 column was derived.
+            cnote += ("; its FP16 energy was not measured in this re-run: upstream back-derived it "
+                      "from the published ratio, so this row's dE rests on one measured energy")
         w.writerow({**{k: r[k] for k in cols if k in r}, "power_accounting": acct, "stack": stack,
                     "session": session, "default_curve": "1" if default else "0", "curve_note": cnote})
     i += count

@@ -35,9 +35,9 @@ pub use params::guess_params_b;
 pub use schema::{schema_errors, schema_value};
 pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, PRECISIONS, SCENARIOS};
 pub use types::{
-    Arm, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra, IterationEnergy,
-    Measurement, ParseBasisError, Protocol, Quality, Report, Results, Stack, SystemUnderTest,
-    WeightFile, Weights, WeightsKind, Workload,
+    Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra,
+    IterationEnergy, Measurement, ParseBasisError, Preflight, Protocol, Quality, Report, Results,
+    Stack, SystemUnderTest, WeightFile, Weights, WeightsKind, Workload,
 };
 
 /// The report schema (draft-07), a superset of upstream ecocompute-energy/1.0 and /1.1.

@@ -200,6 +200,15 @@ pub struct Quality {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Most corpus tokens scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    /// How the corpus was tokenized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenization: Option<String>,
+    /// Why no Δ vs FP16 is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_note: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -322,6 +331,9 @@ pub struct Protocol {
     pub cooldown: Option<Cooldown>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arms: Option<Vec<Arm>>,
+    /// The pre-flight memory check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Preflight>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -340,10 +352,148 @@ pub struct Cooldown {
     pub extra: Extra,
 }
 
+/// One arm of a run (quantenergy/1.2 `protocol.arms[]`): its status and, when it succeeded, its
+/// own figures, so a campaign can aggregate every arm of every run without re-measuring.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Arm {
+    /// The arm's precision (schema spelling, e.g. `FP16`, `Q4_K`).
     pub precision: String,
+    /// Whether the arm produced figures.
     pub status: ArmStatus,
+    /// Why the arm failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Counter energy per generated token, mJ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_per_token_mj: Option<f64>,
+    /// The power trace's integral per generated token, mJ (cross-check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_energy_per_token_mj: Option<f64>,
+    /// Energy counter over the timed window, J.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_joules: Option<f64>,
+    /// Trapezoid integral of the power trace over the same window, J.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_joules: Option<f64>,
+    /// `counter_joules / trace_joules`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_over_trace_ratio: Option<f64>,
+    /// Generated tokens per second over the window (summed over the batch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_tokens_per_s: Option<f64>,
+    /// Counter energy ÷ window seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_power_watts: Option<f64>,
+    /// Length of the one synchronized window around the timed iterations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_seconds: Option<f64>,
+    /// Tokens generated in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_generated: Option<u64>,
+    /// Power-trace samples in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    /// Power reads that failed in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_reads: Option<u64>,
+    /// Achieved power-trace rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_sample_rate_hz: Option<f64>,
+    /// Seconds of each timed iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_seconds: Option<Vec<f64>>,
+    /// Coefficient of variation of the iteration times, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_time_cv_pct: Option<f64>,
+    /// Seconds to load the arm's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_seconds: Option<f64>,
+    /// Hypervisor steal over the window, % of the host's CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_steal_pct: Option<f64>,
+    /// CPU cores the process used over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_cpu_cores: Option<f64>,
+    /// What ran the matmuls (e.g. `candle Q4_K mmvq`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// What the engine had to say about this arm (e.g. per-tensor format fallbacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<Vec<String>>,
+    /// The cooldown before this arm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<Cooldown>,
+    /// GPU temperature when the window opened, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_start_c: Option<f64>,
+    /// GPU temperature when the window closed, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_end_c: Option<f64>,
+    /// This arm's perplexity, when the run scored it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perplexity: Option<ArmPerplexity>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl Arm {
+    /// A failed arm with its reason (no figures).
+    pub fn failed(precision: impl Into<String>, error: impl Into<String>) -> Arm {
+        Arm {
+            precision: precision.into(),
+            status: ArmStatus::Failed,
+            error: Some(error.into()),
+            ..Arm::ok(String::new())
+        }
+    }
+
+    /// A succeeded arm with no figures yet (fill them in with struct update syntax).
+    pub fn ok(precision: impl Into<String>) -> Arm {
+        Arm {
+            precision: precision.into(),
+            status: ArmStatus::Ok,
+            error: None,
+            energy_per_token_mj: None,
+            trace_energy_per_token_mj: None,
+            counter_joules: None,
+            trace_joules: None,
+            counter_over_trace_ratio: None,
+            throughput_tokens_per_s: None,
+            avg_power_watts: None,
+            window_seconds: None,
+            tokens_generated: None,
+            samples: None,
+            failed_reads: None,
+            achieved_sample_rate_hz: None,
+            iteration_seconds: None,
+            iteration_time_cv_pct: None,
+            load_seconds: None,
+            host_cpu_steal_pct: None,
+            process_cpu_cores: None,
+            kernel: None,
+            notes: None,
+            cooldown: None,
+            temperature_start_c: None,
+            temperature_end_c: None,
+            perplexity: None,
+            extra: Extra::new(),
+        }
+    }
+}
+
+/// An arm's perplexity: the score, or why it could not be scored.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ArmPerplexity {
+    /// exp(mean NLL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Mean negative log-likelihood per predicted token (nats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_nll: Option<f64>,
+    /// Predicted tokens scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_evaluated: Option<u64>,
+    /// Why the arm was not scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(flatten)]
@@ -355,6 +505,22 @@ pub struct Arm {
 pub enum ArmStatus {
     Ok,
     Failed,
+}
+
+/// The pre-flight check: the largest arm's memory need against the free VRAM.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Preflight {
+    /// Free VRAM before loading, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_vram_bytes: Option<u64>,
+    /// What the largest arm needs, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_vram_bytes: Option<u64>,
+    /// The share of free VRAM a run may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fraction: Option<f64>,
+    #[serde(flatten)]
+    pub extra: Extra,
 }
 
 /// quantenergy/1.2: the device as NVML saw it.
@@ -380,6 +546,9 @@ pub struct Environment {
     pub temperature_end_c: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_power_watts: Option<f64>,
+    /// GPU temperature at the idle reference, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_temperature_c: Option<f64>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -398,6 +567,12 @@ pub struct Weights {
     pub hub_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<WeightFile>>,
+    /// Synthetic quantized arms were quantized from the float arms' weights (same model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantized_from_float: Option<bool>,
+    /// What the weights are, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }

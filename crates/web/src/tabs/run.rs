@@ -313,7 +313,7 @@ pub fn overlay_spec(points: &[(SharePoint, String)], refitted: Option<&[CurveCla
 const COMMANDS: [(&str, &str); 4] = [
     (
         "Measure (synthetic weights in a real model's shapes; needs an NVIDIA GPU and the CUDA toolkit)",
-        "cargo run --release -p measure --features cuda -- measure --synthetic qwen2-0.5b --precision Q4_K",
+        "cargo run --release -p cli --features cuda -- measure --synthetic qwen2-0.5b --precision Q4_K",
     ),
     (
         "Your own weights, with a quality check (Δ perplexity vs the FP16 arm on a fixed text)",

@@ -2,11 +2,12 @@
 //! GPUs, pre-flight refusal, atomic writes, report validation — and a real candle decode on the
 //! CPU under the fake meter.
 
-use measure::candle_decoder::{CandleFactory, WeightSource};
-use measure::decoder::FakeDecoderFactory;
-use measure::meter::{FakeClock, FakeMeter};
-use measure::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError};
-use measure::run_report::{build_report, write_atomic, RunContext, WeightsInfo};
+use meter::candle::{CandleFactory, WeightSource};
+use meter::decoder::FakeDecoderFactory;
+use meter::files::write_atomic;
+use meter::meter::{FakeClock, FakeMeter};
+use meter::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError};
+use meter::run_report::{build_report, RunContext, WeightsInfo};
 use std::sync::Arc;
 
 fn cfg(precisions: &[&str]) -> ProtocolConfig {
@@ -380,7 +381,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
 
 #[test]
 fn trace_overhead_ab_alternates_windows_on_one_loaded_model() {
-    use measure::overhead::{self, OverheadConfig};
+    use meter::overhead::{self, OverheadConfig};
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
     let cfg = OverheadConfig {

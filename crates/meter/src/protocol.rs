@@ -237,7 +237,7 @@ fn idle_power(meter: &mut dyn EnergyMeter, clock: &dyn Clock, n: usize) -> Resul
     for _ in 0..n.max(1) {
         match meter.power_w() {
             Ok(w) => best = best.min(w),
-            Err(e @ MeterError::Lost(_)) => return Err(e),
+            Err(e) if e.is_lost() => return Err(e),
             Err(e) => last_err = Some(e),
         }
         clock.sleep_s(0.02);
@@ -354,7 +354,7 @@ pub fn run(
         if let Err(e) = &outcome {
             tracing::warn!(precision, error = %e, "arm failed");
         }
-        let lost = matches!(&outcome, Err(ArmError::Meter(MeterError::Lost(_))));
+        let lost = matches!(&outcome, Err(ArmError::Meter(e)) if e.is_lost());
         results.push(ArmResult {
             precision: precision.clone(),
             outcome: outcome.map_err(|e| e.to_string()),

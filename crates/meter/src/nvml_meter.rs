@@ -1,5 +1,6 @@
-//! [`EnergyMeter`] over NVML (nvml-wrapper loads `libnvidia-ml.so.1` at run time, so this is in
-//! every build; without a driver `NvmlMeter::open` says why and the CLI falls back to estimates).
+//! [`EnergyMeter`] over NVML (feature `nvml`; nvml-wrapper loads `libnvidia-ml.so.1` at run time,
+//! so it builds without a GPU; without a driver `NvmlMeter::open` says why and the CLI falls back
+//! to estimates).
 
 use crate::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe};
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
@@ -7,34 +8,26 @@ use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::FieldValueSample;
 use nvml_wrapper::structs::device::FieldId;
-use nvml_wrapper::Nvml;
-use std::sync::Arc;
+use nvml_wrapper::{Device, Nvml};
+use std::sync::OnceLock;
 
 /// `NVML_FI_DEV_POWER_INSTANT`: instantaneous board power in mW, updated ~every 100 ms. Plain
 /// `power_usage` is a 1 s average on Ampere and newer (it lags load steps), so the trace uses this.
 const FI_POWER_INSTANT: u32 = 186;
 
+/// The NVML meter of one device. NVML is initialised once per process and kept for its
+/// lifetime (leaked on purpose: a meter lives as long as the process, and nvml-wrapper's
+/// `Device` borrows the `Nvml` it came from), so the device handle is looked up once, here, and
+/// shared with the power-trace thread instead of being looked up on every read.
 pub struct NvmlMeter {
-    nvml: Arc<Nvml>,
-    index: u32,
+    nvml: &'static Nvml,
+    device: Device<'static>,
     /// Whether POWER_INSTANT answers on this device (else the trace uses `power_usage`).
     instant: bool,
 }
 
-fn err(e: NvmlError) -> MeterError {
-    match e {
-        NvmlError::GpuLost | NvmlError::NotFound | NvmlError::Uninitialized => {
-            MeterError::Lost(e.to_string())
-        }
-        other => MeterError::Read(other.to_string()),
-    }
-}
-
-fn instant_power_w(nvml: &Nvml, index: u32) -> Result<f64, MeterError> {
-    let dev = nvml.device_by_index(index).map_err(err)?;
-    let vals = dev
-        .field_values_for(&[FieldId(FI_POWER_INSTANT)])
-        .map_err(err)?;
+fn instant_power_w(dev: &Device<'_>) -> Result<f64, MeterError> {
+    let vals = dev.field_values_for(&[FieldId(FI_POWER_INSTANT)])?;
     let sample: &Result<FieldValueSample, NvmlError> = vals
         .first()
         .ok_or_else(|| MeterError::Read("no field value returned".into()))?;
@@ -54,15 +47,26 @@ fn instant_power_w(nvml: &Nvml, index: u32) -> Result<f64, MeterError> {
     Ok(mw / 1000.0)
 }
 
-fn average_power_w(nvml: &Nvml, index: u32) -> Result<f64, MeterError> {
-    let dev = nvml.device_by_index(index).map_err(err)?;
-    Ok(dev.power_usage().map_err(err)? as f64 / 1000.0)
+fn average_power_w(dev: &Device<'_>) -> Result<f64, MeterError> {
+    Ok(dev.power_usage()? as f64 / 1000.0)
+}
+
+/// The one NVML of this process, initialised on first use.
+fn nvml() -> Result<&'static Nvml, MeterError> {
+    static NVML: OnceLock<Result<&'static Nvml, String>> = OnceLock::new();
+    NVML.get_or_init(|| {
+        Nvml::init()
+            .map(|n| &*Box::leak(Box::new(n)))
+            .map_err(|e| format!("NVML could not start: {e}"))
+    })
+    .clone()
+    .map_err(MeterError::Unavailable)
 }
 
 impl NvmlMeter {
+    /// Open device `index` (NVML's index, as `nvidia-smi` lists it).
     pub fn open(index: u32) -> Result<NvmlMeter, MeterError> {
-        let nvml = Nvml::init()
-            .map_err(|e| MeterError::Unavailable(format!("NVML could not start: {e}")))?;
+        let nvml = nvml()?;
         let count = nvml
             .device_count()
             .map_err(|e| MeterError::Unavailable(e.to_string()))?;
@@ -71,14 +75,18 @@ impl NvmlMeter {
                 "GPU {index} requested, NVML sees {count} device(s)"
             )));
         }
-        let instant = instant_power_w(&nvml, index).is_ok();
+        let device = nvml
+            .device_by_index(index)
+            .map_err(|e| MeterError::Unavailable(e.to_string()))?;
+        let instant = instant_power_w(&device).is_ok();
         Ok(NvmlMeter {
-            nvml: Arc::new(nvml),
-            index,
+            nvml,
+            device,
             instant,
         })
     }
 
+    /// Whether the trace reads POWER_INSTANT (else the 1 s average).
     pub fn uses_instant_power(&self) -> bool {
         self.instant
     }
@@ -86,8 +94,8 @@ impl NvmlMeter {
 
 impl EnergyMeter for NvmlMeter {
     fn info(&mut self) -> Result<DeviceInfo, MeterError> {
-        let dev = self.nvml.device_by_index(self.index).map_err(err)?;
-        let name = dev.name().map_err(err)?;
+        let dev = &self.device;
+        let name = dev.name()?;
         let arch = match dev.architecture() {
             Ok(a) => {
                 let s = a.to_string().to_ascii_lowercase();
@@ -115,33 +123,31 @@ impl EnergyMeter for NvmlMeter {
         })
     }
     fn energy_mj(&mut self) -> Result<u64, MeterError> {
-        let dev = self.nvml.device_by_index(self.index).map_err(err)?;
-        dev.total_energy_consumption().map_err(err)
+        Ok(self.device.total_energy_consumption()?)
     }
     fn power_w(&mut self) -> Result<f64, MeterError> {
         if self.instant {
-            instant_power_w(&self.nvml, self.index)
+            instant_power_w(&self.device)
         } else {
-            average_power_w(&self.nvml, self.index)
+            average_power_w(&self.device)
         }
     }
     fn temperature_c(&mut self) -> Result<f64, MeterError> {
-        let dev = self.nvml.device_by_index(self.index).map_err(err)?;
-        Ok(dev.temperature(TemperatureSensor::Gpu).map_err(err)? as f64)
+        Ok(self.device.temperature(TemperatureSensor::Gpu)? as f64)
     }
     fn free_memory_bytes(&mut self) -> Result<u64, MeterError> {
-        let dev = self.nvml.device_by_index(self.index).map_err(err)?;
-        Ok(dev.memory_info().map_err(err)?.free)
+        Ok(self.device.memory_info()?.free)
     }
     fn power_probe(&self) -> PowerProbe {
-        let nvml = self.nvml.clone();
-        let index = self.index;
+        // The handle is a plain pointer NVML hands out per device; a copy for the trace thread.
+        let device = self.nvml.device_by_index(self.device.index().unwrap_or(0));
         let instant = self.instant;
         Box::new(move || {
+            let dev = device.as_ref().map_err(|e| MeterError::Read(e.to_string()))?;
             if instant {
-                instant_power_w(&nvml, index)
+                instant_power_w(dev)
             } else {
-                average_power_w(&nvml, index)
+                average_power_w(dev)
             }
         })
     }

@@ -1,4 +1,4 @@
-//! Decode engines behind a trait: candle ([`crate::candle_decoder`]) and a fake for tests.
+//! Decode engines behind a trait: candle (`crate::candle`) and a fake for tests.
 
 use crate::meter::FakeMeter;
 

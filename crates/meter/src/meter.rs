@@ -3,14 +3,39 @@
 
 use std::sync::{Arc, Mutex};
 
-#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+/// Why the meter could not answer. A lost GPU ends the run; a failed read fails the window.
+#[derive(Debug, thiserror::Error)]
 pub enum MeterError {
+    /// No meter could be opened (no driver, no such device).
     #[error("no GPU meter available: {0}")]
     Unavailable(String),
+    /// One read failed (the device is still there).
     #[error("read failed: {0}")]
     Read(String),
+    /// The device went away mid-run.
     #[error("the GPU disappeared: {0}")]
     Lost(String),
+    /// An NVML call failed; [`MeterError::is_lost`] tells a lost GPU from a failed read.
+    #[cfg(feature = "nvml")]
+    #[error("NVML: {0}")]
+    Nvml(#[from] nvml_wrapper::error::NvmlError),
+}
+
+impl MeterError {
+    /// The GPU is gone (or NVML with it): nothing more can be measured in this run.
+    pub fn is_lost(&self) -> bool {
+        match self {
+            MeterError::Lost(_) => true,
+            #[cfg(feature = "nvml")]
+            MeterError::Nvml(e) => matches!(
+                e,
+                nvml_wrapper::error::NvmlError::GpuLost
+                    | nvml_wrapper::error::NvmlError::NotFound
+                    | nvml_wrapper::error::NvmlError::Uninitialized
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// What the meter knows about the device, recorded in the report's `environment` block.

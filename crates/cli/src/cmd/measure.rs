@@ -1,0 +1,195 @@
+//! `quantenergy measure` and `quantenergy overhead`: the arguments, parsed once into the meter's
+//! typed options, and thin printers of what the meter wrote.
+
+use anyhow::Result;
+use clap::Args;
+use meter::protocol::{CooldownConfig, PerplexityConfig, ProtocolConfig};
+use meter::session::{MeasureOptions, ModelSpec};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// How a user names a run on the command line.
+#[derive(Args, Debug, Clone)]
+pub struct MeasureArgs {
+    /// A local Hugging Face model directory (config.json + *.safetensors) or a .gguf file.
+    #[arg(
+        long,
+        conflicts_with = "synthetic",
+        required_unless_present = "synthetic"
+    )]
+    pub model: Option<PathBuf>,
+    /// Seeded random weights at a real architecture's exact shapes (see data/models.csv), e.g.
+    /// qwen2-0.5b, tinyllama-1.1b, qwen2-7b.
+    #[arg(long)]
+    pub synthetic: Option<String>,
+    /// Precision(s) to measure, comma-separated: F16, BF16, F32, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub precision: Vec<String>,
+    /// The baseline arm measured in the same run ("none" to skip; then no Δ is reported).
+    #[arg(long, default_value = "F16")]
+    pub baseline: String,
+    /// GPU index (NVML and CUDA).
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+    #[arg(long, default_value_t = 256)]
+    pub tokens: usize,
+    #[arg(long, default_value_t = 10)]
+    pub iterations: usize,
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 16)]
+    pub prompt_len: usize,
+    /// Seed for the arm order and synthetic weights.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Power-trace sampling rate.
+    #[arg(long, default_value_t = 50.0)]
+    pub sample_hz: f64,
+    /// Turn the power-trace thread off (to measure its overhead).
+    #[arg(long)]
+    pub no_trace: bool,
+    /// Longest cooldown wait before each arm, seconds.
+    #[arg(long, default_value_t = 240.0)]
+    pub cooldown_max_s: f64,
+    /// Output directory for the reports.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Output file name stem (default: derived from model, precision, batch).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// After each arm's energy window, score teacher-forced perplexity on the fixed public-domain
+    /// text in data/perplexity/ (the report's `quality` block: value and Δ vs the FP16 arm).
+    #[arg(long)]
+    pub perplexity: bool,
+    /// Most corpus tokens to score per arm (at least 2: one prediction).
+    #[arg(long, default_value_t = 512, requires = "perplexity", value_parser = clap::value_parser!(u64).range(2..))]
+    pub ppl_tokens: u64,
+    /// Tokens per scoring window (each window a fresh sequence; at least 2).
+    #[arg(long, default_value_t = 256, requires = "perplexity", value_parser = clap::value_parser!(u64).range(2..))]
+    pub ppl_seq_len: u64,
+}
+
+impl MeasureArgs {
+    /// The meter's options: the protocol and the model, parsed once here.
+    pub fn options(&self) -> MeasureOptions {
+        MeasureOptions {
+            model: match (&self.synthetic, &self.model) {
+                (Some(name), _) => ModelSpec::Synthetic(name.clone()),
+                (None, Some(path)) => ModelSpec::Path(path.clone()),
+                // clap requires one of the two.
+                (None, None) => ModelSpec::Synthetic(String::new()),
+            },
+            protocol: self.protocol(),
+            device: self.device,
+            out: self.out.clone(),
+            name: self.name.clone(),
+            gpu: self.gpu.clone(),
+        }
+    }
+
+    fn protocol(&self) -> ProtocolConfig {
+        ProtocolConfig {
+            precisions: self
+                .precision
+                .iter()
+                .map(|p| p.trim().to_ascii_uppercase())
+                .collect(),
+            baseline: (!self.baseline.eq_ignore_ascii_case("none"))
+                .then(|| self.baseline.to_ascii_uppercase()),
+            tokens: self.tokens,
+            iterations: self.iterations,
+            warmup: self.warmup,
+            batch: self.batch,
+            prompt_len: self.prompt_len,
+            seed: self.seed,
+            sample_hz: self.sample_hz,
+            trace: !self.no_trace,
+            cooldown: CooldownConfig {
+                max_s: self.cooldown_max_s,
+                ..CooldownConfig::default()
+            },
+            perplexity: self.perplexity.then(|| {
+                PerplexityConfig::embedded(self.ppl_tokens as usize, self.ppl_seq_len as usize)
+            }),
+            ..ProtocolConfig::default()
+        }
+    }
+}
+
+/// Measure every requested arm (plus the baseline) and print what was written.
+pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
+    let res = meter::session::run_measure(&args.options())?;
+    for (path, rep) in &res.reports {
+        println!(
+            "wrote {} (basis: {})",
+            path.display(),
+            rep.results.basis.as_str()
+        );
+        match (
+            rep.results.energy_per_token_mj,
+            rep.results.vs_fp16_energy_pct,
+        ) {
+            (Some(e), Some(d)) => println!("  {:.1} mJ/token, {d:+.2} % vs FP16", e),
+            (Some(e), None) => println!("  {:.1} mJ/token (no Δ vs FP16)", e),
+            _ => println!(
+                "  no energy figure: {}",
+                rep.results.note.clone().unwrap_or_default()
+            ),
+        }
+        println!(
+            "  share: {}",
+            report::share::link(
+                super::share::DEFAULT_PAGE_URL,
+                &report::share::from_report(rep)
+            )
+        );
+    }
+    if let Some((_, rep)) = res.reports.first() {
+        println!(
+            "\nMarkdown for a submission issue:\n\n{}",
+            report::to_markdown(rep)
+        );
+    }
+    if !res.measured {
+        eprintln!("note: nothing was measured on a GPU; the reports above are dataset estimates (basis ≠ measured).");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The trace-thread A/B on one loaded model; prints every window and the paired verdict.
+pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<ExitCode> {
+    let (path, res) = meter::session::run_overhead(&args.options(), pairs)?;
+    println!("wrote {}", path.display());
+    for w in &res.windows {
+        println!(
+            "  pair {:>2} trace {:<3} {:>8.1} tok/s {:>8.2} mJ/token{}{}",
+            w.pair,
+            if w.trace_on { "on" } else { "off" },
+            w.tok_s(),
+            w.mj_per_token(),
+            w.host
+                .map(|h| format!(
+                    "  steal {:.2} %, {:.2} cores",
+                    h.steal_pct, h.process_cpu_cores
+                ))
+                .unwrap_or_default(),
+            w.achieved_hz
+                .map(|h| format!("  ({h:.1} Hz)"))
+                .unwrap_or_default()
+        );
+    }
+    match &res.summary {
+        Some(s) => println!(
+            "trace on {:.1} tok/s, off {:.1} tok/s: overhead {:+.3} % (95 % CI {:+.3} … {:+.3} %, n = {} pairs) \
+             vs target < {} %: {:?}",
+            s.tok_s_on, s.tok_s_off, s.overhead_pct, s.ci95_pct.0, s.ci95_pct.1, s.pairs, s.target_pct, s.verdict
+        ),
+        None => println!("fewer than two complete pairs: no comparison"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

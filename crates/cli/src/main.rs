@@ -1,0 +1,138 @@
+//! `quantenergy` — the command-line edge of quantenergy. Thin: every number comes from the
+//! `report`, `analysis` and `meter` crates, the first two the same code the page runs in the
+//! browser. One module per subcommand under `cmd/`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod cmd;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "quantenergy",
+    version,
+    about = "Does quantizing this model on this GPU save energy, or cost more?"
+)]
+struct Cli {
+    /// More logging (-v info, -vv debug). RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Validate energy.json reports (schema + semantic checks). Exit 0 all valid, 1 any invalid,
+    /// 2 unreadable or not JSON. `-` reads standard input.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<String>,
+    },
+    /// Estimate ΔE% vs FP16 for a model from the published dataset (never a measurement).
+    Estimate(cmd::estimate::EstimateArgs),
+    /// The fitted crossover table per architecture and precision.
+    Crossover {
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long)]
+        precision: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure decode energy per token on an NVIDIA GPU (NVML counter + power trace, candle
+    /// decode). Without a GPU: a dataset estimate, labelled as such.
+    #[cfg(feature = "gpu")]
+    Measure(cmd::measure::MeasureArgs),
+    /// Measure what the power-trace thread costs: one loaded model, alternating windows with the
+    /// sampler on and off (seeded order per pair); paired throughput loss with a 95 % interval.
+    #[cfg(feature = "gpu")]
+    Overhead {
+        #[command(flatten)]
+        args: cmd::measure::MeasureArgs,
+        /// Pairs of windows (one on, one off each); `--iterations` decode calls per window.
+        #[arg(long, default_value_t = 10)]
+        pairs: usize,
+    },
+    /// Run a sweep plan (TOML): every repeat in its own process, resumable, aggregate CSV.
+    #[cfg(feature = "gpu")]
+    Sweep(cmd::sweep::SweepArgs),
+    /// Aggregate a directory of measured reports into data/anchors.csv rows (mean, n, CV).
+    Aggregate(cmd::aggregate::AggregateArgs),
+    /// Print what NVML sees: name, architecture, counter support, power fields, update periods.
+    #[cfg(feature = "gpu")]
+    Probe {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+    },
+    /// Search precision × batch × context on a card for the best configuration under budgets:
+    /// optimum, alternatives, energy↔latency Pareto frontier (every figure tagged with its source).
+    Optimize(cmd::optimize::OptimizeArgs),
+    /// Print the overlay link for a report, or decode one with --decode.
+    Share {
+        /// A report file (or - for stdin).
+        file: Option<String>,
+        /// Decode an overlay link (or bare payload) instead.
+        #[arg(long, conflicts_with = "file")]
+        decode: Option<String>,
+        /// Base URL of the page.
+        #[arg(long, default_value = cmd::share::DEFAULT_PAGE_URL)]
+        base_url: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let ok = |r: anyhow::Result<()>| r.map(|_| ExitCode::SUCCESS);
+    let result = match cli.command {
+        Command::Validate { files } => cmd::validate::validate(&files),
+        Command::Estimate(args) => ok(cmd::estimate::run(&args)),
+        Command::Crossover {
+            arch,
+            precision,
+            json,
+        } => ok(cmd::crossover::run(
+            arch.as_deref(),
+            precision.as_deref(),
+            json,
+        )),
+        #[cfg(feature = "gpu")]
+        Command::Measure(args) => cmd::measure::run(&args),
+        #[cfg(feature = "gpu")]
+        Command::Overhead { args, pairs } => cmd::measure::overhead(&args, pairs),
+        #[cfg(feature = "gpu")]
+        Command::Sweep(args) => ok(cmd::sweep::run(&args.plan, &args)),
+        #[cfg(feature = "gpu")]
+        Command::Probe { device } => cmd::probe::run(device),
+        Command::Aggregate(args) => ok(cmd::aggregate::run(&args)),
+        Command::Optimize(args) => ok(cmd::optimize::run(&args)),
+        Command::Share {
+            file,
+            decode,
+            base_url,
+        } => ok(cmd::share::run(
+            file.as_deref(),
+            decode.as_deref(),
+            &base_url,
+        )),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,631 @@
+//! A campaign's results: one row per report (`aggregate.csv`), and the aggregation of a
+//! directory of measured reports into `data/anchors.csv` rows with the rules that judge each row.
+
+use analysis::stats::mean;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// The `*.json` files of a directory, sorted by name.
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The valid reports of a directory (an invalid or unreadable file is skipped: it never
+/// contributes a figure), with their file names.
+fn valid_reports(dir: &Path) -> Result<Vec<(String, report::Report)>> {
+    let mut out = Vec::new();
+    for f in json_files(dir)? {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let v = report::validate_str(&text);
+        if let Some(rep) = v.report.filter(|_| v.errors.is_empty()) {
+            let name = f
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            out.push((name, rep));
+        }
+    }
+    Ok(out)
+}
+
+/// One line of `aggregate.csv`: one report of a campaign, for spreadsheets.
+#[derive(Debug, serde::Serialize)]
+pub struct ReportCsvRow {
+    /// Report file name.
+    pub file: String,
+    /// `workload.model_name`.
+    pub model: String,
+    /// `workload.params_b`.
+    pub params_b: Option<f64>,
+    /// `workload.precision`.
+    pub precision: String,
+    /// `workload.batch_size`.
+    pub batch: u32,
+    /// `protocol.seed`.
+    pub seed: Option<u64>,
+    /// `results.basis`.
+    pub basis: report::Basis,
+    /// Counter energy per token, mJ.
+    pub energy_mj_counter: Option<f64>,
+    /// Trace energy per token, mJ (trace joules ÷ tokens).
+    #[serde(serialize_with = "dp3")]
+    pub energy_mj_trace: Option<f64>,
+    /// `energy.counter_over_trace_ratio`.
+    pub counter_over_trace: Option<f64>,
+    /// The same run's FP16 arm, mJ per token.
+    pub fp16_energy_mj: Option<f64>,
+    /// ΔE vs FP16 as the report states it, %.
+    pub vs_fp16_pct: Option<f64>,
+    /// Tokens per second.
+    pub tok_s: Option<f64>,
+    /// Average power over the window, W.
+    pub avg_power_w: Option<f64>,
+    /// Idle power before loading, W.
+    pub idle_power_w: Option<f64>,
+    /// Achieved power-trace rate, Hz.
+    pub achieved_hz: Option<f64>,
+    /// Power-trace samples.
+    pub samples: Option<u64>,
+    /// Failed power reads.
+    pub failed_reads: Option<u64>,
+    /// Window length, s.
+    pub window_s: Option<f64>,
+    /// Whether the requested arm's cooldown converged.
+    pub cooldown_converged: Option<bool>,
+    /// Arm order, `A>B`.
+    pub arm_order: String,
+}
+
+fn dp3<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) => s.serialize_str(&format!("{x:.3}")),
+        None => s.serialize_none(),
+    }
+}
+
+impl ReportCsvRow {
+    /// The row of one report.
+    pub fn of(file: String, rep: &report::Report) -> ReportCsvRow {
+        let energy = rep.energy.as_ref();
+        let protocol = rep.protocol.as_ref();
+        let per_token_trace = match (
+            energy.and_then(|e| e.trace_joules),
+            rep.results.tokens_generated,
+        ) {
+            (Some(t), Some(n)) if n > 0 => Some(t * 1000.0 / n as f64),
+            _ => None,
+        };
+        ReportCsvRow {
+            file,
+            model: rep.workload.model_name.clone(),
+            params_b: rep.workload.params_b,
+            precision: rep.workload.precision.clone(),
+            batch: rep.workload.batch_size,
+            seed: protocol.and_then(|p| p.seed),
+            basis: rep.results.basis,
+            energy_mj_counter: rep.results.energy_per_token_mj,
+            energy_mj_trace: per_token_trace,
+            counter_over_trace: energy.and_then(|e| e.counter_over_trace_ratio),
+            fp16_energy_mj: rep.results.fp16_energy_per_token_mj,
+            vs_fp16_pct: rep.results.vs_fp16_energy_pct,
+            tok_s: rep.results.throughput_tokens_per_s,
+            avg_power_w: rep.results.avg_power_watts,
+            idle_power_w: energy.and_then(|e| e.idle_power_watts),
+            achieved_hz: energy.and_then(|e| e.achieved_sample_rate_hz),
+            samples: energy.and_then(|e| e.samples),
+            failed_reads: energy.and_then(|e| e.failed_reads),
+            window_s: energy.and_then(|e| e.window_seconds),
+            cooldown_converged: protocol.and_then(|p| p.cooldown.as_ref()?.converged),
+            arm_order: protocol
+                .and_then(|p| p.arm_order.as_ref())
+                .map(|o| o.join(">"))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// `aggregate.csv`: one row per valid report in `dir` (with a header).
+pub fn aggregate_csv(dir: &Path) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for (file, rep) in valid_reports(dir)? {
+        w.serialize(ReportCsvRow::of(file, &rep))?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// One aggregated configuration of a campaign: the mean over independent runs of one (model,
+/// precision, batch), with the same runs' FP16 arms as its baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnchorRow {
+    /// Card name as the reports give it.
+    pub gpu: String,
+    /// Architecture class (`hopper`).
+    pub arch: String,
+    /// Model name, without the synthetic-weights suffix.
+    pub model: String,
+    /// Size, billions of parameters.
+    pub params_b: f64,
+    /// Precision (schema spelling).
+    pub precision: String,
+    /// Batch size.
+    pub batch: u64,
+    /// Mean counter energy per token, mJ.
+    pub energy_mj: f64,
+    /// Mean of the same runs' FP16 arms, mJ per token.
+    pub fp16_mj: f64,
+    /// Mean tokens per second.
+    pub tok_s: f64,
+    /// Mean average power, W.
+    pub power_w: f64,
+    /// Independent runs behind the row.
+    pub n: usize,
+    /// Distinct GPUs (by UUID) the runs were made on: run-to-run spread includes card-to-card.
+    pub cards: usize,
+    /// Run-to-run coefficient of variation of the energy, % (NaN with n = 1).
+    pub cv_pct: f64,
+    /// Mean of the runs' power-trace energies (the counter is the primary figure).
+    pub trace_mj: Option<f64>,
+    /// Mean counter ÷ trace ratio over the runs.
+    pub counter_over_trace: Option<f64>,
+}
+
+impl AnchorRow {
+    /// ΔE vs the mean FP16 arm of the same runs, in % (0 for the FP16 row itself).
+    pub fn delta_pct(&self) -> f64 {
+        (self.energy_mj - self.fp16_mj) / self.fp16_mj * 100.0
+    }
+
+    /// The FP16 baseline row of its runs.
+    pub fn is_fp16(&self) -> bool {
+        self.precision == "FP16"
+    }
+
+    /// Curves are batch-1 single-stream; FP16 and batch-sweep rows feed the absolute energy and
+    /// the optimizer's batch term only.
+    pub fn feeds_curve(&self) -> bool {
+        !self.is_fp16() && self.batch == 1
+    }
+}
+
+/// The campaign's targets for one anchors row (issue 6): n ≥ 3 independent runs, run-to-run
+/// CV below 2 %, counter and trace within 2 %. Every row is judged; a miss carries its reason.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CampaignTargets {
+    /// Fewest independent runs.
+    pub min_runs: usize,
+    /// Largest run-to-run CV, %.
+    pub max_cv_pct: f64,
+    /// Largest |counter ÷ trace − 1|.
+    pub max_counter_trace_gap: f64,
+}
+
+impl Default for CampaignTargets {
+    fn default() -> Self {
+        CampaignTargets {
+            min_runs: 3,
+            max_cv_pct: 2.0,
+            max_counter_trace_gap: 0.02,
+        }
+    }
+}
+
+impl CampaignTargets {
+    /// Whether the row's CV meets the target.
+    pub fn cv_met(&self, r: &AnchorRow) -> bool {
+        r.cv_pct.is_finite() && r.cv_pct < self.max_cv_pct
+    }
+
+    /// The row's `curve_note`: what the row is, and its verdict against every target, with the
+    /// reason next to each miss. `gpu` is the card's catalog name.
+    pub fn note(&self, r: &AnchorRow, gpu: &str) -> String {
+        let mut note = match (r.is_fp16(), r.batch) {
+            (true, 1) => format!(
+                "FP16 baseline (dE = 0 by definition); used for absolute energy; n = {} runs",
+                r.n
+            ),
+            (true, b) => format!(
+                "FP16 baseline of the {gpu} batch sweep (batch {b}), n = {}: feeds the optimizer's batch term",
+                r.n
+            ),
+            (false, 1) => format!("{gpu} candle campaign, n = {} independent runs", r.n),
+            (false, b) => format!(
+                "{gpu} batch sweep (batch {b}), n = {}: feeds the optimizer's batch term, not the batch-1 curves",
+                r.n
+            ),
+        };
+        if r.n < self.min_runs {
+            note.push_str(&format!(
+                " (below the n >= {} target: the session's GPU time ran out)",
+                self.min_runs
+            ));
+        }
+        if !r.cv_pct.is_finite() {
+            note.push_str("; CV undefined (n = 1)");
+        } else if self.cv_met(r) {
+            note.push_str(&format!(
+                "; CV {:.1} % meets the {} % target",
+                r.cv_pct, self.max_cv_pct
+            ));
+        } else {
+            let cards = if r.cards > 1 {
+                format!(
+                    "; its runs are on {} cards, whose differences are part of the spread",
+                    r.cards
+                )
+            } else {
+                String::new()
+            };
+            note.push_str(&format!(
+                "; CV {:.1} % is above the {} % target (iteration times of one loaded model vary, CV \
+                 typically 4-15 %, with no hypervisor steal: decode at batch {} is launch-bound{cards}; \
+                 see docs/MEASUREMENTS.md)",
+                r.cv_pct, self.max_cv_pct, r.batch
+            ));
+        }
+        if let Some(x) = r.counter_over_trace {
+            if (x - 1.0).abs() > self.max_counter_trace_gap {
+                note.push_str(&format!(
+                    "; counter/trace {x:.3} differs by more than {:.0} %",
+                    self.max_counter_trace_gap * 100.0
+                ));
+            }
+        }
+        note
+    }
+}
+
+/// One line of `data/anchors.csv`, in its column order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AnchorsCsvRow {
+    /// Card (catalog name).
+    pub gpu: String,
+    /// Architecture class.
+    pub gpu_arch: String,
+    /// Model.
+    pub model: String,
+    /// Size, billions of parameters.
+    pub params_b: f64,
+    /// Precision.
+    pub precision: String,
+    /// Batch size.
+    pub batch_size: u64,
+    /// mJ per token.
+    #[serde(serialize_with = "dp2")]
+    pub energy_per_token_mj: f64,
+    /// The same runs' FP16 mJ per token.
+    #[serde(serialize_with = "dp2")]
+    pub fp16_energy_per_token_mj: f64,
+    /// ΔE vs FP16, % (0 for the FP16 row).
+    #[serde(serialize_with = "dp2")]
+    pub vs_fp16_energy_pct: f64,
+    /// Tokens per second.
+    #[serde(serialize_with = "dp2")]
+    pub throughput_tok_s: f64,
+    /// Average power, W.
+    #[serde(serialize_with = "dp1")]
+    pub avg_power_w: f64,
+    /// Independent runs.
+    pub n: usize,
+    /// Run-to-run CV, % (empty with n = 1).
+    #[serde(serialize_with = "dp2_opt")]
+    pub cv_pct: Option<f64>,
+    /// `gross`: idle power is not subtracted.
+    pub power_accounting: &'static str,
+    /// The software stack.
+    pub stack: String,
+    /// The measurement session (rows of different sessions are never pooled).
+    pub session: String,
+    /// Where the numbers come from.
+    pub source: String,
+    /// 1 when the row feeds a default batch-1 curve.
+    pub default_curve: u8,
+    /// What the row is and how it meets the campaign targets.
+    pub curve_note: String,
+}
+
+fn dp1<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:.1}"))
+}
+fn dp2<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:.2}"))
+}
+fn dp2_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.map(|x| format!("{x:.2}")).unwrap_or_default())
+}
+
+/// Where a campaign's rows come from, for the anchors' provenance columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Provenance {
+    /// The software stack.
+    pub stack: String,
+    /// The session name.
+    pub session: String,
+    /// The source description.
+    pub source: String,
+}
+
+impl AnchorsCsvRow {
+    /// The anchors line of an aggregated row, judged against `targets`.
+    pub fn of(r: &AnchorRow, prov: &Provenance, targets: &CampaignTargets) -> AnchorsCsvRow {
+        let gpu = analysis::Dataset::embedded()
+            .gpu(&r.gpu)
+            .map(|g| g.name.clone())
+            .unwrap_or_else(|| r.gpu.clone());
+        AnchorsCsvRow {
+            gpu_arch: r.arch.clone(),
+            model: r.model.clone(),
+            params_b: r.params_b,
+            precision: r.precision.clone(),
+            batch_size: r.batch,
+            energy_per_token_mj: r.energy_mj,
+            fp16_energy_per_token_mj: r.fp16_mj,
+            vs_fp16_energy_pct: if r.is_fp16() { 0.0 } else { r.delta_pct() },
+            throughput_tok_s: r.tok_s,
+            avg_power_w: r.power_w,
+            n: r.n,
+            cv_pct: r.cv_pct.is_finite().then_some(r.cv_pct),
+            power_accounting: "gross",
+            stack: prov.stack.clone(),
+            session: prov.session.clone(),
+            source: prov.source.clone(),
+            default_curve: u8::from(r.feeds_curve()),
+            curve_note: targets.note(r, &gpu),
+            gpu,
+        }
+    }
+}
+
+/// `data/anchors.csv` lines (no header: they are appended to the file) for a campaign's rows.
+pub fn anchors_csv(
+    rows: &[AnchorRow],
+    prov: &Provenance,
+    targets: &CampaignTargets,
+) -> Result<String> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    for r in rows {
+        w.serialize(AnchorsCsvRow::of(r, prov, targets))?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// The campaign's full table for docs/MEASUREMENTS.md: one line per configuration, both energies,
+/// throughput, power, run-to-run CV against the target (and over how many cards) and ΔE vs the
+/// same runs' FP16 arms.
+pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
+    use std::fmt::Write;
+    let order = |p: &str| {
+        ["FP16", "BF16", "Q8_0", "Q4_K", "Q4_0"]
+            .iter()
+            .position(|x| *x == p)
+            .unwrap_or(9)
+    };
+    let mut rows: Vec<&AnchorRow> = rows.iter().collect();
+    rows.sort_by(|a, b| {
+        a.batch
+            .cmp(&b.batch)
+            .then(a.params_b.total_cmp(&b.params_b))
+            .then_with(|| a.model.cmp(&b.model))
+            .then(order(&a.precision).cmp(&order(&b.precision)))
+    });
+    let mut out = format!(
+        "| model | params B | batch | precision | n | cards | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < {}) | ΔE vs FP16 % |\n\
+         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        targets.max_cv_pct
+    );
+    let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
+    for r in rows {
+        let cv = if r.cv_pct.is_finite() {
+            format!(
+                "{:.1}{}",
+                r.cv_pct,
+                if targets.cv_met(r) { " ✓" } else { "" }
+            )
+        } else {
+            "–".to_string()
+        };
+        let delta = if r.is_fp16() {
+            "–".to_string()
+        } else {
+            format!("{:+.1}", r.delta_pct())
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
+            r.model,
+            r.params_b,
+            r.batch,
+            r.precision,
+            r.n,
+            r.cards,
+            r.energy_mj,
+            f(r.trace_mj, 1),
+            f(r.counter_over_trace, 4),
+            r.tok_s,
+            r.power_w,
+            cv,
+            delta
+        );
+    }
+    out
+}
+
+/// One succeeded arm of one run, as aggregation reads it.
+struct RunArm {
+    key: ConfigKey,
+    run: String,
+    card: String,
+    energy: f64,
+    tok_s: f64,
+    power: f64,
+    ratio: Option<f64>,
+    trace: Option<f64>,
+}
+
+/// What makes a configuration: model, precision, batch.
+#[derive(Debug, Clone, PartialEq)]
+struct ConfigKey {
+    model: String,
+    precision: String,
+    batch: u64,
+}
+
+/// Card, architecture and size of a model, from the first report that names it.
+#[derive(Debug, Clone, Default)]
+struct ModelMeta {
+    gpu: String,
+    arch: String,
+    params_b: f64,
+}
+
+/// The succeeded arms of one report's run (each run counted once however many reports it wrote).
+fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
+    let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+    let seed = rep.protocol.as_ref().and_then(|p| p.seed);
+    let run = format!(
+        "{}|{}|{}",
+        model,
+        rep.timestamp_utc.clone().unwrap_or_default(),
+        seed.map(|s| s.to_string()).unwrap_or_default()
+    );
+    let card = rep
+        .environment
+        .as_ref()
+        .and_then(|e| e.gpu_uuid.clone())
+        .unwrap_or_default();
+    let batch = u64::from(rep.workload.batch_size);
+    let run_arms = rep.protocol.as_ref().and_then(|p| p.arms.as_ref());
+    for arm in run_arms.into_iter().flatten() {
+        if arm.status != report::ArmStatus::Ok {
+            continue;
+        }
+        let key = ConfigKey {
+            model: model.clone(),
+            precision: arm.precision.clone(),
+            batch,
+        };
+        if arms.iter().any(|a| a.key == key && a.run == run) {
+            continue; // the same arm seen again through another report of the same run
+        }
+        if let (Some(energy), Some(tok_s), Some(power)) = (
+            arm.energy_per_token_mj,
+            arm.throughput_tokens_per_s,
+            arm.avg_power_watts,
+        ) {
+            arms.push(RunArm {
+                key,
+                run: run.clone(),
+                card: card.clone(),
+                energy,
+                tok_s,
+                power,
+                ratio: arm.counter_over_trace_ratio,
+                trace: arm.trace_energy_per_token_mj,
+            });
+        }
+    }
+}
+
+/// Aggregate the measured reports of a directory: one row per (model, precision, batch) with the
+/// mean over independent runs, n and CV; the FP16 baseline of each row is the mean of the F16 arms
+/// of the same runs. Reports that are not measured never contribute a figure.
+pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
+    let mut arms: Vec<RunArm> = Vec::new();
+    let mut meta: Vec<(String, ModelMeta)> = Vec::new();
+    for (_, rep) in valid_reports(dir)? {
+        if rep.results.basis != report::Basis::Measured
+            && rep
+                .protocol
+                .as_ref()
+                .and_then(|p| p.arms.as_ref())
+                .is_none()
+        {
+            continue;
+        }
+        let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+        if !meta.iter().any(|(m, _)| *m == model) {
+            meta.push((
+                model,
+                ModelMeta {
+                    gpu: rep.system_under_test.gpu.clone(),
+                    arch: rep.system_under_test.gpu_arch.clone(),
+                    params_b: rep.workload.params_b.unwrap_or(0.0),
+                },
+            ));
+        }
+        run_arms(&rep, &mut arms);
+    }
+    let mut keys: Vec<ConfigKey> = Vec::new();
+    for a in &arms {
+        if !keys.contains(&a.key) {
+            keys.push(a.key.clone());
+        }
+    }
+    Ok(keys
+        .into_iter()
+        .filter_map(|key| row_of(&key, &arms, &meta))
+        .collect())
+}
+
+/// The aggregated row of one configuration; `None` when none of its runs has an FP16 arm.
+fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Option<AnchorRow> {
+    let these: Vec<&RunArm> = arms.iter().filter(|a| a.key == *key).collect();
+    let runs: Vec<&String> = these.iter().map(|a| &a.run).collect();
+    let fp16: Vec<f64> = arms
+        .iter()
+        .filter(|a| {
+            a.key.model == key.model
+                && a.key.precision == "FP16"
+                && a.key.batch == key.batch
+                && runs.contains(&&a.run)
+        })
+        .map(|a| a.energy)
+        .collect();
+    if fp16.is_empty() {
+        return None;
+    }
+    let e: Vec<f64> = these.iter().map(|a| a.energy).collect();
+    let mut cards: Vec<&str> = these.iter().map(|a| a.card.as_str()).collect();
+    cards.sort_unstable();
+    cards.dedup();
+    // Both only when every run has one: a mean over some runs would not match the counter's.
+    let all = |x: Vec<Option<f64>>| -> Option<f64> {
+        x.iter()
+            .copied()
+            .collect::<Option<Vec<f64>>>()
+            .filter(|v| !v.is_empty())
+            .map(|v| mean(&v))
+    };
+    let m = meta
+        .iter()
+        .find(|(m, _)| *m == key.model)
+        .map(|(_, x)| x.clone())
+        .unwrap_or_default();
+    Some(AnchorRow {
+        gpu: m.gpu,
+        arch: m.arch,
+        model: key.model.clone(),
+        params_b: m.params_b,
+        precision: key.precision.clone(),
+        batch: key.batch,
+        energy_mj: mean(&e),
+        fp16_mj: mean(&fp16),
+        tok_s: mean(&these.iter().map(|a| a.tok_s).collect::<Vec<_>>()),
+        power_w: mean(&these.iter().map(|a| a.power).collect::<Vec<_>>()),
+        n: e.len(),
+        cards: cards.len(),
+        cv_pct: analysis::stats::cv_pct(&e).unwrap_or(f64::NAN),
+        trace_mj: all(these.iter().map(|a| a.trace).collect()),
+        counter_over_trace: all(these.iter().map(|a| a.ratio).collect()),
+    })
+}

@@ -1,0 +1,169 @@
+//! GGUF files: tensor names, per-tensor format fallback, metadata, writing, and reading a shape.
+
+use super::*;
+
+/// GGUF name of a Hugging Face tensor name.
+pub(crate) fn gguf_name(hf: &str) -> String {
+    if hf == "model.embed_tokens.weight" {
+        return "token_embd.weight".into();
+    }
+    if hf == "model.norm.weight" {
+        return "output_norm.weight".into();
+    }
+    if hf == "lm_head.weight" {
+        return "output.weight".into();
+    }
+    let rest = hf.strip_prefix("model.layers.").unwrap_or(hf);
+    let (layer, tail) = rest.split_once('.').unwrap_or(("0", rest));
+    let tail = tail
+        .replace("self_attn.q_proj", "attn_q")
+        .replace("self_attn.k_proj", "attn_k")
+        .replace("self_attn.v_proj", "attn_v")
+        .replace("self_attn.o_proj", "attn_output")
+        .replace("mlp.gate_proj", "ffn_gate")
+        .replace("mlp.up_proj", "ffn_up")
+        .replace("mlp.down_proj", "ffn_down")
+        .replace("input_layernorm", "attn_norm")
+        .replace("post_attention_layernorm", "ffn_norm");
+    format!("blk.{layer}.{tail}")
+}
+
+/// The format a 2-D weight gets: the requested one when its input dimension is a multiple of the
+/// block size, else Q8_0 (block 32), as llama.cpp falls back per tensor. Returned with a note.
+pub(crate) fn format_for(q: GgmlDType, dims: &[usize]) -> GgmlDType {
+    let input = *dims.last().unwrap_or(&0);
+    if input.is_multiple_of(q.block_size()) {
+        q
+    } else {
+        GgmlDType::Q8_0
+    }
+}
+
+pub(crate) fn gguf_metadata(s: &ModelShape) -> Vec<(String, gguf_file::Value)> {
+    use gguf_file::Value as V;
+    let a = s.family.as_str();
+    vec![
+        ("general.architecture".into(), V::String(a.into())),
+        (format!("{a}.attention.head_count"), V::U32(s.heads as u32)),
+        (
+            format!("{a}.attention.head_count_kv"),
+            V::U32(s.kv_heads as u32),
+        ),
+        (format!("{a}.embedding_length"), V::U32(s.hidden as u32)),
+        (
+            format!("{a}.context_length"),
+            V::U32(s.max_position.min(8192) as u32),
+        ),
+        (format!("{a}.block_count"), V::U32(s.layers as u32)),
+        (
+            format!("{a}.feed_forward_length"),
+            V::U32(s.intermediate as u32),
+        ),
+        (
+            format!("{a}.rope.dimension_count"),
+            V::U32(s.head_dim as u32),
+        ),
+        (
+            format!("{a}.attention.layer_norm_rms_epsilon"),
+            V::F32(s.rms_eps as f32),
+        ),
+        (format!("{a}.rope.freq_base"), V::F32(s.rope_theta as f32)),
+    ]
+}
+
+pub(crate) fn write_gguf(s: &ModelShape, tensors: &[(String, QTensor)]) -> Result<Vec<u8>> {
+    let md = gguf_metadata(s);
+    let md_refs: Vec<(&str, &gguf_file::Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut cur = Cursor::new(Vec::new());
+    gguf_file::write(&mut cur, &md_refs, &t_refs)?;
+    Ok(cur.into_inner())
+}
+
+pub(crate) fn fallback_note(fallbacks: &[String], q: GgmlDType) -> Vec<String> {
+    if fallbacks.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} tensor(s) kept at Q8_0 instead of {q:?} (input dimension not a multiple of {}), e.g. {}",
+        fallbacks.len(),
+        q.block_size(),
+        fallbacks.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+    )]
+}
+
+pub(crate) fn dominant_type(ct: &gguf_file::Content) -> Option<GgmlDType> {
+    let mut counts: Vec<(GgmlDType, u64)> = Vec::new();
+    for (name, info) in &ct.tensor_infos {
+        if !name.starts_with("blk.") || !name.ends_with(".weight") || info.shape.rank() != 2 {
+            continue;
+        }
+        let n = info.shape.elem_count() as u64;
+        match counts.iter_mut().find(|(d, _)| *d == info.ggml_dtype) {
+            Some(c) => c.1 += n,
+            None => counts.push((info.ggml_dtype, n)),
+        }
+    }
+    counts.into_iter().max_by_key(|c| c.1).map(|c| c.0)
+}
+
+/// Read a shape from a GGUF file's metadata.
+pub fn shape_from_gguf(path: &std::path::Path) -> Result<ModelShape> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let ct = gguf_file::Content::read(&mut f)
+        .map_err(|e| anyhow!("{}: not a GGUF file: {e}", path.display()))?;
+    let arch = ct
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .ok_or_else(|| anyhow!("{}: no general.architecture", path.display()))?;
+    let family = match arch.as_str() {
+        "qwen2" => "qwen2",
+        "llama" => "llama",
+        other => bail!(
+            "{}: GGUF architecture {other:?} is not supported (llama, qwen2)",
+            path.display()
+        ),
+    };
+    let u = |k: &str| -> Result<usize> {
+        ct.metadata
+            .get(&format!("{arch}.{k}"))
+            .and_then(|v| v.to_u32().ok())
+            .map(|x| x as usize)
+            .ok_or_else(|| anyhow!("{}: missing {arch}.{k}", path.display()))
+    };
+    let vocab = ct
+        .tensor_infos
+        .get("token_embd.weight")
+        .map(|i| i.shape.dims()[0])
+        .ok_or_else(|| anyhow!("{}: no token_embd.weight", path.display()))?;
+    let heads = u("attention.head_count")?;
+    let hidden = u("embedding_length")?;
+    let mut s = ModelShape {
+        name: path
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        family: family.into(),
+        params_b: 0.0,
+        layers: u("block_count")?,
+        hidden,
+        heads,
+        kv_heads: u("attention.head_count_kv").unwrap_or(heads),
+        head_dim: hidden / heads,
+        intermediate: u("feed_forward_length").unwrap_or(hidden * 4),
+        vocab,
+        tied_embeddings: !ct.tensor_infos.contains_key("output.weight"),
+        rope_theta: ct
+            .metadata
+            .get(&format!("{arch}.rope.freq_base"))
+            .and_then(|v| v.to_f32().ok())
+            .unwrap_or(10000.0) as f64,
+        rms_eps: 1e-6,
+        max_position: u("context_length").unwrap_or(4096),
+        source: path.display().to_string(),
+    };
+    s.params_b = s.param_count() as f64 / 1e9;
+    Ok(s)
+}

@@ -1,0 +1,259 @@
+//! The candle decode engine: Llama and Qwen2 families, F32/F16/BF16 through candle's float models
+//! and GGUF formats (Q8_0, Q4_K, Q4_0, Q5_K, Q6_K) through its quantized models. Weights come
+//! from a local Hugging Face directory, a GGUF file, or seeded random values at a real
+//! architecture's exact shapes (`--synthetic`).
+
+use crate::decoder::{Decoder, DecoderFactory};
+use analysis::ModelShape;
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::quantized::{ggml_file::qtensor_from_ggml, gguf_file, GgmlDType, QTensor};
+use candle_core::{DType, Device, Tensor, D};
+use candle_nn::VarBuilder;
+use candle_transformers::models::{llama, quantized_llama, quantized_qwen2, qwen2};
+use rand::{RngCore, SeedableRng};
+use std::collections::HashMap;
+use std::io::Cursor;
+use std::path::PathBuf;
+
+mod engine;
+mod gguf;
+mod hf;
+mod synthetic;
+#[cfg(test)]
+mod tests;
+
+use engine::*;
+pub use engine::{llama_config, prompt_ids, qwen2_config, CandleDecoder};
+pub use gguf::shape_from_gguf;
+use gguf::*;
+pub use hf::shape_from_hf_config;
+use hf::*;
+use synthetic::*;
+pub use synthetic::{write_synthetic_gguf, write_synthetic_hf_dir};
+
+pub const CANDLE_VERSION: &str = "0.11.1";
+
+/// Where the weights come from.
+#[derive(Debug, Clone)]
+pub enum WeightSource {
+    Synthetic { shape: ModelShape, seed: u64 },
+    HfDir(PathBuf),
+    Gguf(PathBuf),
+}
+
+/// Precisions this engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    Float(DType),
+    Quant(GgmlDType),
+}
+
+pub fn parse_precision(p: &str) -> Result<Precision> {
+    Ok(match p.to_ascii_uppercase().as_str() {
+        "F32" | "FP32" => Precision::Float(DType::F32),
+        "F16" | "FP16" => Precision::Float(DType::F16),
+        "BF16" => Precision::Float(DType::BF16),
+        "Q8_0" => Precision::Quant(GgmlDType::Q8_0),
+        "Q4_0" => Precision::Quant(GgmlDType::Q4_0),
+        "Q4_K" => Precision::Quant(GgmlDType::Q4K),
+        "Q5_K" => Precision::Quant(GgmlDType::Q5K),
+        "Q6_K" => Precision::Quant(GgmlDType::Q6K),
+        other => bail!("unsupported precision {other:?}: expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"),
+    })
+}
+
+/// Bytes per parameter of a precision, including block scales.
+pub fn bytes_per_param(p: Precision) -> f64 {
+    match p {
+        Precision::Float(DType::F32) => 4.0,
+        Precision::Float(_) => 2.0,
+        Precision::Quant(q) => q.type_size() as f64 / q.block_size() as f64,
+    }
+}
+
+pub struct CandleFactory {
+    pub source: WeightSource,
+    pub device: Device,
+    shape: ModelShape,
+    /// Synthetic quantized arms: quantize the float arms' seeded weights (slower to load) instead
+    /// of drawing independent random blocks. Perplexity needs it: a Δ vs FP16 only means
+    /// something between the same weights. The decode work is the same either way, but power can
+    /// depend on the values, so campaign sweeps keep random blocks (a sweep plan cannot ask for
+    /// perplexity); the report's `weights.quantized_from_float` says which a run used.
+    pub quantize_synthetic_floats: bool,
+}
+
+impl CandleFactory {
+    pub fn new(source: WeightSource, device: Device) -> Result<Self> {
+        let shape = match &source {
+            WeightSource::Synthetic { shape, .. } => shape.clone(),
+            WeightSource::HfDir(dir) => shape_from_hf_config(dir)?,
+            WeightSource::Gguf(path) => shape_from_gguf(path)?,
+        };
+        Ok(CandleFactory {
+            source,
+            device,
+            shape,
+            quantize_synthetic_floats: false,
+        })
+    }
+
+    pub fn shape(&self) -> &ModelShape {
+        &self.shape
+    }
+
+    fn load_candle(&mut self, precision: &str) -> Result<CandleDecoder> {
+        let p = parse_precision(precision)?;
+        let shape = self.shape.clone();
+        let dev = self.device.clone();
+        let t0 = std::time::Instant::now();
+        let model = match (&self.source, p) {
+            (WeightSource::Synthetic { seed, .. }, Precision::Float(dt)) => {
+                let tensors = if self.quantize_synthetic_floats {
+                    // Drawn on the CPU from our own seeded generator, so the quantized arms can
+                    // start from bit-identical values whatever the device's RNG does.
+                    synthetic_float_tensors(&shape, *seed, &Device::Cpu)?
+                        .into_iter()
+                        .map(|(n, t)| Ok((n, t.to_device(&dev)?)))
+                        .collect::<Result<HashMap<_, _>>>()?
+                } else {
+                    synthetic_float_tensors(&shape, *seed, &dev)?
+                };
+                float_model(&shape, VarBuilder::from_tensors(tensors, dt, &dev))?
+            }
+            (WeightSource::Synthetic { seed, .. }, Precision::Quant(q))
+                if self.quantize_synthetic_floats =>
+            {
+                // The same values the float arms get (see above).
+                let tensors = synthetic_float_tensors(&shape, *seed, &Device::Cpu)?;
+                let (gguf, mut notes) = quantize_hf_tensors(tensors, &shape, q)?;
+                notes.push(format!(
+                    "quantized in memory from the float arms' seeded synthetic weights (seed {seed})"
+                ));
+                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
+                m.notes = notes;
+                m
+            }
+            (WeightSource::Synthetic { seed, .. }, Precision::Quant(q)) => {
+                let (gguf, notes) = synthetic_gguf(&shape, q, *seed)?;
+                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
+                m.notes = notes;
+                m
+            }
+            (WeightSource::HfDir(dir), Precision::Float(dt)) => {
+                let files = safetensor_files(dir)?;
+                // SAFETY: the files are memory-mapped read-only for the lifetime of the model.
+                let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, dt, &dev)? };
+                float_model(&shape, vb)?
+            }
+            (WeightSource::HfDir(dir), Precision::Quant(q)) => {
+                let (gguf, notes) = quantize_hf_dir(dir, &shape, q)?;
+                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
+                m.notes = notes;
+                m
+            }
+            (WeightSource::Gguf(path), Precision::Quant(q)) => {
+                let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+                let ct = gguf_file::Content::read(&mut f).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+                let found = dominant_type(&ct);
+                let mut m = quant_model(&shape, ct, &mut f, &dev)?;
+                if found != Some(q) {
+                    bail!(
+                        "{} holds {:?} weights, not {precision}: a GGUF file is one quantization",
+                        path.display(),
+                        found
+                    );
+                }
+                m.notes.push(format!("weights from GGUF file {}", path.display()));
+                m
+            }
+            (WeightSource::Gguf(path), Precision::Float(_)) => bail!(
+                "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
+                path.display()
+            ),
+        };
+        tracing::info!(
+            precision,
+            seconds = t0.elapsed().as_secs_f64(),
+            "model loaded"
+        );
+        Ok(CandleDecoder {
+            model,
+            device: dev,
+            vocab: shape.vocab,
+            precision: precision.to_string(),
+        })
+    }
+}
+
+impl DecoderFactory for CandleFactory {
+    fn load(&mut self, precision: &str) -> Result<Box<dyn Decoder>> {
+        Ok(Box::new(self.load_candle(precision)?))
+    }
+
+    fn required_bytes(&self, precision: &str, batch: usize, context: usize) -> u64 {
+        let Ok(p) = parse_precision(precision) else {
+            return 0;
+        };
+        required_bytes(&self.shape, p, batch, context)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {
+        let file = match &self.source {
+            WeightSource::Synthetic { .. } => {
+                // Random weights have no tokenizer and no language: byte ids are as good as any
+                // text, and only the Δ between arms (the quantization's numerical error) means
+                // anything.
+                let v = self.shape.vocab.max(1) as u32;
+                return Ok((
+                    text.bytes().map(|b| u32::from(b) % v).collect(),
+                    "UTF-8 byte ids (synthetic weights have no tokenizer)".into(),
+                ));
+            }
+            WeightSource::HfDir(dir) => dir.join("tokenizer.json"),
+            WeightSource::Gguf(path) => path.with_file_name("tokenizer.json"),
+        };
+        if !file.is_file() {
+            bail!(
+                "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
+                file.display(),
+                if matches!(self.source, WeightSource::Gguf(_)) {
+                    " beside the GGUF file"
+                } else {
+                    ""
+                }
+            );
+        }
+        let mut tok = tokenizers::Tokenizer::from_file(&file)
+            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        // The corpus is scored as it is: no pad tokens, no cut at the tokenizer's max length.
+        tok.with_padding(None);
+        tok.with_truncation(None)
+            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        let enc = tok
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizing with {}: {e}", file.display()))?;
+        Ok((
+            enc.get_ids().to_vec(),
+            format!("tokenizer.json ({})", file.display()),
+        ))
+    }
+}
+
+/// Weights + KV cache + dequantized embedding (quantized models keep it in F32) + logits +
+/// runtime overhead (CUDA context, cuBLAS workspace, allocator slack: 1.5 GB measured-ish).
+pub fn required_bytes(shape: &ModelShape, p: Precision, batch: usize, context: usize) -> u64 {
+    let params = shape.param_count() as f64;
+    let emb = (shape.vocab * shape.hidden) as f64;
+    let (weights, kv_elem, extra) = match p {
+        Precision::Float(dt) => (params * bytes_per_param(p), dt.size_in_bytes() as f64, 0.0),
+        Precision::Quant(_) => (
+            shape.linear_params() as f64 * bytes_per_param(p) + emb * 1.0625,
+            4.0,
+            emb * 4.0,
+        ),
+    };
+    let kv = shape.kv_bytes_per_token(kv_elem) * (context * batch) as f64;
+    let logits = (batch * shape.vocab) as f64 * 4.0 * 4.0;
+    (weights + kv + extra + logits + 1.5e9) as u64
+}

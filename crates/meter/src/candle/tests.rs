@@ -1,0 +1,246 @@
+//! CPU tests of the candle engine on tiny models.
+
+use super::*;
+
+/// A tiny model with real structure (GQA, biases for qwen2, block-size-compatible widths).
+pub fn tiny(family: &str) -> ModelShape {
+    let mut s = ModelShape {
+        name: format!("tiny-{family}"),
+        family: family.into(),
+        params_b: 0.0,
+        layers: 2,
+        hidden: 256,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 64,
+        intermediate: 512,
+        vocab: 512,
+        tied_embeddings: family == "qwen2",
+        rope_theta: 10000.0,
+        rms_eps: 1e-6,
+        max_position: 512,
+        source: "test".into(),
+    };
+    s.params_b = s.param_count() as f64 / 1e9;
+    s
+}
+
+#[test]
+fn every_precision_decodes_exactly_the_requested_tokens_on_cpu() {
+    for family in ["qwen2", "llama"] {
+        let mut f = CandleFactory::new(
+            WeightSource::Synthetic {
+                shape: tiny(family),
+                seed: 7,
+            },
+            Device::Cpu,
+        )
+        .unwrap();
+        for p in ["F32", "BF16", "F16", "Q8_0", "Q4_0", "Q4_K"] {
+            let mut d = f.load(p).unwrap_or_else(|e| panic!("{family} {p}: {e:#}"));
+            assert_eq!(d.generate(2, 4, 5).unwrap(), 10, "{family} {p}");
+            // A second generation starts from a clean cache.
+            assert_eq!(d.generate(1, 4, 3).unwrap(), 3);
+            d.synchronize().unwrap();
+            assert!(d.kernel().contains(p));
+        }
+    }
+}
+
+#[test]
+fn odd_widths_fall_back_to_q8_0_and_say_so() {
+    let mut s = tiny("qwen2");
+    s.hidden = 96; // 96 % 256 ≠ 0, 96 % 32 = 0
+    s.heads = 2;
+    s.kv_heads = 1;
+    s.head_dim = 48;
+    s.intermediate = 256;
+    let mut f =
+        CandleFactory::new(WeightSource::Synthetic { shape: s, seed: 1 }, Device::Cpu).unwrap();
+    let d = f.load("Q4_K").unwrap();
+    assert!(
+        d.notes().iter().any(|n| n.contains("Q8_0")),
+        "{:?}",
+        d.notes()
+    );
+}
+
+#[test]
+fn hf_dir_and_gguf_file_sources_load() {
+    let dir = std::env::temp_dir().join(format!("qe-hf-{}", std::process::id()));
+    let shape = tiny("llama");
+    write_synthetic_hf_dir(&shape, 3, &dir).unwrap();
+    let mut f = CandleFactory::new(WeightSource::HfDir(dir.clone()), Device::Cpu).unwrap();
+    assert_eq!(f.shape().layers, 2);
+    assert_eq!(f.load("F32").unwrap().generate(1, 3, 2).unwrap(), 2);
+    assert_eq!(f.load("Q8_0").unwrap().generate(1, 3, 2).unwrap(), 2);
+
+    let gguf = dir.join("tiny.gguf");
+    write_synthetic_gguf(&tiny("qwen2"), GgmlDType::Q4_0, 5, &gguf).unwrap();
+    let mut g = CandleFactory::new(WeightSource::Gguf(gguf), Device::Cpu).unwrap();
+    assert_eq!(g.shape().family, "qwen2");
+    assert_eq!(g.load("Q4_0").unwrap().generate(1, 3, 2).unwrap(), 2);
+    let wrong = g.load("Q8_0").err().unwrap().to_string();
+    assert!(wrong.contains("one quantization"), "{wrong}");
+    assert!(g
+        .load("F16")
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("float weights"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Reference NLL without the KV cache: for each position, prefill the whole prefix at once.
+fn nll_by_prefill(d: &mut CandleDecoder, ids: &[u32]) -> f64 {
+    let mut sum = 0.0;
+    for t in 1..ids.len() {
+        d.clear();
+        let x = Tensor::new(&ids[..t], &d.device)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let logits = d.forward(&x, 0, &mut None).unwrap();
+        sum -= log_prob(&logits, ids[t]).unwrap();
+    }
+    sum
+}
+
+#[test]
+fn perplexity_through_the_kv_cache_equals_prefilling_every_prefix() {
+    for family in ["qwen2", "llama"] {
+        let shape = tiny(family);
+        let mut f =
+            CandleFactory::new(WeightSource::Synthetic { shape, seed: 11 }, Device::Cpu).unwrap();
+        let (ids, how) = f.tokenize("Four score and seven years ago").unwrap();
+        assert!(how.contains("byte ids"), "{how}");
+        assert_eq!(ids.len(), 30);
+        let mut d = f.load_candle("F32").unwrap();
+        let cached = d.nll(&ids).unwrap();
+        let reference = nll_by_prefill(&mut d, &ids);
+        assert!(cached.is_finite() && cached > 0.0, "{family}: {cached}");
+        assert!(
+            (cached - reference).abs() / reference < 1e-4,
+            "{family}: cached {cached} vs prefill {reference}"
+        );
+        // A second score starts from a clean cache.
+        assert_eq!(d.nll(&ids).unwrap(), cached, "{family}");
+        // Quantizing the same weights moves the NLL, Q8_0 less than Q4_0; independent random
+        // blocks (the energy runs' default) are a different model altogether.
+        f.quantize_synthetic_floats = true;
+        let mut q8 = f.load_candle("Q8_0").unwrap();
+        assert!(q8
+            .model
+            .notes
+            .iter()
+            .any(|n| n.contains("float arms' seeded")));
+        let d8 = (q8.nll(&ids).unwrap() - cached).abs();
+        let d4 = (f.load_candle("Q4_0").unwrap().nll(&ids).unwrap() - cached).abs();
+        assert!(
+            d8 > 0.0 && d8 < d4,
+            "{family}: |ΔNLL| Q8_0 {d8} vs Q4_0 {d4}"
+        );
+        f.quantize_synthetic_floats = false;
+        let mut ind = f.load_candle("Q8_0").unwrap();
+        assert!(ind
+            .model
+            .notes
+            .iter()
+            .all(|n| !n.contains("float arms' seeded")));
+        let di = (ind.nll(&ids).unwrap() - cached).abs();
+        assert!(di > d8, "{family}: independent {di} vs same-weights {d8}");
+    }
+}
+
+#[test]
+fn hf_to_gguf_conversion_keeps_the_model() {
+    for family in ["llama", "qwen2"] {
+        let shape = tiny(family);
+        let mut tensors = synthetic_float_tensors(&shape, 5, &Device::Cpu).unwrap();
+        // Peaky attention, so a wrong q/k row order (llama's rope pairing) would show.
+        for (n, t) in tensors.iter_mut() {
+            if n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") {
+                *t = (t.clone() * 30.0).unwrap();
+            }
+        }
+        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &Device::Cpu);
+        let float = float_model(&shape, vb).unwrap();
+        // F32 "quantization": the GGUF path with no rounding at all.
+        let (gguf, _) = quantize_hf_tensors(tensors, &shape, GgmlDType::F32).unwrap();
+        let quant = quant_model_from_bytes(&shape, gguf, &Device::Cpu).unwrap();
+        let decoder = |model| CandleDecoder {
+            model,
+            device: Device::Cpu,
+            vocab: shape.vocab,
+            precision: "F32".into(),
+        };
+        let ids: Vec<u32> = (0..24u32).map(|i| i * 37 % shape.vocab as u32).collect();
+        let a = decoder(float).nll(&ids).unwrap();
+        let b = decoder(quant).nll(&ids).unwrap();
+        assert!((a - b).abs() / a < 1e-5, "{family}: float {a} vs GGUF {b}");
+    }
+}
+
+#[test]
+fn perplexity_refuses_what_it_cannot_score() {
+    let mut f = CandleFactory::new(
+        WeightSource::Synthetic {
+            shape: tiny("qwen2"),
+            seed: 1,
+        },
+        Device::Cpu,
+    )
+    .unwrap();
+    let mut d = f.load("F32").unwrap();
+    assert!(d.nll(&[5]).unwrap_err().to_string().contains("at least 2"));
+    let e = d.nll(&[1, 512]).unwrap_err().to_string();
+    assert!(e.contains("outside the model's vocabulary"), "{e}");
+}
+
+#[test]
+fn real_sources_tokenize_with_their_tokenizer_json() {
+    use tokenizers::models::wordlevel::WordLevel;
+    let dir = std::env::temp_dir().join(format!("qe-tok-{}", std::process::id()));
+    let shape = tiny("llama");
+    write_synthetic_hf_dir(&shape, 3, &dir).unwrap();
+    let f = CandleFactory::new(WeightSource::HfDir(dir.clone()), Device::Cpu).unwrap();
+    // Weights without a tokenizer.json: a clear refusal, not byte ids.
+    let e = f.tokenize("we the people").unwrap_err().to_string();
+    assert!(e.contains("tokenizer.json"), "{e}");
+    let vocab: std::collections::HashMap<String, u32> =
+        [("[UNK]", 0), ("we", 7), ("the", 8), ("people", 9)]
+            .into_iter()
+            .map(|(w, i)| (w.to_string(), i))
+            .collect();
+    let model = WordLevel::builder()
+        .vocab(vocab.into_iter().collect())
+        .unk_token("[UNK]".into())
+        .build()
+        .unwrap();
+    let mut tok = tokenizers::Tokenizer::new(model);
+    tok.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::whitespace::Whitespace {}));
+    tok.save(dir.join("tokenizer.json"), false).unwrap();
+    let (ids, how) = f.tokenize("we the people of").unwrap();
+    assert_eq!(ids, vec![7, 8, 9, 0]);
+    assert!(how.starts_with("tokenizer.json"), "{how}");
+    let mut f = f;
+    assert!(f.load("F32").unwrap().nll(&ids).unwrap().is_finite());
+
+    let gguf = dir.join("sub").join("tiny.gguf");
+    std::fs::create_dir_all(gguf.parent().unwrap()).unwrap();
+    write_synthetic_gguf(&shape, GgmlDType::Q8_0, 5, &gguf).unwrap();
+    let g = CandleFactory::new(WeightSource::Gguf(gguf), Device::Cpu).unwrap();
+    let e = g.tokenize("we").unwrap_err().to_string();
+    assert!(e.contains("beside the GGUF file"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn required_bytes_by_hand() {
+    let s = analysis::find_shape("qwen2-0.5b").unwrap();
+    // F16, batch 1, 272 tokens: 0.494e9·2 + KV 2·24·2·64·2 B·272 + logits + 1.5e9
+    let b = required_bytes(s, Precision::Float(DType::F16), 1, 272) as f64;
+    let want = s.param_count() as f64 * 2.0 + 12288.0 * 272.0 + 151936.0 * 16.0 + 1.5e9;
+    assert!((b - want).abs() < 2.0, "{b} vs {want}");
+    assert!(bytes_per_param(Precision::Quant(GgmlDType::Q4_0)) == 18.0 / 32.0);
+}

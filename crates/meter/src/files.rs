@@ -1,0 +1,120 @@
+//! Small file and host helpers shared by the meter's writers: atomic writes, safe file names,
+//! file digests, the UTC time stamp and the host name.
+
+use anyhow::{Context, Result};
+use sha2::Digest;
+use std::io::Write;
+use std::path::Path;
+
+use crate::run_report::report_precision;
+
+/// A file-name-safe form of user text: ASCII letters, digits, `.` and `-` kept, the rest `_` (no
+/// path separators can survive).
+pub fn safe_name(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut h = sha2::Sha256::new();
+    let n = std::io::copy(&mut f, &mut h)?;
+    Ok((format!("{:x}", h.finalize()), n))
+}
+
+/// The current UTC time as ISO 8601 (`2026-11-30T14:53:48Z`).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // Civil date from days since 1970 (Howard Hinnant's algorithm), to avoid a date crate.
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// This machine's host name (`/etc/hostname`), or `unknown`.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Write `contents` to `path` atomically: a temporary file in the same directory, fsync, rename.
+/// A crash leaves either the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} has no file name", path.display()))?
+        .to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut f =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// `<model>_<PRECISION>_b<batch>`, every part file-name safe.
+pub fn file_stem(model: &str, precision: &str, batch: usize) -> String {
+    format!(
+        "{}_{}_b{batch}",
+        safe_name(model),
+        report_precision(precision)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_now_is_iso8601() {
+        let s = utc_now();
+        assert_eq!(s.len(), 20, "{s}");
+        assert!(s.starts_with("20") && s.ends_with('Z'));
+    }
+
+    #[test]
+    fn file_stems_are_safe() {
+        assert_eq!(file_stem("Qwen2-0.5B", "F16", 1), "Qwen2-0.5B_FP16_b1");
+        assert_eq!(
+            file_stem("../../etc/x y", "Q4_K", 4),
+            ".._.._etc_x_y_Q4_K_b4"
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! The quantenergy instrument, as a library: it measures decode energy per token on an NVIDIA GPU
+//! and writes the `energy.json` reports the page reads. Hardware sits behind traits with fakes,
+//! so everything but the NVML and CUDA calls is tested on a machine without a GPU.
+//!
+//! | module | what it holds | feature |
+//! |---|---|---|
+//! | [`meter`] | the [`meter::EnergyMeter`] trait, a scripted fake, clocks, host CPU readings | – |
+//! | `nvml_meter` | the NVML implementation of the meter, and `probe` | `nvml` |
+//! | [`sampler`] | the power-trace thread and its trapezoid integral | – |
+//! | [`decoder`] | the [`decoder::Decoder`] / [`decoder::DecoderFactory`] traits and a fake | – |
+//! | `candle` | the candle decode engine: loaders (HF, GGUF, synthetic) and decode loop | `candle` |
+//! | [`protocol`] | idle reference, pre-flight, seeded arm order, cooldown, one metered window per arm | – |
+//! | [`overhead`] | the trace-thread A/B (paired windows, 95 % interval) | – |
+//! | [`run_report`] | a protocol outcome → a typed, validated `report::Report` | – |
+//! | [`plan`] | sweep plans (`plan.toml`) → one job per repeat, resumable | – |
+//! | [`campaign`] | per-report CSV, aggregation into anchors rows, the campaign targets | – |
+//! | `session` | `measure` / `overhead` end to end on a GPU, or the labelled no-GPU estimate | `nvml` + `candle` |
+//! | [`files`] | atomic writes, safe file names, digests, time stamps | – |
+
+pub mod campaign;
+#[cfg(feature = "candle")]
+pub mod candle;
+pub mod decoder;
+pub mod files;
+pub mod meter;
+#[cfg(feature = "nvml")]
+pub mod nvml_meter;
+pub mod overhead;
+pub mod plan;
+pub mod protocol;
+pub mod run_report;
+pub mod sampler;
+#[cfg(all(feature = "nvml", feature = "candle"))]
+pub mod session;

@@ -1,0 +1,273 @@
+//! Sweep plans (`plan.toml`): many configurations, each repeat one process to start (a fresh CUDA
+//! context and allocator per repeat, so repeats are independent); a job whose reports exist is
+//! done, so a sweep resumes where it stopped.
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Output directory, relative to the plan file.
+    pub out: PathBuf,
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(rename = "run")]
+    pub runs: Vec<RunSpec>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default = "d_tokens")]
+    pub tokens: usize,
+    #[serde(default = "d_iterations")]
+    pub iterations: usize,
+    #[serde(default = "d_warmup")]
+    pub warmup: usize,
+    #[serde(default = "d_baseline")]
+    pub baseline: String,
+    #[serde(default = "d_repeats")]
+    pub repeats: usize,
+    #[serde(default = "d_cooldown")]
+    pub cooldown_max_s: f64,
+    #[serde(default = "d_hz")]
+    pub sample_hz: f64,
+}
+
+fn d_tokens() -> usize {
+    256
+}
+fn d_iterations() -> usize {
+    10
+}
+fn d_warmup() -> usize {
+    2
+}
+fn d_baseline() -> String {
+    "F16".into()
+}
+fn d_repeats() -> usize {
+    3
+}
+fn d_cooldown() -> f64 {
+    60.0
+}
+fn d_hz() -> f64 {
+    50.0
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            tokens: d_tokens(),
+            iterations: d_iterations(),
+            warmup: d_warmup(),
+            baseline: d_baseline(),
+            repeats: d_repeats(),
+            cooldown_max_s: d_cooldown(),
+            sample_hz: d_hz(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub synthetic: Option<String>,
+    pub model: Option<PathBuf>,
+    pub precisions: Vec<String>,
+    #[serde(default = "one_batch")]
+    pub batch: Vec<usize>,
+    pub repeats: Option<usize>,
+    pub tokens: Option<usize>,
+    pub iterations: Option<usize>,
+    pub baseline: Option<String>,
+}
+
+fn one_batch() -> Vec<usize> {
+    vec![1]
+}
+
+/// One process to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub args: Vec<String>,
+    pub stem: String,
+    pub expected: Vec<PathBuf>,
+}
+
+pub fn parse_plan(text: &str) -> Result<Plan> {
+    let plan: Plan = toml::from_str(text).context("plan.toml")?;
+    for (i, r) in plan.runs.iter().enumerate() {
+        if r.synthetic.is_some() == r.model.is_some() {
+            bail!(
+                "plan.toml: run {}: give exactly one of `synthetic` or `model`",
+                i + 1
+            );
+        }
+        if r.precisions.is_empty() {
+            bail!("plan.toml: run {}: `precisions` is empty", i + 1);
+        }
+    }
+    Ok(plan)
+}
+
+/// The plan's processes, breadth first: repeat 1 of every configuration, then repeat 2, … — so a
+/// campaign cut short by its time budget still covers every configuration.
+pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
+    let d = &plan.defaults;
+    let max_repeats = plan
+        .runs
+        .iter()
+        .map(|r| r.repeats.unwrap_or(d.repeats))
+        .max()
+        .unwrap_or(0);
+    let mut jobs = Vec::new();
+    for rep in 1..=max_repeats {
+        for (i, r) in plan.runs.iter().enumerate() {
+            if rep > r.repeats.unwrap_or(d.repeats) {
+                continue;
+            }
+            for &b in &r.batch {
+                // A different seed per configuration and repeat, so arm orders differ across the
+                // campaign (the first H200 session used the repeat number alone: one order per repeat).
+                let seed = i as u64 * 1000 + rep as u64;
+                jobs.push(job(d, r, b, rep, seed, out));
+            }
+        }
+    }
+    jobs
+}
+
+fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -> Job {
+    let name = r.synthetic.clone().unwrap_or_else(|| {
+        r.model
+            .as_ref()
+            .map(|m| m.display().to_string())
+            .unwrap_or_default()
+    });
+    // Every report file is `<shape>_b<batch>_r<repeat>_<precision>.json`: a one-precision run
+    // carries its precision in the stem, a several-precision run gets it appended per report.
+    let mut stem = format!("{}_b{b}_r{rep}", crate::files::safe_name(&name));
+    if let [p] = r.precisions.as_slice() {
+        stem = format!("{stem}_{}", crate::run_report::report_precision(p));
+    }
+    let mut args = vec!["measure".to_string()];
+    match (&r.synthetic, &r.model) {
+        (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),
+        (_, Some(m)) => args.extend(["--model".into(), m.display().to_string()]),
+        _ => unreachable!("checked by parse_plan"),
+    }
+    args.extend([
+        "--precision".into(),
+        r.precisions.join(","),
+        "--baseline".into(),
+        r.baseline.clone().unwrap_or_else(|| d.baseline.clone()),
+        "--batch".into(),
+        b.to_string(),
+        "--tokens".into(),
+        r.tokens.unwrap_or(d.tokens).to_string(),
+        "--iterations".into(),
+        r.iterations.unwrap_or(d.iterations).to_string(),
+        "--warmup".into(),
+        d.warmup.to_string(),
+        "--seed".into(),
+        seed.to_string(),
+        "--cooldown-max-s".into(),
+        d.cooldown_max_s.to_string(),
+        "--sample-hz".into(),
+        d.sample_hz.to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--name".into(),
+        stem.clone(),
+    ]);
+    let expected = r
+        .precisions
+        .iter()
+        .map(|p| {
+            if r.precisions.len() == 1 {
+                out.join(format!("{stem}.json"))
+            } else {
+                out.join(format!(
+                    "{stem}_{}.json",
+                    crate::run_report::report_precision(p)
+                ))
+            }
+        })
+        .collect();
+    Job {
+        args,
+        stem,
+        expected,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+out = "raw"
+[defaults]
+repeats = 2
+[[run]]
+synthetic = "qwen2-0.5b"
+precisions = ["Q8_0", "Q4_0"]
+[[run]]
+synthetic = "qwen2-1.5b"
+precisions = ["Q4_K"]
+batch = [1, 4]
+repeats = 1
+"#;
+
+    #[test]
+    fn plan_expands_into_one_process_per_repeat() {
+        let plan = parse_plan(PLAN).unwrap();
+        let js = jobs(&plan, Path::new("/o"));
+        assert_eq!(js.len(), 2 + 2);
+        // Breadth first: every configuration's first repeat before any second repeat.
+        let stems: Vec<&str> = js.iter().map(|j| j.stem.as_str()).collect();
+        assert_eq!(
+            stems,
+            [
+                "qwen2-0.5b_b1_r1",
+                "qwen2-1.5b_b1_r1_Q4_K",
+                "qwen2-1.5b_b4_r1_Q4_K",
+                "qwen2-0.5b_b1_r2"
+            ]
+        );
+        assert_eq!(
+            js[0].expected,
+            vec![
+                PathBuf::from("/o/qwen2-0.5b_b1_r1_Q8_0.json"),
+                PathBuf::from("/o/qwen2-0.5b_b1_r1_Q4_0.json")
+            ]
+        );
+        assert!(js[0]
+            .args
+            .windows(2)
+            .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
+        assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
+        assert_eq!(
+            js[2].expected,
+            vec![PathBuf::from("/o/qwen2-1.5b_b4_r1_Q4_K.json")]
+        );
+    }
+
+    #[test]
+    fn bad_plans_say_what_is_wrong() {
+        let e = parse_plan("out = \"x\"\n[[run]]\nprecisions = [\"Q4_0\"]\n").unwrap_err();
+        assert!(format!("{e:#}").contains("exactly one of"));
+        let e =
+            parse_plan("out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = []\n").unwrap_err();
+        assert!(format!("{e:#}").contains("empty"));
+        let e = parse_plan(
+            "out = \"x\"\nbogus = 1\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("bogus"), "{e:#}");
+    }
+}

@@ -1,0 +1,509 @@
+//! Turn a protocol [`Outcome`] into an `energy.json` report, and write it atomically.
+
+use crate::protocol::{
+    ArmMeasurement, CooldownResult, Outcome, PerplexityConfig, PerplexityScore, ProtocolConfig,
+};
+use anyhow::{bail, Result};
+use report::Report;
+
+/// What the report says about the weights.
+#[derive(Debug, Clone)]
+pub enum WeightsInfo {
+    Synthetic {
+        architecture: String,
+        seed: u64,
+        /// Quantized arms are the float arms' weights, quantized (`quantize_synthetic_floats`),
+        /// rather than their own random blocks: only then is a perplexity Δ between arms a Δ.
+        quantized_from_float: bool,
+    },
+    Real {
+        path: String,
+        files: Vec<(String, String, u64)>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub model_name: String,
+    pub params_b: f64,
+    pub weights: WeightsInfo,
+    pub engine_version: String,
+    pub timestamp_utc: String,
+    pub host: String,
+}
+
+/// Our report's precision name for an engine precision (`F16` → `FP16`).
+pub fn report_precision(p: &str) -> String {
+    match p.to_ascii_uppercase().as_str() {
+        "F16" => "FP16".into(),
+        "F32" => "FP32".into(),
+        other => other.to_string(),
+    }
+}
+
+fn r(v: f64, dp: i32) -> f64 {
+    let m = 10f64.powi(dp);
+    (v * m).round() / m
+}
+
+fn cooldown_block(c: &CooldownResult) -> report::Cooldown {
+    report::Cooldown {
+        target_power_watts: Some(r(c.target_power_w, 2)),
+        target_temp_c: c.target_temp_c.is_finite().then(|| r(c.target_temp_c, 1)),
+        converged: Some(c.converged),
+        seconds: Some(r(c.seconds, 2)),
+        extra: Default::default(),
+    }
+}
+
+/// `counter / trace` when the trace integrated to a positive energy.
+fn counter_over_trace(a: &ArmMeasurement) -> Option<f64> {
+    a.trace_j()
+        .filter(|t| *t > 0.0)
+        .map(|t| r(a.counter_j / t, 4))
+}
+
+/// One arm of the run as the report's `protocol.arms[]` entry.
+fn arm_entry(precision: &str, m: &Result<ArmMeasurement, String>) -> report::Arm {
+    let a = match m {
+        Err(e) => return report::Arm::failed(report_precision(precision), e.clone()),
+        Ok(a) => a,
+    };
+    let trace = a.trace.as_ref();
+    report::Arm {
+        energy_per_token_mj: Some(r(a.mj_per_token(), 3)),
+        trace_energy_per_token_mj: a.trace_mj_per_token().map(|v| r(v, 3)),
+        counter_joules: Some(r(a.counter_j, 3)),
+        trace_joules: a.trace_j().map(|v| r(v, 3)),
+        counter_over_trace_ratio: counter_over_trace(a),
+        throughput_tokens_per_s: Some(r(a.tok_s(), 3)),
+        avg_power_watts: Some(r(a.avg_power_w(), 2)),
+        window_seconds: Some(r(a.window_s, 4)),
+        tokens_generated: Some(a.tokens_generated),
+        samples: trace.map(|t| t.samples.len() as u64),
+        failed_reads: trace.map(|t| t.failed_reads),
+        achieved_sample_rate_hz: trace.map(|t| r(t.achieved_hz, 2)),
+        iteration_seconds: Some(a.iteration_s.iter().map(|t| r(*t, 5)).collect()),
+        iteration_time_cv_pct: a.iteration_cv_pct().map(|v| r(v, 3)),
+        load_seconds: Some(r(a.load_s, 3)),
+        host_cpu_steal_pct: a.host.map(|h| r(h.steal_pct, 3)),
+        process_cpu_cores: a.host.map(|h| r(h.process_cpu_cores, 3)),
+        kernel: Some(a.kernel.clone()),
+        notes: Some(a.notes.clone()),
+        cooldown: Some(cooldown_block(&a.cooldown)),
+        temperature_start_c: a.temp_start_c,
+        temperature_end_c: a.temp_end_c,
+        perplexity: a.perplexity.as_ref().map(|p| match p {
+            Ok(s) => report::ArmPerplexity {
+                value: Some(r(s.perplexity(), 4)),
+                mean_nll: Some(r(s.mean_nll, 6)),
+                tokens_evaluated: Some(s.tokens_evaluated as u64),
+                ..Default::default()
+            },
+            Err(e) => report::ArmPerplexity {
+                error: Some(e.clone()),
+                ..Default::default()
+            },
+        }),
+        ..report::Arm::ok(report_precision(precision))
+    }
+}
+
+/// An arm's perplexity score, or why there is none.
+fn arm_score(m: &Result<ArmMeasurement, String>) -> Result<PerplexityScore, String> {
+    match m {
+        Ok(a) => a
+            .perplexity
+            .clone()
+            .unwrap_or_else(|| Err("not scored".into())),
+        Err(e) => Err(format!("the arm failed ({e})")),
+    }
+}
+
+/// The quality block's note: what was scored, how, and what a synthetic Δ can mean.
+fn quality_note(
+    p: &PerplexityConfig,
+    how: Option<&str>,
+    synthetic: bool,
+    requested: &Result<ArmMeasurement, String>,
+) -> String {
+    let sha256 = p.sha256();
+    let mut note = format!(
+        "Teacher-forced perplexity on {} (sha256 {}…), tokenized as {}, in windows of {} tokens, \
+         scored after the energy window closed. Not comparable with published WikiText figures.",
+        p.corpus_name,
+        &sha256[..12],
+        how.unwrap_or("—"),
+        p.seq_len
+    );
+    if synthetic {
+        note.push_str(
+            " Synthetic weights: random weights predict nothing (perplexity near the vocabulary \
+             size), so the value means nothing by itself; a Δ vs FP16 measures only the numerical \
+             error of this precision on the same weights: its size, not its sign (noise can lower \
+             the perplexity of a model that predicts nothing).",
+        );
+    }
+    // What the arm itself had to say (e.g. tensors that fell back to Q8_0) belongs next to its Δ.
+    if let Some(a) = requested.as_ref().ok().filter(|a| !a.notes.is_empty()) {
+        note.push_str(&format!(" This arm: {}", a.notes.join("; ")));
+    }
+    note
+}
+
+/// The report's `quality` block: the requested arm's perplexity and its Δ vs the FP16 arm of the
+/// same run. `measured` only when the requested arm was scored; Δ only when both were.
+fn quality_block(
+    cfg: &ProtocolConfig,
+    out: &Outcome,
+    precision: &str,
+    requested: &Result<ArmMeasurement, String>,
+    baseline: Option<&Result<ArmMeasurement, String>>,
+    weights: &WeightsInfo,
+) -> Option<report::Quality> {
+    let (p, tokens) = cfg.perplexity.as_ref().zip(out.perplexity.as_ref())?;
+    let how = tokens.as_ref().ok().map(|t| t.how.clone());
+    let mut base = baseline.map(arm_score);
+    // Synthetic quantized arms normally draw their own random blocks: a different model from the
+    // FP16 arm, so no Δ unless they were quantized from the float arms' weights.
+    let synthetic = matches!(weights, WeightsInfo::Synthetic { .. });
+    let independent = matches!(
+        weights,
+        WeightsInfo::Synthetic {
+            quantized_from_float: false,
+            ..
+        }
+    ) && !matches!(
+        report_precision(precision).as_str(),
+        "FP16" | "BF16" | "FP32"
+    );
+    if independent && base.is_some() {
+        base = Some(Err(
+            "the quantized arm's synthetic weights were drawn independently of the \
+                         FP16 arm's, so their perplexities are not comparable"
+                .into(),
+        ));
+    }
+    let common = report::Quality {
+        metric: "perplexity".into(),
+        corpus: Some(report::Corpus {
+            name: Some(p.corpus_name.clone()),
+            bytes: Some(p.text.len() as i64),
+            sha256: Some(p.sha256()),
+            ..Default::default()
+        }),
+        seq_len: Some(p.seq_len as i64),
+        max_tokens: Some(p.max_tokens as i64),
+        note: Some(quality_note(p, how.as_deref(), synthetic, requested)),
+        tokenization: how,
+        ..Default::default()
+    };
+    Some(match arm_score(requested) {
+        Err(e) => report::Quality {
+            basis: "unavailable".into(),
+            error: Some(e),
+            ..common
+        },
+        Ok(s) => {
+            let (fp16, delta, delta_note) = match &base {
+                // ppl_q / ppl_b − 1 from the NLL difference: finite even where either
+                // perplexity alone would be huge.
+                Some(Ok(b)) => (
+                    Some(r(b.perplexity(), 4)),
+                    Some(r(((s.mean_nll - b.mean_nll).exp() - 1.0) * 100.0, 3)),
+                    None,
+                ),
+                Some(Err(e)) => (None, None, Some(format!("no Δ vs FP16: {e}"))),
+                None => (
+                    None,
+                    None,
+                    Some("no Δ: no baseline arm was run".to_string()),
+                ),
+            };
+            report::Quality {
+                basis: "measured".into(),
+                value: Some(r(s.perplexity(), 4)),
+                fp16_value: fp16,
+                delta_vs_fp16_pct: delta,
+                mean_nll: Some(r(s.mean_nll, 6)),
+                tokens_evaluated: Some(s.tokens_evaluated as i64),
+                windows: Some(s.windows as i64),
+                delta_note,
+                ..common
+            }
+        }
+    })
+}
+
+/// The results note: which arms were measured, what failed, idle power, cooldown.
+fn results_note(
+    out: &Outcome,
+    precision: &str,
+    requested: &Result<ArmMeasurement, String>,
+    baseline: Option<&Result<ArmMeasurement, String>>,
+) -> String {
+    let base_ok = baseline.is_some_and(|b| b.is_ok());
+    let mut notes = Vec::new();
+    match (requested, baseline) {
+        (Ok(_), Some(Ok(_))) => notes.push(format!(
+            "Both arms measured in this run, in the order {}.",
+            out.arm_order.iter().map(|p| report_precision(p)).collect::<Vec<_>>().join(" → ")
+        )),
+        (Ok(_), Some(Err(e))) => notes.push(format!(
+            "The FP16 baseline arm failed ({e}); this arm's energy is measured, but no Δ vs FP16 is reported."
+        )),
+        (Ok(_), None) => notes.push("No baseline arm was run: no Δ vs FP16.".into()),
+        (Err(e), _) => notes.push(format!(
+            "The {} arm failed ({e}): no energy is reported for it{}.",
+            report_precision(precision),
+            if base_ok { "; the FP16 arm's figure is kept as fp16_energy_per_token_mj" } else { "" }
+        )),
+    }
+    notes.push(format!(
+        "Idle power {:.1} W was measured before loading and is reported, not subtracted.",
+        out.idle_power_w
+    ));
+    if let Ok(a) = requested {
+        if !a.cooldown.converged {
+            notes.push(format!(
+                "Cooldown did not converge within {:.0} s (power {:?} W, target ≤ {:.1} W).",
+                a.cooldown.seconds, a.cooldown.power_w, a.cooldown.target_power_w
+            ));
+        }
+    }
+    notes.join(" ")
+}
+
+/// The report's `weights` block.
+fn weights_block(w: &WeightsInfo) -> report::Weights {
+    match w {
+        WeightsInfo::Synthetic {
+            architecture,
+            seed,
+            quantized_from_float,
+        } => report::Weights {
+            kind: report::WeightsKind::Synthetic,
+            architecture: Some(architecture.clone()),
+            seed: Some(*seed),
+            quantized_from_float: Some(*quantized_from_float),
+            note: Some(if *quantized_from_float {
+                "seeded random weights at the architecture's exact shapes, the quantized arms quantized from the float arms' weights: a real measurement of a real-shaped model, not of a trained model"
+            } else {
+                "seeded random weights at the architecture's exact shapes (quantized arms draw their own random blocks): a real measurement of a real-shaped model, not of a trained model"
+            }.into()),
+            path: None,
+            hub_id: None,
+            files: None,
+            extra: Default::default(),
+        },
+        WeightsInfo::Real { path, files } => report::Weights {
+            kind: report::WeightsKind::Real,
+            path: Some(path.clone()),
+            files: Some(
+                files
+                    .iter()
+                    .map(|(name, sha256, bytes)| report::WeightFile {
+                        name: name.clone(),
+                        sha256: Some(sha256.clone()),
+                        bytes: Some(*bytes),
+                        extra: Default::default(),
+                    })
+                    .collect(),
+            ),
+            architecture: None,
+            seed: None,
+            quantized_from_float: None,
+            note: None,
+            hub_id: None,
+            extra: Default::default(),
+        },
+    }
+}
+
+/// The report's `energy` block: counter and trace side by side, sampling quality, idle power.
+fn energy_block(
+    cfg: &ProtocolConfig,
+    out: &Outcome,
+    ok: Option<&ArmMeasurement>,
+) -> report::Energy {
+    let trace = ok.and_then(|a| a.trace.as_ref());
+    report::Energy {
+        source: Some("counter".into()),
+        counter_joules: ok.map(|a| r(a.counter_j, 3)),
+        trace_joules: ok.and_then(|a| a.trace_j()).map(|v| r(v, 3)),
+        counter_over_trace_ratio: ok.and_then(counter_over_trace),
+        requested_sample_rate_hz: Some(cfg.sample_hz),
+        achieved_sample_rate_hz: trace.map(|t| r(t.achieved_hz, 2)),
+        samples: trace.map(|t| t.samples.len() as u64),
+        failed_reads: trace.map(|t| t.failed_reads),
+        idle_power_watts: Some(r(out.idle_power_w, 2)),
+        window_seconds: ok.map(|a| r(a.window_s, 4)),
+        ..Default::default()
+    }
+}
+
+/// The report's `protocol` block: what was actually run, every arm with its figures.
+fn protocol_block(
+    cfg: &ProtocolConfig,
+    out: &Outcome,
+    ok: Option<&ArmMeasurement>,
+) -> report::Protocol {
+    report::Protocol {
+        warmup: Some(cfg.warmup as u32),
+        iterations: Some(cfg.iterations as u32),
+        tokens_per_iteration: Some(cfg.tokens as u32),
+        arm_order: Some(out.arm_order.iter().map(|p| report_precision(p)).collect()),
+        seed: Some(cfg.seed),
+        cooldown: ok.map(|a| cooldown_block(&a.cooldown)),
+        preflight: Some(report::Preflight {
+            free_vram_bytes: Some(out.free_vram_bytes),
+            required_vram_bytes: Some(out.required_vram_bytes),
+            max_fraction: Some(cfg.vram_fraction),
+            extra: Default::default(),
+        }),
+        arms: Some(
+            out.arms
+                .iter()
+                .map(|a| arm_entry(&a.precision, &a.outcome))
+                .collect(),
+        ),
+        extra: Default::default(),
+    }
+}
+
+/// The report's `environment` block: the device as NVML saw it.
+fn environment_block(out: &Outcome, ok: Option<&ArmMeasurement>) -> report::Environment {
+    let d = &out.device;
+    report::Environment {
+        gpu_uuid: d.uuid.clone(),
+        gpu_name: Some(d.name.clone()),
+        driver: d.driver.clone(),
+        cuda: d.cuda.clone(),
+        power_limit_watts: d.power_limit_w,
+        sm_clock_mhz: d.sm_clock_mhz.map(f64::from),
+        mem_clock_mhz: d.mem_clock_mhz.map(f64::from),
+        temperature_start_c: ok.and_then(|a| a.temp_start_c),
+        temperature_end_c: ok.and_then(|a| a.temp_end_c),
+        idle_power_watts: Some(r(out.idle_power_w, 2)),
+        idle_temperature_c: out.idle_temp_c,
+        extra: Default::default(),
+    }
+}
+
+/// Build the report for the requested arm. Δ vs FP16 is `measured` only when both arms succeeded
+/// in this run; a failed arm keeps the other's figures and says why. The report is validated
+/// (schema + semantic checks) before it is returned: the meter never writes one that fails.
+pub fn build_report(
+    cfg: &ProtocolConfig,
+    out: &Outcome,
+    ctx: &RunContext,
+    precision: &str,
+) -> Result<Report> {
+    let requested = out
+        .arm(precision)
+        .map(|a| a.outcome.clone())
+        .unwrap_or_else(|| Err("not run".into()));
+    let baseline = cfg
+        .baseline
+        .as_ref()
+        .and_then(|b| out.arm(b))
+        .map(|a| a.outcome.clone());
+    let ok = requested.as_ref().ok();
+    let base_ok = baseline.as_ref().and_then(|b| b.as_ref().ok());
+    let energy = ok.map(|a| a.mj_per_token());
+    let fp16 = base_ok.map(|a| a.mj_per_token());
+    let delta = match (energy, fp16) {
+        (Some(e), Some(f)) if f > 0.0 => Some(r((e - f) / f * 100.0, 3)),
+        _ => None,
+    };
+    let gpu_arch = out
+        .device
+        .arch
+        .clone()
+        .or_else(|| report::arch_from_gpu_name(&out.device.name).map(|a| a.as_str().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let report = Report {
+        schema_version: report::SCHEMA_VERSION.into(),
+        benchmark: "quantenergy-decode-energy".into(),
+        scenario: if cfg.batch <= 1 { "SingleStream" } else { "Offline" }.into(),
+        timestamp_utc: Some(ctx.timestamp_utc.clone()),
+        system_under_test: report::SystemUnderTest {
+            gpu: out.device.name.clone(),
+            gpu_arch,
+            accelerator_count: 1,
+            host: Some(ctx.host.clone()),
+            extra: Default::default(),
+        },
+        workload: report::Workload {
+            model_name: ctx.model_name.clone(),
+            params_b: Some(r(ctx.params_b, 4)),
+            precision: report_precision(precision),
+            batch_size: cfg.batch as u32,
+            context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
+            extra: extra([("prompt_tokens", cfg.prompt_len.into())]),
+        },
+        measurement: report::Measurement {
+            method: format!(
+                "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check",
+                if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz
+            ),
+            sample_rate_hz: cfg.sample_hz.round() as i64,
+            tokens_per_run: Some(cfg.tokens as u64),
+            iterations: Some(cfg.iterations as u64),
+            warmup: Some(cfg.warmup as u64),
+            extra: extra([(
+                "iterations_note",
+                "Decode iterations within one run, not independent trials: a single report is n=1 however high this is.".into(),
+            )]),
+        },
+        measurement_source: Some("on-device NVML measurement (quantenergy measure)".into()),
+        results: report::Results {
+            total_energy_joules: ok.map(|a| r(a.counter_j, 3)),
+            tokens_generated: ok.map(|a| a.tokens_generated),
+            energy_per_token_mj: energy.map(|v| r(v, 3)),
+            fp16_energy_per_token_mj: fp16.map(|v| r(v, 3)),
+            vs_fp16_energy_pct: delta,
+            avg_power_watts: ok.map(|a| r(a.avg_power_w(), 2)),
+            throughput_tokens_per_s: ok.map(|a| r(a.tok_s(), 3)),
+            basis: if ok.is_some() { report::Basis::Measured } else { report::Basis::Unavailable },
+            note: Some(results_note(out, precision, &requested, baseline.as_ref())),
+            extra: Default::default(),
+        },
+        quality: quality_block(cfg, out, precision, &requested, baseline.as_ref(), &ctx.weights),
+        stack: Some(report::Stack {
+            engine: Some("candle".into()),
+            engine_version: Some(ctx.engine_version.clone()),
+            kernel: Some(ok.map(|a| a.kernel.clone()).unwrap_or_default()),
+            cuda: out.device.cuda.clone(),
+            driver: out.device.driver.clone(),
+            extra: Default::default(),
+        }),
+        energy: Some(energy_block(cfg, out, ok)),
+        protocol: Some(protocol_block(cfg, out, ok)),
+        environment: Some(environment_block(out, ok)),
+        weights: Some(weights_block(&ctx.weights)),
+        extra: extra([("certified_benchmark_result", false.into())]),
+    };
+    let text = serde_json::to_string(&report)?;
+    let v = report::validate_str(&text);
+    if !v.errors.is_empty() {
+        let msgs: Vec<String> = v
+            .errors
+            .iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect();
+        bail!(
+            "internal error: the report we built does not validate:\n  {}",
+            msgs.join("\n  ")
+        );
+    }
+    Ok(report)
+}
+
+/// An `extra` map from fields the typed blocks do not name.
+fn extra<const N: usize>(fields: [(&str, serde_json::Value); N]) -> report::Extra {
+    fields
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
