@@ -18,6 +18,7 @@ mod describe;
 mod guard;
 mod markdown;
 mod params;
+mod precision;
 #[cfg(feature = "schema")]
 mod schema;
 mod semantic;
@@ -31,9 +32,10 @@ pub use arch::{arch_from_gpu_name, Arch, ParseArchError};
 pub use guard::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_STRING_BYTES};
 pub use markdown::{quality_line, to_markdown};
 pub use params::guess_params_b;
+pub use precision::{ParsePrecisionError, Precision};
 #[cfg(feature = "schema")]
 pub use schema::{schema_errors, schema_value};
-pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, PRECISIONS, SCENARIOS};
+pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, SCENARIOS};
 pub use types::{
     Arm, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra, IterationEnergy,
     Measurement, ParseBasisError, Protocol, Quality, Report, Results, Stack, SystemUnderTest,
@@ -444,7 +446,7 @@ mod tests {
             .iter()
             .map(|x| x.as_str().unwrap())
             .collect();
-        assert_eq!(enum_, PRECISIONS);
+        assert_eq!(enum_, Precision::ALL.map(Precision::as_str));
         assert!(!SCHEMA_JSON.contains("\"additionalProperties\": false"));
     }
 }

@@ -8,25 +8,9 @@
 use crate::arch::{arch_from_gpu_name, Arch};
 use crate::describe::{fmt_num, shorten};
 use crate::params::guess_params_b;
+use crate::precision::Precision;
 use crate::types::{ArmStatus, Basis, Report, WeightsKind};
 use crate::Issue;
-
-/// Values of `workload.precision` the schema accepts.
-pub const PRECISIONS: [&str; 13] = [
-    "FP16",
-    "NF4",
-    "INT8",
-    "BF16",
-    "FP32",
-    "INT8-pure",
-    "Q8_0",
-    "Q4_K",
-    "Q4_0",
-    "Q5_K",
-    "Q6_K",
-    "GGUF-F16",
-    "GGUF-Q4_0",
-];
 
 /// Values of `scenario` the schema accepts.
 pub const SCENARIOS: [&str; 2] = ["SingleStream", "Offline"];
@@ -178,13 +162,13 @@ fn check_labels(r: &Report, o: &mut Out) {
             ),
         );
     }
-    if !PRECISIONS.contains(&r.workload.precision.as_str()) {
+    if Precision::from_schema(&r.workload.precision).is_none() {
         o.error(
             "$.workload.precision",
             format!(
                 "{:?} is not a known precision; expected one of {}",
                 shorten(&r.workload.precision, 60),
-                PRECISIONS.join(", ")
+                Precision::ALL.map(Precision::as_str).join(", ")
             ),
         );
     }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::arch::{arch_from_gpu_name, Arch};
 use crate::params::guess_params_b;
+use crate::precision::Precision;
 
 /// Unknown fields of one JSON object, kept in their original order.
 pub type Extra = Map<String, Value>;
@@ -76,7 +77,9 @@ pub struct Workload {
     pub model_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params_b: Option<f64>,
-    /// `FP16`, `NF4`, `INT8`, `BF16`, `Q4_0`, … (see the schema's enum).
+    /// `FP16`, `NF4`, `INT8`, `BF16`, `Q4_0`, … (see the schema's enum). Kept as text so that
+    /// an unknown value is reported by the semantic checks at `$.workload.precision` next to
+    /// the report's other problems; read it typed with [`Workload::parsed_precision`].
     pub precision: String,
     pub batch_size: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -429,6 +432,14 @@ pub struct WeightFile {
     pub bytes: Option<u64>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl Workload {
+    /// `precision` as the schema spells it, or `None` when it is not one of the schema's values
+    /// (the semantic checks report that at `$.workload.precision`).
+    pub fn parsed_precision(&self) -> Option<Precision> {
+        Precision::from_schema(&self.precision)
+    }
 }
 
 impl Report {
