@@ -7,6 +7,7 @@
 //! BS 64 predicts 0.655 where the sweep measured 0.043.
 
 use crate::dataset::Dataset;
+use report::Precision;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
@@ -28,7 +29,7 @@ pub struct SweepPoint {
     pub gpu: String,
     pub model: String,
     pub params_b: f64,
-    pub precision: String,
+    pub precision: Precision,
 }
 
 pub fn parse_sweep(text: &str) -> Result<Vec<SweepPoint>, String> {
@@ -68,7 +69,7 @@ pub struct BatchFitPoint {
 /// An out-of-sample check on other measured batch pairs (A800 quick test, three precisions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchCheck {
-    pub precision: String,
+    pub precision: Precision,
     pub batch: u32,
     pub measured_ratio: f64,
     pub fitted_ratio: f64,
@@ -217,7 +218,7 @@ fn batch_checks(ds: &Dataset, c: f64, k: f64) -> Vec<BatchCheck> {
         };
         let fitted = batch_ratio(c, k, a.batch as f64);
         out.push(BatchCheck {
-            precision: a.precision.clone(),
+            precision: a.precision,
             batch: a.batch,
             measured_ratio: e / e1,
             fitted_ratio: fitted,
@@ -233,56 +234,10 @@ pub fn batch_curve() -> &'static BatchCurve {
     C.get_or_init(|| calibrate_batch_curve(batch_sweep(), Dataset::embedded()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sweep_is_embedded_with_seven_batches() {
-        let s = batch_sweep();
-        assert_eq!(
-            s.iter().map(|p| p.batch).collect::<Vec<_>>(),
-            [1, 2, 4, 8, 16, 32, 64]
-        );
-        assert_eq!(s[0].energy_mj, 6907.42);
-        assert!(s
-            .iter()
-            .all(|p| p.precision == "INT8-pure" && p.gpu == "A800"));
-    }
-
-    #[test]
-    fn fit_recovers_exact_parameters() {
-        let pts: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
-            .iter()
-            .map(|&b| (b, batch_ratio(0.04, 0.9, b)))
-            .collect();
-        let (c, k) = fit_batch_ratio(&pts);
-        assert!((c - 0.04).abs() < 1e-6 && (k - 0.9).abs() < 1e-6, "{c} {k}");
-    }
-
-    #[test]
-    fn calibrated_curve_beats_upstream_and_is_one_at_batch_one() {
-        let b = batch_curve();
-        assert!((b.factor(1) - 1.0).abs() < 1e-12);
-        assert!(b.c > 0.0 && b.c < 0.1, "c {}", b.c);
-        assert!(b.k > 0.7 && b.k < 1.2, "k {}", b.k);
-        assert!(b.rms_error_pct < 20.0, "rms {}", b.rms_error_pct);
-        assert!(
-            b.upstream_rms_error_pct > 300.0,
-            "upstream rms {}",
-            b.upstream_rms_error_pct
-        );
-        // monotone: more batch, less energy per token
-        assert!((1..64).all(|x| b.factor(x + 1) < b.factor(x)));
-        // six A800 quick-test pairs (FP16, INT8, INT8-pure × BS 4, 8)
-        assert_eq!(b.checks.len(), 6);
-    }
-}
-
 /// Batch curve of one precision on the candle stack.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackBatchCurve {
-    pub precision: String,
+    pub precision: Precision,
     pub c: f64,
     pub k: f64,
     /// (batch, measured ratio to batch 1) behind the fit.
@@ -321,7 +276,7 @@ pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
         match out.iter_mut().find(|c| c.precision == a.precision) {
             Some(c) => c.points.push((a.batch as f64, ratio)),
             None => out.push(StackBatchCurve {
-                precision: a.precision.clone(),
+                precision: a.precision,
                 c: 0.0,
                 k: 1.0,
                 points: vec![(1.0, 1.0), (a.batch as f64, ratio)],
@@ -337,19 +292,60 @@ pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
 }
 
 #[cfg(test)]
-mod candle_tests {
+mod tests {
     use super::*;
+
+    #[test]
+    fn sweep_is_embedded_with_seven_batches() {
+        let s = batch_sweep();
+        assert_eq!(
+            s.iter().map(|p| p.batch).collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16, 32, 64]
+        );
+        assert_eq!(s[0].energy_mj, 6907.42);
+        assert!(s
+            .iter()
+            .all(|p| p.precision == Precision::Int8Pure && p.gpu == "A800"));
+    }
+
+    #[test]
+    fn fit_recovers_exact_parameters() {
+        let pts: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+            .iter()
+            .map(|&b| (b, batch_ratio(0.04, 0.9, b)))
+            .collect();
+        let (c, k) = fit_batch_ratio(&pts);
+        assert!((c - 0.04).abs() < 1e-6 && (k - 0.9).abs() < 1e-6, "{c} {k}");
+    }
+
+    #[test]
+    fn calibrated_curve_beats_upstream_and_is_one_at_batch_one() {
+        let b = batch_curve();
+        assert!((b.factor(1) - 1.0).abs() < 1e-12);
+        assert!(b.c > 0.0 && b.c < 0.1, "c {}", b.c);
+        assert!(b.k > 0.7 && b.k < 1.2, "k {}", b.k);
+        assert!(b.rms_error_pct < 20.0, "rms {}", b.rms_error_pct);
+        assert!(
+            b.upstream_rms_error_pct > 300.0,
+            "upstream rms {}",
+            b.upstream_rms_error_pct
+        );
+        // monotone: more batch, less energy per token
+        assert!((1..64).all(|x| b.factor(x + 1) < b.factor(x)));
+        // six A800 quick-test pairs (FP16, INT8, INT8-pure × BS 4, 8)
+        assert_eq!(b.checks.len(), 6);
+    }
 
     #[test]
     fn candle_curves_come_from_the_h200_sweep_and_show_quantized_batching_worse() {
         let curves = candle_batch_curves(Dataset::embedded());
         let f16 = curves
             .iter()
-            .find(|c| c.precision == "FP16")
+            .find(|c| c.precision == Precision::Fp16)
             .expect("FP16 batch rows");
         let q4k = curves
             .iter()
-            .find(|c| c.precision == "Q4_K")
+            .find(|c| c.precision == Precision::Q4K)
             .expect("Q4_K batch rows");
         assert_eq!(f16.points.len(), 4, "batch 1, 4, 16, 64");
         assert!((f16.factor(1) - 1.0).abs() < 1e-12);

@@ -1,6 +1,7 @@
 //! The embedded dataset: `data/anchors.csv` (published measurements with provenance) and
 //! `data/gpus.csv` (card catalog). Both the page and the meter read these same bytes.
 
+use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
@@ -24,10 +25,13 @@ pub enum DataError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anchor {
     pub gpu: String,
-    pub arch: String,
+    pub arch: Arch,
     pub model: String,
     pub params_b: f64,
-    pub precision: String,
+    pub precision: Precision,
+    /// What follows the precision in the CSV cell when the row names a variant of a format
+    /// (`mlperf-client-file` in `GGUF-Q4_0-mlperf-client-file`); see [`Anchor::precision_label`].
+    pub precision_variant: Option<String>,
     pub batch: u32,
     /// GPU-package energy per generated token, mJ (= J per 1k tokens). `None` when the source
     /// publishes no usable figure.
@@ -48,6 +52,14 @@ pub struct Anchor {
 }
 
 impl Anchor {
+    /// The precision as the CSV writes it, variant included (`GGUF-Q4_0-mlperf-client-file`).
+    pub fn precision_label(&self) -> String {
+        match &self.precision_variant {
+            Some(v) => format!("{}-{v}", self.precision),
+            None => self.precision.to_string(),
+        }
+    }
+
     /// ΔE% vs FP16 recomputed from the row's two energies; the published percentage columns are
     /// never trusted (upstream once published one that was off by up to 14 points).
     pub fn delta_pct(&self) -> Option<f64> {
@@ -95,7 +107,7 @@ pub fn is_candle_stack(stack: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gpu {
     pub name: String,
-    pub arch: String,
+    pub arch: Arch,
     pub vram_gb: f64,
     pub bandwidth_gbs: f64,
     pub fp16_tflops: f64,
@@ -113,7 +125,7 @@ impl Dataset {
     /// The batch-1 FP16 row measured next to `a`: same card, session, model and power accounting.
     pub fn fp16_row_of(&self, a: &Anchor) -> Option<&Anchor> {
         self.anchors.iter().find(|o| {
-            o.precision == "FP16"
+            o.precision == Precision::Fp16
                 && o.batch == 1
                 && o.gpu == a.gpu
                 && o.session == a.session
@@ -192,6 +204,33 @@ impl Row<'_> {
     fn text(&self, column: &'static str) -> Result<String, DataError> {
         Ok(self.raw(column)?.to_string())
     }
+    fn arch(&self, column: &'static str) -> Result<Arch, DataError> {
+        self.raw(column)?
+            .parse()
+            .map_err(|e: report::ParseArchError| self.err(column, e.to_string()))
+    }
+    /// A precision, optionally followed by `-variant` (`GGUF-Q4_0-mlperf-client-file`).
+    fn precision(&self, column: &'static str) -> Result<(Precision, Option<String>), DataError> {
+        let raw = self.raw(column)?;
+        if let Ok(p) = raw.parse::<Precision>() {
+            return Ok((p, None));
+        }
+        Precision::ALL
+            .into_iter()
+            .filter_map(|p| {
+                let rest = raw.get(..p.as_str().len())?;
+                let variant = raw[p.as_str().len()..].strip_prefix('-')?;
+                (rest.eq_ignore_ascii_case(p.as_str()) && !variant.is_empty())
+                    .then(|| (p, Some(variant.to_string())))
+            })
+            .max_by_key(|(p, _)| p.as_str().len())
+            .ok_or_else(|| {
+                self.err(
+                    column,
+                    report::ParsePrecisionError(raw.to_string()).to_string(),
+                )
+            })
+    }
     fn opt_f64(&self, column: &'static str) -> Result<Option<f64>, DataError> {
         let raw = self.raw(column)?;
         if raw.is_empty() {
@@ -264,12 +303,14 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                     return Err(r.err("default_curve", format!("expected 0 or 1, got {other:?}")))
                 }
             };
+            let (precision, precision_variant) = r.precision("precision")?;
             Ok(Anchor {
                 gpu: r.text("gpu")?,
-                arch: r.text("gpu_arch")?.to_ascii_lowercase(),
+                arch: r.arch("gpu_arch")?,
                 model: r.text("model")?,
                 params_b: r.f64("params_b")?,
-                precision: r.text("precision")?,
+                precision,
+                precision_variant,
                 batch: r.opt_u32("batch_size")?.unwrap_or(1),
                 energy_mj: r.opt_f64("energy_per_token_mj")?,
                 fp16_energy_mj: r.opt_f64("fp16_energy_per_token_mj")?,
@@ -295,7 +336,7 @@ pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
         .map(|r| {
             Ok(Gpu {
                 name: r.text("name")?,
-                arch: r.text("architecture")?.to_ascii_lowercase(),
+                arch: r.arch("architecture")?,
                 vram_gb: r.f64("vram_gb")?,
                 bandwidth_gbs: r.f64("memory_bandwidth_gbs")?,
                 fp16_tflops: r.f64("fp16_dense_tflops")?,
@@ -358,7 +399,7 @@ mod tests {
         let a = d
             .anchors
             .iter()
-            .find(|a| a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == "NF4")
+            .find(|a| a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == Precision::Nf4)
             .unwrap();
         // The July CSV said +10.1 %, the energies give +0.8 % (reference README).
         assert!(

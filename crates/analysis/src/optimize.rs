@@ -18,6 +18,7 @@ use crate::roofline::{latency_calibration, roofline_step, Bound, LatencyCalibrat
 use crate::shapes::{find_shape, shape_for_params, shapes, ModelShape};
 use crate::tag::{Tag, Tagged};
 use crate::vram::{find_format, find_format_on, vram, VramBreakdown, WeightFormat};
+use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
@@ -111,14 +112,80 @@ pub enum OptimizeError {
     #[error("context must be ≥ 1 token")]
     BadContext,
     #[error("no FP16 energy baseline for {0} or a sibling architecture")]
-    NoBaseline(String),
+    NoBaseline(Arch),
+}
+
+/// A limit a configuration can break: the user's four budgets and the card's own VRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// The card's datasheet VRAM (always applies).
+    CardVramGb,
+    /// [`Budgets::max_vram_gb`].
+    MaxVramGb,
+    /// [`Budgets::max_latency_ms`].
+    MaxLatencyMs,
+    /// [`Budgets::min_tok_s`].
+    MinTokS,
+    /// [`Budgets::max_j_per_1k`].
+    MaxJPer1k,
+}
+
+impl Budget {
+    /// Every budget, in the order [`violations`] checks them.
+    pub const ALL: [Budget; 5] = [
+        Budget::CardVramGb,
+        Budget::MaxVramGb,
+        Budget::MaxLatencyMs,
+        Budget::MinTokS,
+        Budget::MaxJPer1k,
+    ];
+
+    /// The field name (`max_latency_ms`, `card_vram_gb`, …), as the JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Budget::CardVramGb => "card_vram_gb",
+            Budget::MaxVramGb => "max_vram_gb",
+            Budget::MaxLatencyMs => "max_latency_ms",
+            Budget::MinTokS => "min_tok_s",
+            Budget::MaxJPer1k => "max_j_per_1k",
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Minimum energy only: the winner's lead over the best configuration of another precision is
+/// inside the uncertainty of their ΔE vs FP16, so the data do not rank the two.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tie {
+    /// The optimum's precision.
+    pub leader: Precision,
+    /// The precision of the best configuration of another precision.
+    pub runner_up: Precision,
+    /// How much more energy per token the runner-up's best configuration uses, %.
+    pub lead_pct: f64,
+    /// The larger 95 % half-width of the two precisions' ΔE vs FP16, points.
+    pub uncertainty_pts: f64,
+    /// The sentence the page and the CLI print.
+    pub message: String,
+}
+
+impl std::fmt::Display for Tie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// One evaluated configuration. `precision`, `batch` and `context` are the choice itself; every
 /// figure carries its provenance tag.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Candidate {
-    pub precision: String,
+    pub precision: Precision,
     pub batch: u32,
     pub context: u32,
     /// mJ per generated token = J per 1k tokens.
@@ -161,8 +228,8 @@ pub struct Alternative {
 /// One budget a configuration breaks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
-    /// `max_latency_ms`, `max_vram_gb`, `min_tok_s`, `max_j_per_1k` or `card_vram_gb`.
-    pub budget: &'static str,
+    /// Which budget.
+    pub budget: Budget,
     pub limit: f64,
     pub value: Tagged<f64>,
     /// How far past the limit, % of the limit.
@@ -181,7 +248,7 @@ pub struct LeastViolating {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuSummary {
     pub name: String,
-    pub arch: String,
+    pub arch: Arch,
     pub vram_gb: Tagged<f64>,
     pub bandwidth_gbs: Tagged<f64>,
     pub fp16_tflops: Tagged<f64>,
@@ -229,7 +296,7 @@ pub struct OptimizeResult {
     pub request: OptimizeRequest,
     pub gpu: GpuSummary,
     pub model: ModelSummary,
-    pub precisions: Vec<String>,
+    pub precisions: Vec<Precision>,
     pub feasible: bool,
     pub optimum: Option<Candidate>,
     pub alternatives: Vec<Alternative>,
@@ -243,15 +310,15 @@ pub struct OptimizeResult {
     pub counts: SearchCounts,
     pub quality: ModelQuality,
     /// Minimum energy only: the winner's lead over the best other precision is inside the
-    /// uncertainty of their ΔE vs FP16, so the data do not rank them (why, in words).
-    pub tie: Option<String>,
+    /// uncertainty of their ΔE vs FP16, so the data do not rank them.
+    pub tie: Option<Tie>,
     pub notes: Vec<String>,
 }
 
 /// Energy inputs of one precision at batch 1 (they do not depend on batch or context).
 #[derive(Debug, Clone)]
 struct PrecisionEnergy {
-    precision: String,
+    precision: Precision,
     fmt: &'static WeightFormat,
     fp16: Tagged<f64>,
     delta: Tagged<f64>,
@@ -261,7 +328,7 @@ struct PrecisionEnergy {
 }
 
 /// Provenance of the FP16 baseline at `params_b` on `arch`.
-fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
+fn fp16_tag(ds: &Dataset, arch: Arch, params_b: f64) -> Tag {
     let sizes: Vec<f64> = ds
         .anchors
         .iter()
@@ -287,17 +354,17 @@ fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
 
 /// Whether an architecture's own curves come from our candle meter (the H200 campaign): then its
 /// FP16 baseline and every format are candle's, and nothing is borrowed from another stack.
-fn candle_arch(classes: &[CurveClass], arch: &str) -> bool {
+fn candle_arch(classes: &[CurveClass], arch: Arch) -> bool {
     classes.iter().any(|c| c.arch == arch && c.is_candle())
 }
 
 /// Precisions with an energy curve for this architecture or one it borrows from, FP16 first.
 /// Stacks are never mixed: a candle architecture searches only its own candle classes, and other
 /// architectures never borrow a candle class.
-fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
-    let mut out = vec!["FP16".to_string()];
+fn searchable_precisions(classes: &[CurveClass], arch: Arch) -> Vec<Precision> {
+    let mut out = vec![Precision::Fp16];
     let candle = candle_arch(classes, arch);
-    let archs: Vec<&str> = if candle {
+    let archs: Vec<Arch> = if candle {
         vec![arch]
     } else {
         std::iter::once(arch)
@@ -309,10 +376,8 @@ fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
             .iter()
             .filter(|c| c.arch == a && c.is_candle() == candle)
         {
-            if !out.iter().any(|p| p.eq_ignore_ascii_case(&c.precision))
-                && find_format(&c.precision).is_some()
-            {
-                out.push(c.precision.clone());
+            if !out.contains(&c.precision) && find_format(c.precision.as_str()).is_some() {
+                out.push(c.precision);
             }
         }
     }
@@ -322,23 +387,23 @@ fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
 fn precision_energy(
     ds: &Dataset,
     classes: &[CurveClass],
-    arch: &str,
+    arch: Arch,
     params_b: f64,
-    precision: &str,
+    precision: Precision,
 ) -> Option<PrecisionEnergy> {
     // Batch 1 and context 2048 make upstream's savings-shrink factor exactly 1: batch and context
     // are applied below by the calibrated terms instead.
     let input = EstimateInput {
-        arch: arch.into(),
+        arch,
         params_b,
-        precision: precision.into(),
+        precision,
         batch: 1,
         context: 2048,
     };
     let e = estimate(ds, classes, &input);
     let (fp16, delta) = (e.fp16_energy_mj?, e.delta_pct?);
     let fp16_arch_tag = fp16_tag(ds, arch, params_b);
-    let delta_tag = if precision.eq_ignore_ascii_case("FP16") {
+    let delta_tag = if precision == Precision::Fp16 {
         Tag::Computed
     } else if e.points_at_size > 0 && e.borrowed_from.is_none() {
         Tag::Measured
@@ -346,9 +411,9 @@ fn precision_energy(
         Tag::from(e.basis)
     };
     Some(PrecisionEnergy {
-        precision: precision.to_string(),
+        precision,
         fmt: find_format_on(
-            precision,
+            precision.as_str(),
             if candle_arch(classes, arch) {
                 "candle"
             } else {
@@ -359,7 +424,7 @@ fn precision_energy(
         delta: Tagged::new(delta, delta_tag),
         delta_halfwidth: e
             .interval()
-            .filter(|_| !precision.eq_ignore_ascii_case("FP16"))
+            .filter(|_| precision != Precision::Fp16)
             .map(|(lo, hi)| (hi - lo) / 2.0),
         note: e
             .borrowed_from
@@ -387,12 +452,14 @@ impl Setup<'_> {
     /// Energy per token at `batch` relative to batch 1: candle formats use the curves fitted on our
     /// H200 sweep (FP16's for the 16-bit float formats, which run the same cuBLAS GEMMs; Q4_K's for
     /// every quantized GGUF format — the one measured), everything else the A800 sweep's curve.
-    fn batch_factor(&self, fmt: &WeightFormat, precision: &str, batch: u32) -> f64 {
+    fn batch_factor(&self, fmt: &WeightFormat, precision: Precision, batch: u32) -> f64 {
         if fmt.stack == crate::vram::Stack::Candle {
-            let float16 = ["FP16", "F16", "BF16"]
-                .iter()
-                .any(|p| precision.eq_ignore_ascii_case(p));
-            let want = if float16 { "FP16" } else { "Q4_K" };
+            let float16 = matches!(precision, Precision::Fp16 | Precision::Bf16);
+            let want = if float16 {
+                Precision::Fp16
+            } else {
+                Precision::Q4K
+            };
             if let Some(c) = self.candle_batch.iter().find(|c| c.precision == want) {
                 return c.factor(batch);
             }
@@ -406,7 +473,7 @@ impl Setup<'_> {
         // Energy per token ∝ step time at fixed power: longer KV reads cost proportionally more.
         // Shorter-than-reference contexts are not credited (the anchors were measured there).
         let ctx_factor = (step / ref_step).max(1.0);
-        let b_factor = self.batch_factor(pe.fmt, &pe.precision, batch);
+        let b_factor = self.batch_factor(pe.fmt, pe.precision, batch);
         let base_tag = pe.fp16.tag.weakest(pe.delta.tag);
         let energy_tag = if batch == 1 && ctx_factor == 1.0 {
             base_tag
@@ -417,7 +484,7 @@ impl Setup<'_> {
         let v = vram(&self.shape, pe.fmt, batch, context);
         let fits = v.total_gb.value <= self.gpu.vram_gb;
         Candidate {
-            precision: pe.precision.clone(),
+            precision: pe.precision,
             batch,
             context,
             energy_mj_per_token: Tagged::new(energy, energy_tag),
@@ -442,7 +509,7 @@ impl Setup<'_> {
 }
 
 fn excess(
-    budget: &'static str,
+    budget: Budget,
     limit: f64,
     value: Tagged<f64>,
     over: f64,
@@ -470,7 +537,7 @@ pub fn violations(c: &Candidate, b: &Budgets, card_vram_gb: f64) -> Vec<Violatio
     let energy = c.energy_mj_per_token;
     [
         excess(
-            "card_vram_gb",
+            Budget::CardVramGb,
             card_vram_gb,
             vram,
             vram.value - card_vram_gb,
@@ -478,14 +545,14 @@ pub fn violations(c: &Candidate, b: &Budgets, card_vram_gb: f64) -> Vec<Violatio
             "needs",
         ),
         b.max_vram_gb
-            .and_then(|l| excess("max_vram_gb", l, vram, vram.value - l, "GB", "needs")),
+            .and_then(|l| excess(Budget::MaxVramGb, l, vram, vram.value - l, "GB", "needs")),
         b.max_latency_ms
-            .and_then(|l| excess("max_latency_ms", l, lat, lat.value - l, "ms/token", "takes")),
+            .and_then(|l| excess(Budget::MaxLatencyMs, l, lat, lat.value - l, "ms/token", "takes")),
         b.min_tok_s
-            .and_then(|l| excess("min_tok_s", l, tput, l - tput.value, "tok/s", "gives")),
+            .and_then(|l| excess(Budget::MinTokS, l, tput, l - tput.value, "tok/s", "gives")),
         b.max_j_per_1k.and_then(|l| {
             excess(
-                "max_j_per_1k",
+                Budget::MaxJPer1k,
                 l,
                 energy,
                 energy.value - l,
@@ -515,7 +582,8 @@ fn rank(objective: Objective, a: &Candidate, b: &Candidate) -> Ordering {
                 .total_cmp(&b.latency_ms_per_token.value),
         )
         .then(a.vram.total_gb.value.total_cmp(&b.vram.total_gb.value))
-        .then(a.precision.cmp(&b.precision))
+        // By spelling, not declaration order, so ties rank as they always did.
+        .then(a.precision.as_str().cmp(b.precision.as_str()))
         .then(a.batch.cmp(&b.batch))
         .then(a.context.cmp(&b.context))
 }
@@ -632,7 +700,7 @@ fn gpu_summary(gpu: &Gpu, cal: &LatencyCalibration) -> GpuSummary {
     let factor = cal.card_factor(&gpu.name);
     GpuSummary {
         name: gpu.name.clone(),
-        arch: gpu.arch.clone(),
+        arch: gpu.arch,
         vram_gb: Tagged::computed(gpu.vram_gb),
         bandwidth_gbs: Tagged::computed(gpu.bandwidth_gbs),
         fp16_tflops: Tagged::computed(gpu.fp16_tflops),
@@ -712,12 +780,12 @@ pub fn optimize_with(
     }
     let (shape, shape_tag, params_b) = resolve_shape(req)?;
     let mut notes = standing_notes();
-    let energies: Vec<PrecisionEnergy> = searchable_precisions(classes, &gpu.arch)
-        .iter()
-        .filter_map(|p| precision_energy(ds, classes, &gpu.arch, params_b, p))
+    let energies: Vec<PrecisionEnergy> = searchable_precisions(classes, gpu.arch)
+        .into_iter()
+        .filter_map(|p| precision_energy(ds, classes, gpu.arch, params_b, p))
         .collect();
-    if !energies.iter().any(|e| e.precision == "FP16") {
-        return Err(OptimizeError::NoBaseline(gpu.arch.clone()));
+    if !energies.iter().any(|e| e.precision == Precision::Fp16) {
+        return Err(OptimizeError::NoBaseline(gpu.arch));
     }
     notes.extend(energies.iter().filter_map(|e| e.note.clone()));
     let setup = Setup {
@@ -725,7 +793,7 @@ pub fn optimize_with(
         shape: shape.clone(),
         cal: latency_calibration(),
         batch: batch_curve(),
-        candle_batch: if candle_arch(classes, &gpu.arch) {
+        candle_batch: if candle_arch(classes, gpu.arch) {
             candle_batch_curves(ds)
         } else {
             Vec::new()
@@ -788,7 +856,7 @@ pub fn optimize_with(
             head_dim: shape.head_dim,
             shape_tag,
         },
-        precisions: energies.iter().map(|e| e.precision.clone()).collect(),
+        precisions: energies.iter().map(|e| e.precision).collect(),
         feasible: !feasible.is_empty(),
         optimum: feasible.first().map(|c| (*c).clone()),
         alternatives: alternatives(&feasible, req.objective),
@@ -809,10 +877,10 @@ pub fn optimize_with(
 
 /// When the energy winner's lead over the best configuration of another precision is smaller than
 /// the uncertainty of their ΔE vs FP16, say so: the ranking between them is not resolved by the data.
-fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<String> {
+fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<Tie> {
     let best = feasible.first()?;
     let other = feasible.iter().find(|c| c.precision != best.precision)?;
-    let half = |p: &str| {
+    let half = |p: Precision| {
         energies
             .iter()
             .find(|e| e.precision == p)
@@ -820,13 +888,17 @@ fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<S
             .unwrap_or(0.0)
     };
     let lead_pct = (other.energy_mj_per_token.value / best.energy_mj_per_token.value - 1.0) * 100.0;
-    let uncertainty = half(&best.precision).max(half(&other.precision));
-    (lead_pct < uncertainty).then(|| {
-        format!(
+    let uncertainty = half(best.precision).max(half(other.precision));
+    (lead_pct < uncertainty).then(|| Tie {
+        leader: best.precision,
+        runner_up: other.precision,
+        lead_pct,
+        uncertainty_pts: uncertainty,
+        message: format!(
             "{} leads {} by {lead_pct:.1} % in modelled energy, inside the ±{uncertainty:.1}-point \
              uncertainty of their ΔE vs FP16 — the data do not rank them; choose on VRAM or latency",
             best.precision, other.precision
-        )
+        ),
     })
 }
 
@@ -849,7 +921,7 @@ mod tests {
     #[test]
     fn searches_the_full_grid_for_the_class() {
         let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
-        assert_eq!(r.precisions, ["FP16", "NF4", "INT8"]);
+        assert_eq!(r.precisions, [Precision::Fp16, Precision::Nf4, Precision::Int8]);
         assert_eq!(r.counts.evaluated, 3 * 7 * 7);
         assert!(r.feasible);
         assert!(r.alternatives.len() >= 3);
@@ -948,7 +1020,7 @@ mod tests {
         let lv = r.least_violating.unwrap();
         assert_eq!(lv.violations.len(), 1);
         let v = &lv.violations[0];
-        assert_eq!(v.budget, "max_latency_ms");
+        assert_eq!(v.budget, Budget::MaxLatencyMs);
         assert!(v.excess_pct > 100.0 && v.message.contains("ms/token"));
         // least violating = the fastest configuration
         assert!((v.value.value - lv.candidate.latency_ms_per_token.value).abs() < 1e-12);
@@ -959,9 +1031,9 @@ mod tests {
         let r = optimize(&req("T4", 70.0, Objective::MinEnergy)).unwrap();
         assert!(!r.feasible);
         let lv = r.least_violating.unwrap();
-        assert!(lv.violations.iter().any(|v| v.budget == "card_vram_gb"));
+        assert!(lv.violations.iter().any(|v| v.budget == Budget::CardVramGb));
         assert!(
-            lv.candidate.precision == "NF4",
+            lv.candidate.precision == Precision::Nf4,
             "smallest format breaks the card least: {}",
             lv.candidate.precision
         );
@@ -995,7 +1067,7 @@ mod tests {
             .chain(r.alternatives.iter().map(|a| &a.candidate))
             .collect();
         let ds = Dataset::embedded();
-        let fp16 = crate::estimate::fp16_baseline_mj(ds, "ada", 7.0).unwrap();
+        let fp16 = crate::estimate::fp16_baseline_mj(ds, Arch::Ada, 7.0).unwrap();
         for c in all {
             let want = c.fp16_energy_mj_per_token.value
                 * (1.0 + c.delta_vs_fp16_pct.value / 100.0)
@@ -1042,7 +1114,7 @@ mod tests {
         let at = |p: &str, b: u32| {
             r.feasible_configs
                 .iter()
-                .filter(|c| c.precision == p && c.batch == b)
+                .filter(|c| c.precision.as_str() == p && c.batch == b)
                 .map(|c| c.energy_mj_per_token.value)
                 .fold(f64::INFINITY, f64::min)
         };
@@ -1061,11 +1133,11 @@ mod tests {
         // Q4_K does pay the measured batch penalty.
         assert!(at("Q4_K", 64) / f64_ > at("Q4_K", 1) / f1 + 0.1);
         // BF16 "wins" by its −3.5 % batch-1 fit, whose interval spans zero: the result says it is a tie.
-        assert_eq!(r.optimum.as_ref().unwrap().precision, "BF16");
+        assert_eq!(r.optimum.as_ref().unwrap().precision, Precision::Bf16);
         assert!(
-            r.tie
-                .as_deref()
-                .is_some_and(|t| t.starts_with("BF16 leads FP16")),
+            r.tie.as_ref().is_some_and(|t| t.message.starts_with("BF16 leads FP16")
+                && t.leader == Precision::Bf16
+                && t.runner_up == Precision::Fp16),
             "{:?}",
             r.tie
         );

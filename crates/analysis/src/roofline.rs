@@ -15,6 +15,7 @@ use crate::tag::Tag;
 use crate::vram::{
     find_format_on, kv_cache_bytes, param_split, vram, weight_bytes, Stack, WeightFormat,
 };
+use report::Precision;
 use serde::Serialize;
 use std::sync::OnceLock;
 
@@ -118,7 +119,8 @@ struct Observation {
     shape: ModelShape,
     shape_tag: Tag,
     params_b: f64,
-    precision: String,
+    precision: Precision,
+    precision_variant: Option<String>,
     fmt: &'static WeightFormat,
     batch: u32,
     context: u32,
@@ -146,7 +148,7 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
             a.gpu.clone(),
             a.model.clone(),
             a.params_b,
-            a.precision.clone(),
+            (a.precision, a.precision_variant.clone()),
             a.batch,
             ANCHOR_DECODE_CONTEXT,
             a.session.clone(),
@@ -159,7 +161,7 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
             p.gpu.clone(),
             p.model.clone(),
             p.params_b,
-            p.precision.clone(),
+            (p.precision, None),
             p.batch,
             SWEEP_DECODE_CONTEXT,
             "a800-batch-sweep-2026-02-15".to_string(),
@@ -170,16 +172,21 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
     from_anchors
         .chain(from_sweep)
         .filter_map(
-            |(gpu, model, params_b, precision, batch, context, session, tok_s, stack)| {
+            |(gpu, model, params_b, (precision, variant), batch, context, session, tok_s, stack)| {
                 let (shape, shape_tag) = shape_for_model_name(&model, params_b);
+                let label = match &variant {
+                    Some(v) => format!("{precision}-{v}"),
+                    None => precision.to_string(),
+                };
                 Some(Observation {
                     gpu: ds.gpu(&gpu)?.clone(),
-                    fmt: find_format_on(&precision, &stack)?,
+                    fmt: find_format_on(&label, &stack)?,
                     model,
                     shape,
                     shape_tag,
                     params_b,
                     precision,
+                    precision_variant: variant,
                     batch,
                     context,
                     session,
@@ -190,9 +197,11 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
         .collect()
 }
 
-/// Calibrated constants of one precision.
+/// Calibrated constants of one weight format.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PrecisionCalibration {
+    /// The [`WeightFormat::name`] calibrated (`FP16`, `NF4`, `candle-Q4_K`), or `GGUF` for the
+    /// pooled llama.cpp formats: a storage format, not a [`Precision`].
     pub precision: String,
     pub stack: Stack,
     /// Launch floor per layer on a card with factor 1, ms.
@@ -221,7 +230,9 @@ pub struct CalibrationRow {
     pub shape: String,
     pub shape_tag: Tag,
     pub params_b: f64,
-    pub precision: String,
+    pub precision: Precision,
+    /// The variant the dataset names after the precision (see [`crate::Anchor::precision_label`]).
+    pub precision_variant: Option<String>,
     pub batch: u32,
     pub session: String,
     pub measured_tok_s: f64,
@@ -248,6 +259,16 @@ pub struct LatencyCalibration {
     pub median_abs_error_pct: f64,
     pub pooled_median_abs_error_pct: f64,
     pub method: &'static str,
+}
+
+impl CalibrationRow {
+    /// The precision as the dataset writes it, variant included.
+    pub fn precision_label(&self) -> String {
+        match &self.precision_variant {
+            Some(v) => format!("{}-{v}", self.precision),
+            None => self.precision.to_string(),
+        }
+    }
 }
 
 impl LatencyCalibration {
@@ -543,7 +564,8 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
                 shape: o.shape.name.clone(),
                 shape_tag: o.shape_tag,
                 params_b: o.params_b,
-                precision: o.precision.clone(),
+                precision: o.precision,
+                precision_variant: o.precision_variant.clone(),
                 batch: o.batch,
                 session: o.session.clone(),
                 measured_tok_s: o.measured_tok_s,
@@ -693,7 +715,7 @@ mod tests {
         // the T4 7B FP16 row cannot fit 16 GB: kept in the table, left out of the fit
         let t4 = table
             .iter()
-            .find(|r| r.gpu == "T4" && r.model == "Qwen2-7B" && r.precision == "FP16")
+            .find(|r| r.gpu == "T4" && r.model == "Qwen2-7B" && r.precision == Precision::Fp16)
             .unwrap();
         assert!(!t4.used_in_fit && t4.note.contains("offloaded"));
         assert!(cal.rms_error_pct < 40.0, "rms {}", cal.rms_error_pct);
@@ -721,7 +743,7 @@ mod tests {
         for r in &cal.rows {
             println!(
                 "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:+.1} | {:.2} | {:+.1} | {:?} | {} | {} |",
-                r.gpu, r.model, r.precision, r.batch, r.session, r.measured_tok_s, r.modelled_tok_s, r.error_pct,
+                r.gpu, r.model, r.precision_label(), r.batch, r.session, r.measured_tok_s, r.modelled_tok_s, r.error_pct,
                 r.pooled_tok_s, r.pooled_error_pct, r.bound, if r.used_in_fit { "yes" } else { "no" }, r.note
             );
         }
