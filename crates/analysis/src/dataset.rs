@@ -31,6 +31,7 @@ pub struct Anchor {
     pub precision: Precision,
     /// What follows the precision in the CSV cell when the row names a variant of a format
     /// (`mlperf-client-file` in `GGUF-Q4_0-mlperf-client-file`); see [`Anchor::precision_label`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_variant: Option<String>,
     pub batch: u32,
     /// GPU-package energy per generated token, mJ (= J per 1k tokens). `None` when the source
@@ -399,7 +400,9 @@ mod tests {
         let a = d
             .anchors
             .iter()
-            .find(|a| a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == Precision::Nf4)
+            .find(|a| {
+                a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == Precision::Nf4
+            })
             .unwrap();
         // The July CSV said +10.1 %, the energies give +0.8 % (reference README).
         assert!(

@@ -16,7 +16,7 @@ pub mod verdict;
 
 pub use curves::{default_classes, find_class, fit_classes, ClassPoint, CurveClass};
 pub use dataset::{Anchor, Dataset, Gpu};
-pub use estimate::{estimate, Confidence, Estimate, EstimateInput};
+pub use estimate::{estimate, ClassId, Confidence, Estimate, EstimateInput};
 pub use fit::{fit_curve, Fit, Point};
 pub use shapes::{find_shape, shape_for_params, shapes, ModelShape};
 pub use to_report::estimate_report;

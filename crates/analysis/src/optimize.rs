@@ -546,8 +546,16 @@ pub fn violations(c: &Candidate, b: &Budgets, card_vram_gb: f64) -> Vec<Violatio
         ),
         b.max_vram_gb
             .and_then(|l| excess(Budget::MaxVramGb, l, vram, vram.value - l, "GB", "needs")),
-        b.max_latency_ms
-            .and_then(|l| excess(Budget::MaxLatencyMs, l, lat, lat.value - l, "ms/token", "takes")),
+        b.max_latency_ms.and_then(|l| {
+            excess(
+                Budget::MaxLatencyMs,
+                l,
+                lat,
+                lat.value - l,
+                "ms/token",
+                "takes",
+            )
+        }),
         b.min_tok_s
             .and_then(|l| excess(Budget::MinTokS, l, tput, l - tput.value, "tok/s", "gives")),
         b.max_j_per_1k.and_then(|l| {
@@ -921,7 +929,10 @@ mod tests {
     #[test]
     fn searches_the_full_grid_for_the_class() {
         let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
-        assert_eq!(r.precisions, [Precision::Fp16, Precision::Nf4, Precision::Int8]);
+        assert_eq!(
+            r.precisions,
+            [Precision::Fp16, Precision::Nf4, Precision::Int8]
+        );
         assert_eq!(r.counts.evaluated, 3 * 7 * 7);
         assert!(r.feasible);
         assert!(r.alternatives.len() >= 3);
@@ -1135,9 +1146,11 @@ mod tests {
         // BF16 "wins" by its −3.5 % batch-1 fit, whose interval spans zero: the result says it is a tie.
         assert_eq!(r.optimum.as_ref().unwrap().precision, Precision::Bf16);
         assert!(
-            r.tie.as_ref().is_some_and(|t| t.message.starts_with("BF16 leads FP16")
-                && t.leader == Precision::Bf16
-                && t.runner_up == Precision::Fp16),
+            r.tie
+                .as_ref()
+                .is_some_and(|t| t.message.starts_with("BF16 leads FP16")
+                    && t.leader == Precision::Bf16
+                    && t.runner_up == Precision::Fp16),
             "{:?}",
             r.tie
         );

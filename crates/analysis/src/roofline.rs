@@ -172,7 +172,17 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
     from_anchors
         .chain(from_sweep)
         .filter_map(
-            |(gpu, model, params_b, (precision, variant), batch, context, session, tok_s, stack)| {
+            |(
+                gpu,
+                model,
+                params_b,
+                (precision, variant),
+                batch,
+                context,
+                session,
+                tok_s,
+                stack,
+            )| {
                 let (shape, shape_tag) = shape_for_model_name(&model, params_b);
                 let label = match &variant {
                     Some(v) => format!("{precision}-{v}"),

@@ -61,9 +61,7 @@ pub fn estimate_report(e: &Estimate, gpu: &str, model_name: &str) -> Report {
             warmup: None,
             extra: Extra::new(),
         },
-        measurement_source: Some(
-            "quantenergy embedded dataset (no on-device measurement)".into(),
-        ),
+        measurement_source: Some("quantenergy embedded dataset (no on-device measurement)".into()),
         results: Results {
             total_energy_joules: None,
             tokens_generated: None,

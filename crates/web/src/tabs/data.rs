@@ -114,7 +114,7 @@ pub fn DataTab() -> impl IntoView {
                                         <td>{a.gpu.clone()}</td>
                                         <td>{a.model.clone()}</td>
                                         <td>{size_b(a.params_b)}</td>
-                                        <td>{a.precision.clone()}</td>
+                                        <td>{a.precision_label()}</td>
                                         <td>{a.batch}</td>
                                         <td>{a.energy_mj.map(|e| num(e, 1)).unwrap_or_else(|| "—".into())}</td>
                                         <td>{a.fp16_energy_mj.map(|e| num(e, 1)).unwrap_or_else(|| "—".into())}</td>

@@ -14,27 +14,22 @@ use super::{basis_col, prec_col, BasisTag, CopyButton};
 use crate::chart::{Band, Chart, Line, Mark, Shape, Spec, VLine};
 use crate::url::{parse_f64, parse_u32, Query};
 use crate::util::{num, pct, per_million, size_b};
+use report::{Arch, Precision};
 
 /// Precisions offered on every card; classes of the card's architecture (or one it borrows from)
 /// add theirs (the GGUF formats of the hopper class), see [`precisions_for`].
-pub const PRECISIONS: [&str; 3] = ["NF4", "INT8", "FP16"];
-
-/// Precisions that are not GGUF formats (the picker tags the others "(GGUF)").
-const NOT_GGUF: [&str; 5] = ["NF4", "INT8", "INT8-pure", "FP16", "BF16"];
+pub const PRECISIONS: [Precision; 3] = [Precision::Nf4, Precision::Int8, Precision::Fp16];
 
 /// The precision picker's options for an architecture: the base three, then every precision with
 /// a fitted class on this architecture or on one its estimate borrows from.
-pub fn precisions_for(arch: &str) -> Vec<String> {
-    let mut v: Vec<String> = PRECISIONS.iter().map(|p| p.to_string()).collect();
-    let archs: Vec<&str> = std::iter::once(arch)
+pub fn precisions_for(arch: Arch) -> Vec<Precision> {
+    let mut v: Vec<Precision> = PRECISIONS.to_vec();
+    let archs: Vec<Arch> = std::iter::once(arch)
         .chain(analysis::estimate::borrow_order(arch).iter().copied())
         .collect();
-    for c in default_classes()
-        .iter()
-        .filter(|c| archs.contains(&c.arch.as_str()))
-    {
-        if !v.iter().any(|p| p.eq_ignore_ascii_case(&c.precision)) {
-            v.push(c.precision.clone());
+    for c in default_classes().iter().filter(|c| archs.contains(&c.arch)) {
+        if !v.contains(&c.precision) {
+            v.push(c.precision);
         }
     }
     v
@@ -46,7 +41,7 @@ pub const CONTEXTS: [u32; 6] = [512, 1024, 2048, 4096, 8192, 16384];
 pub struct ModelState {
     pub params_b: RwSignal<f64>,
     pub gpu: RwSignal<String>,
-    pub precision: RwSignal<String>,
+    pub precision: RwSignal<Precision>,
     pub batch: RwSignal<u32>,
     pub context: RwSignal<u32>,
     pub name: RwSignal<String>,
@@ -64,14 +59,11 @@ impl ModelState {
             })
             .unwrap_or_else(|| "RTX 4090".into());
         let precision = g("p")
-            .and_then(|p| {
-                PRECISIONS
-                    .iter()
-                    .map(|x| x.to_string())
-                    .chain(default_classes().iter().map(|c| c.precision.clone()))
-                    .find(|x| x.eq_ignore_ascii_case(p.trim()))
+            .and_then(|p| p.parse::<Precision>().ok())
+            .filter(|p| {
+                PRECISIONS.contains(p) || default_classes().iter().any(|c| c.precision == *p)
             })
-            .unwrap_or_else(|| "NF4".into());
+            .unwrap_or(Precision::Nf4);
         ModelState {
             params_b: RwSignal::new(parse_f64(g("n"), 0.05, 2000.0).unwrap_or(7.0)),
             gpu: RwSignal::new(gpu),
@@ -89,7 +81,7 @@ impl ModelState {
     pub fn write_query(&self, q: &mut Query) {
         q.push("n", format!("{}", self.params_b.get()));
         q.push("gpu", self.gpu.get());
-        q.push("p", self.precision.get());
+        q.push("p", self.precision.get().as_str());
         q.push("b", self.batch.get().to_string());
         q.push("ctx", self.context.get().to_string());
         let name = self.name.get();
@@ -98,13 +90,13 @@ impl ModelState {
         }
     }
 
-    pub fn arch(&self) -> String {
+    pub fn arch(&self) -> Arch {
         let gpu = self.gpu.get();
         Dataset::embedded()
             .gpu(&gpu)
-            .map(|g| g.arch.clone())
-            .or_else(|| other_arch(&gpu).map(|a| a.as_str().to_string()))
-            .unwrap_or_else(|| "ada".into())
+            .map(|g| g.arch)
+            .or_else(|| other_arch(&gpu))
+            .unwrap_or(Arch::Ada)
     }
 
     pub fn estimate(&self) -> Estimate {
@@ -123,24 +115,21 @@ impl ModelState {
 }
 
 /// "Other Ampere card" → ampere (cards not in `data/gpus.csv`, chosen by architecture).
-fn other_arch(label: &str) -> Option<report::Arch> {
+fn other_arch(label: &str) -> Option<Arch> {
     let t = label.trim();
     let word = t.strip_prefix("Other ")?.strip_suffix(" card")?;
     word.parse().ok()
 }
 
-fn other_label(a: report::Arch) -> String {
+fn other_label(a: Arch) -> String {
     let s = a.as_str();
     format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
 }
 
 /// The class an estimate used (its own architecture's or the borrowed one).
 pub fn used_class(e: &Estimate) -> Option<&'static CurveClass> {
-    let arch = e
-        .borrowed_from
-        .clone()
-        .unwrap_or_else(|| e.input.arch.to_ascii_lowercase());
-    find_class(default_classes(), &arch, &e.input.precision)
+    let arch = e.borrowed_from.unwrap_or(e.input.arch);
+    find_class(default_classes(), arch, e.input.precision)
 }
 
 /// Curve + band over the whole x range, anchors, crossover marker.
@@ -225,7 +214,7 @@ fn model_spec(e: &Estimate) -> Spec {
     let x1 = (n * 2.0).clamp(30.0, 200.0);
     spec.x_range = (x0, x1);
     if let Some(c) = used_class(e) {
-        let col = prec_col(&c.precision);
+        let col = prec_col(c.precision.as_str());
         class_layers(c, &mut spec, (x0, x1), col, false, "");
         anchor_marks(c, &mut spec, col);
     }
@@ -363,19 +352,18 @@ pub fn ModelTab() -> impl IntoView {
                     </label>
                     <label>
                         <span>"Precision"</span>
-                        <select id="precision-select" on:change=move |ev| st.precision.set(event_target_value(&ev)) prop:value=move || st.precision.get()>
+                        <select id="precision-select" on:change=move |ev| { if let Ok(p) = event_target_value(&ev).parse() { st.precision.set(p) } } prop:value=move || st.precision.get().as_str()>
                             {move || {
-                                let mut ps = precisions_for(&st.arch());
+                                let mut ps = precisions_for(st.arch());
                                 let cur = st.precision.get();
                                 if !ps.contains(&cur) {
-                                    ps.push(cur.clone());
+                                    ps.push(cur);
                                 }
                                 ps.into_iter()
                                     .map(|p| {
-                                        let gguf = !NOT_GGUF.contains(&p.as_str());
-                                        let label = if gguf { format!("{p} (GGUF)") } else { p.clone() };
+                                        let label = if p.is_gguf() { format!("{p} (GGUF)") } else { p.to_string() };
                                         let sel = p == cur;
-                                        view! { <option value=p.clone() selected=sel>{label}</option> }
+                                        view! { <option value=p.as_str() selected=sel>{label}</option> }
                                     })
                                     .collect_view()
                             }}
@@ -417,7 +405,7 @@ pub fn ModelTab() -> impl IntoView {
                 let (energy, kwh) = e.energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
                 let (fp16e, _) = e.fp16_energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
                 // True bytes of the format (scales, fp16 embeddings) from analysis's VRAM model.
-                let weights = analysis::weights_gb(e.input.params_b, &e.input.precision);
+                let weights = analysis::weights_gb(e.input.params_b, e.input.precision.as_str());
                 let vram = gpu_info.get().map(|g| g.vram_gb);
                 let stack = used_class(&e).and_then(|c| c.stacks.iter().find_map(|s| super::other_stack(s)));
                 view! {
@@ -450,8 +438,8 @@ pub fn ModelTab() -> impl IntoView {
                         <div class="tags">
                             <BasisTag basis=basis/>
                             <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
-                            {e.class.clone().map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
-                            {e.borrowed_from.clone().map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
+                            {e.class.map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
+                            {e.borrowed_from.map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
                             {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
                         </div>
                         <ul class="notes">
@@ -469,9 +457,9 @@ pub fn ModelTab() -> impl IntoView {
                 </p>
                 <Chart spec=spec id="model-canvas" label="Fitted crossover curve with uncertainty band, measured anchors and your model's estimate"/>
                 <ul class="legend">
-                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"━"</span>"fitted curve · band 95 %"</li>
-                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"●"</span>"anchor n ≥ 2"</li>
-                    <li class="faded"><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"○"</span>"anchor n = 1"</li>
+                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(st.precision.get().as_str()))>"━"</span>"fitted curve · band 95 %"</li>
+                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(st.precision.get().as_str()))>"●"</span>"anchor n ≥ 2"</li>
+                    <li class="faded"><span class="glyph" style:color=move || format!("var({})", prec_col(st.precision.get().as_str()))>"○"</span>"anchor n = 1"</li>
                     <li><span class="glyph" style:color=move || format!("var({})", basis_col(est.get().basis.as_str()))>"◆"</span>{move || format!("your model ({})", est.get().basis.as_str())}</li>
                 </ul>
                 {move || (est.get().batch_context_factor < 1.0).then(|| view! {

@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use analysis::optimize::{Candidate, OptimizeResult, Violation, CONTEXTS};
+use analysis::optimize::{Budget, Candidate, OptimizeResult, Violation, CONTEXTS};
 use analysis::roofline::Bound;
 use analysis::{optimize, shapes, Budgets, Dataset, Objective, OptimizeRequest, Tag, Tagged};
 
@@ -271,7 +271,7 @@ fn tiles(c: &Candidate, card_vram: f64) -> impl IntoView {
     let (m1, kwh) = per_million(e.value);
     view! {
         <div class="stats tiles">
-            {tile("Precision", c.precision.clone(), format!("ΔE {} vs FP16 at batch 1", pct(c.delta_vs_fp16_pct.value, 1)), c.delta_vs_fp16_pct.tag)}
+            {tile("Precision", c.precision.to_string(), format!("ΔE {} vs FP16 at batch 1", pct(c.delta_vs_fp16_pct.value, 1)), c.delta_vs_fp16_pct.tag)}
             {tile("Batch", c.batch.to_string(), format!("energy × {} vs batch 1", num(c.batch_factor.value, 3)), c.batch_factor.tag)}
             {tile("Context", format!("{} tokens", c.context), format!("energy × {} vs 512 tokens", num(c.context_factor.value, 2)), c.context_factor.tag)}
             {tile("Energy per 1k tokens", format!("{} J", fig(e.value)), format!("FP16 batch 1: {} J ({})", fig(c.fp16_energy_mj_per_token.value), c.fp16_energy_mj_per_token.tag.as_str()), e.tag)}
@@ -306,25 +306,24 @@ fn delta_cell(d: f64, lower_better: bool) -> impl IntoView {
     view! { <td class=cls>{pct(d, 0)}</td> }
 }
 
-fn budget_label(b: &str) -> &'static str {
+fn budget_label(b: Budget) -> &'static str {
     match b {
-        "max_latency_ms" => "latency budget",
-        "max_vram_gb" => "VRAM budget",
-        "min_tok_s" => "throughput floor",
-        "max_j_per_1k" => "energy budget",
-        "card_vram_gb" => "the card's memory",
-        _ => "a budget",
+        Budget::MaxLatencyMs => "latency budget",
+        Budget::MaxVramGb => "VRAM budget",
+        Budget::MinTokS => "throughput floor",
+        Budget::MaxJPer1k => "energy budget",
+        Budget::CardVramGb => "the card's memory",
     }
 }
 
 fn violation_text(v: &Violation) -> String {
     let unit = match v.budget {
-        "max_latency_ms" => "ms/token",
-        "min_tok_s" => "tok/s",
-        "max_j_per_1k" => "J/1k tokens",
-        _ => "GB",
+        Budget::MaxLatencyMs => "ms/token",
+        Budget::MinTokS => "tok/s",
+        Budget::MaxJPer1k => "J/1k tokens",
+        Budget::MaxVramGb | Budget::CardVramGb => "GB",
     };
-    let verb = if v.budget == "min_tok_s" {
+    let verb = if v.budget == Budget::MinTokS {
         "short of"
     } else {
         "over"
@@ -492,7 +491,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
     let counts = format!(
         "{} configurations searched ({} × 7 batches × {}): {} feasible, {} over the card's VRAM, {} over your budgets",
         r.counts.evaluated,
-        r.precisions.join(" / "),
+        r.precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" / "),
         if r.request.context.is_some() { "1 context".to_string() } else { format!("{} contexts", CONTEXTS.len()) },
         r.counts.feasible,
         r.counts.over_vram,
@@ -527,7 +526,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
             <div class="card result" id="opt-recommendation">
                 <h2 class="card-title">"Recommended configuration"</h2>
                 <p class="headline" id="opt-choice">
-                    <span class="swatch" style:background=format!("var({})", prec_col(&o.precision))></span>
+                    <span class="swatch" style:background=format!("var({})", prec_col(o.precision.as_str()))></span>
                     {config(o)}
                 </p>
                 <p class="sub">{format!("Objective: {obj} · best of the feasible configurations under your budgets")}</p>

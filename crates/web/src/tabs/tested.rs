@@ -5,6 +5,7 @@
 use leptos::prelude::*;
 
 use analysis::{Anchor, Dataset};
+use report::Precision;
 
 use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
@@ -171,17 +172,17 @@ fn brief(gpu: &str, model: &str) -> String {
         .anchors
         .iter()
         .find(|a| a.gpu == gpu)
-        .map(|a| arch_label(&a.arch))
+        .map(|a| arch_label(a.arch.as_str()))
         .unwrap_or_default();
     out.push_str(&format!(
         "Quantization energy check — {model} on {gpu} ({arch})\n"
     ));
     for s in sessions(gpu, model) {
-        for a in s.rows.iter().filter(|a| a.precision != "FP16") {
+        for a in s.rows.iter().filter(|a| a.precision != Precision::Fp16) {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(&a.precision, d, interval(a)),
+                    verdict(&a.precision_label(), d, interval(a)),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -240,19 +241,18 @@ pub fn crossover_spec(
     let mut series: Vec<Series> = Vec::new();
     for a in ds().anchors.iter().filter(|a| {
         usable(a)
-            && a.precision != "FP16"
+            && a.precision != Precision::Fp16
             && a.delta_pct().is_some()
             && (all_cards || a.gpu == gpu)
-            && !hidden.contains(&a.precision)
+            && !hidden.contains(&a.precision_label())
     }) {
-        match series
-            .iter_mut()
-            .find(|s| s.gpu == a.gpu && s.precision == a.precision && s.session == a.session)
-        {
+        match series.iter_mut().find(|s| {
+            s.gpu == a.gpu && s.precision == a.precision_label() && s.session == a.session
+        }) {
             Some(s) => s.rows.push(a),
             None => series.push(Series {
                 gpu: a.gpu.clone(),
-                precision: a.precision.clone(),
+                precision: a.precision_label(),
                 session: a.session.clone(),
                 rows: vec![a],
             }),
@@ -330,7 +330,7 @@ pub fn crossover_spec(
                     a.model,
                     size_b(a.params_b),
                     a.gpu,
-                    a.precision,
+                    a.precision_label(),
                     a.session,
                     stack_short(&a.stack),
                     pct(d, 1),
@@ -441,10 +441,11 @@ pub fn TestedTab() -> impl IntoView {
         for a in ds()
             .anchors
             .iter()
-            .filter(|a| usable(a) && a.precision != "FP16" && (all || a.gpu == g))
+            .filter(|a| usable(a) && a.precision != Precision::Fp16 && (all || a.gpu == g))
         {
-            if !v.contains(&a.precision) {
-                v.push(a.precision.clone());
+            let label = a.precision_label();
+            if !v.contains(&label) {
+                v.push(label);
             }
         }
         crate::util::sort_by_key(&mut v, |p| prec_rank(p));
@@ -471,7 +472,7 @@ pub fn TestedTab() -> impl IntoView {
                                     .anchors
                                     .iter()
                                     .find(|a| a.gpu == g)
-                                    .map(|a| arch_label(&a.arch))
+                                    .map(|a| arch_label(a.arch.as_str()))
                                     .unwrap_or_default();
                                 let vram = ds().gpu(&g).map(|x| format!(" · {:.0} GB", x.vram_gb)).unwrap_or_default();
                                 let stack = if ds().anchors.iter().any(|a| a.gpu == g && a.stack.contains("candle")) {
@@ -600,8 +601,11 @@ pub fn TestedTab() -> impl IntoView {
 #[component]
 fn SessionBlock(s: SessionRows) -> impl IntoView {
     let mut rows: Vec<&Anchor> = s.rows.clone();
-    crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision));
-    let fp16_row = rows.iter().find(|a| a.precision == "FP16").copied();
+    crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision_label()));
+    let fp16_row = rows
+        .iter()
+        .find(|a| a.precision == Precision::Fp16)
+        .copied();
     let paired = rows.iter().find_map(|a| a.fp16_energy_mj);
     let baseline = fp16_row.and_then(|a| a.energy_mj).or(paired);
     let max_e = rows
@@ -646,17 +650,18 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
         });
     }
     let mut seen: Vec<String> = Vec::new();
-    for a in rows.iter().filter(|a| a.precision != "FP16") {
+    for a in rows.iter().filter(|a| a.precision != Precision::Fp16) {
         let Some(e) = a.energy_mj else { continue };
-        let repeat = seen.iter().filter(|p| **p == a.precision).count();
-        seen.push(a.precision.clone());
+        let label = a.precision_label();
+        let repeat = seen.iter().filter(|p| **p == label).count();
+        seen.push(label.clone());
         bars.push(Bar {
             label: if repeat > 0 {
-                format!("{} (run {})", a.precision, repeat + 1)
+                format!("{label} (run {})", repeat + 1)
             } else {
-                a.precision.clone()
+                label.clone()
             },
-            col: prec_col(&a.precision),
+            col: prec_col(&label),
             e,
             delta: a.delta_pct(),
             interval: interval(a),
