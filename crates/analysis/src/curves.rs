@@ -111,11 +111,7 @@ impl PointGroup {
     }
 }
 
-fn group_mut<'a>(
-    groups: &'a mut Vec<PointGroup>,
-    arch: Arch,
-    precision: Precision,
-) -> &'a mut PointGroup {
+fn group_mut(groups: &mut Vec<PointGroup>, arch: Arch, precision: Precision) -> &mut PointGroup {
     match groups
         .iter()
         .position(|g| g.arch == arch && g.precision == precision)
