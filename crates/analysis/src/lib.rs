@@ -5,6 +5,8 @@
 //! * [`curves`] — one fit per (architecture, precision) class.
 //! * [`estimate`] — a user's model: ΔE% with CI, basis, confidence, absolute energy.
 
+#![warn(missing_docs)]
+
 pub mod curves;
 pub mod dataset;
 pub mod estimate;

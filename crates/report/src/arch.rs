@@ -28,15 +28,22 @@ use std::str::FromStr;
 /// Architecture class on which the page draws one crossover curve per precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Arch {
+    /// T4, RTX 20x0, Quadro RTX (2018).
     Turing,
+    /// A100, A800, A10, RTX 30x0 (2020).
     Ampere,
+    /// RTX 40x0, L4, L40 (2022).
     Ada,
+    /// H100, H200 (2022).
     Hopper,
+    /// B200, RTX 50x0 (2024).
     Blackwell,
+    /// V100 (2017).
     Volta,
 }
 
 impl Arch {
+    /// Every class, in the order of [`Arch::as_str`]'s error message.
     pub const ALL: [Arch; 6] = [
         Arch::Turing,
         Arch::Ampere,

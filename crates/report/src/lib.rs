@@ -6,12 +6,27 @@
 //! `regex`); without it the typed parse and the semantic checks still give the same verdict on
 //! every case in `tests/bad_reports/`, with plainer messages for type errors.
 //!
+//! Modules (the public items are re-exported at the crate root, except [`share`]):
+//!
+//! * `types` — the serde model of the report ([`Report`] and its blocks, [`Basis`]).
+//! * `precision` — [`Precision`], the schema's `workload.precision` values.
+//! * `arch` — [`Arch`] and the GPU-name → architecture rule ([`arch_from_gpu_name`]).
+//! * `guard` — size, nesting and NaN guards on the raw text, before any parse.
+//! * `schema` — JSON-Schema validation (feature `schema`), with messages rewritten per node.
+//! * `semantic` — the checks the schema cannot express ([`semantic_checks`]).
+//! * `describe` — how a JSON value is named in a message (`the string "one"`).
+//! * `params` — a model size guessed from its name ([`guess_params_b`]).
+//! * `markdown` — the submission block ([`to_markdown`]).
+//! * [`share`] — the overlay share-link codec.
+//!
 //! ```
 //! let v = report::validate_str(include_str!("../../../data/examples/upstream-no-gpu.json"));
 //! assert!(v.is_valid());
 //! let r = v.report.unwrap();
 //! assert_eq!(r.results.basis, report::Basis::Interpolated);
 //! ```
+
+#![warn(missing_docs)]
 
 mod arch;
 mod describe;
@@ -52,11 +67,14 @@ pub const SCHEMA_VERSION: &str = "quantenergy/1.2";
 /// whole use `$`. `message` says what was found and what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Issue {
+    /// Where: `$`, `$.workload.precision`, `$.protocol.arms[1].status`.
     pub path: String,
+    /// What was found and what was expected.
     pub message: String,
 }
 
 impl Issue {
+    /// An issue at `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Issue {
             path: path.into(),
@@ -77,7 +95,9 @@ pub struct Validation {
     /// The typed report whenever the typed parse succeeded — also when `errors` is not empty,
     /// so a page can still show what it read. Plot it only when [`Validation::is_valid`].
     pub report: Option<Report>,
+    /// Problems that make the report unusable (it is not drawn).
     pub errors: Vec<Issue>,
+    /// Problems worth saying that do not stop the report from being used.
     pub warnings: Vec<Issue>,
 }
 
