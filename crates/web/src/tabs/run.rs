@@ -13,8 +13,8 @@ use analysis::{default_classes, find_class, fit_classes, ClassPoint, CurveClass,
 use report::share::{self, SharePoint};
 use report::{Arch, Precision};
 
-use super::model::{anchor_marks, class_layers};
 use super::{basis_col, prec_col, BasisTag, CopyButton};
+use crate::chart::layers::{anchor_marks, class_layers};
 use crate::chart::{Chart, Mark, Shape, Spec};
 use crate::url::Query;
 use crate::util::{self, pct, size_b};
