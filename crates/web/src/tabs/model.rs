@@ -216,32 +216,21 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
 pub fn ModelTab() -> impl IntoView {
     let st = expect_context::<crate::AppState>().model;
     let est = Memo::new(move |_| st.estimate());
-    let spec = Signal::derive(move || model_spec(&est.get()));
-    let class = Signal::derive(move || used_class(&est.get()));
-    // The energy.json is written by the worker module (it holds the report serializer), when the
-    // reader opens it: the page's first load stays small.
-    let json_open = RwSignal::new(false);
-    let report_json = RwSignal::new(String::new());
-    Effect::new(move |_| {
-        if !json_open.get() {
-            return;
-        }
-        let req = crate::validate::EstimateReq {
-            arch: st.arch(),
-            params_b: st.params_b.get(),
-            precision: st.precision.get(),
-            batch: st.batch.get(),
-            context: st.context.get(),
-            gpu: st.gpu.get(),
-            name: st.name.get(),
-        };
-        report_json.set("writing…".into());
-        crate::validate::estimate_json(&req, move |j| report_json.set(j));
-    });
-    let gpu_info = Memo::new(move |_| Dataset::embedded().gpu(&st.gpu.get()).cloned());
-
     view! {
         <section class="tab-model">
+            <ModelInputs/>
+            <EstimateCard est=est/>
+            <CurveCard est=est/>
+            <ReportJsonCard/>
+        </section>
+    }
+}
+
+/// Size, card, precision, batch, context and name: every input of the tab.
+#[component]
+fn ModelInputs() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    view! {
             <div class="card inputs">
                 <h2 class="card-title">"Your model"</h2>
                 <div class="grid-inputs">
@@ -323,63 +312,90 @@ pub fn ModelTab() -> impl IntoView {
                     </label>
                 </div>
             </div>
+    }
+}
 
-            {move || {
-                let e = est.get();
-                let verdict = e.verdict();
-                let cls = match e.delta_pct.map(|d| analysis::verdict::direction(d, e.interval())) {
-                    Some(analysis::verdict::Direction::Saves) => "headline good",
-                    Some(analysis::verdict::Direction::Costs) => "headline bad",
-                    _ => "headline",
-                };
-                let basis = e.basis.as_str().to_string();
-                let (energy, kwh) = e.energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
-                let (fp16e, _) = e.fp16_energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
-                // True bytes of the format (scales, fp16 embeddings) from analysis's VRAM model.
-                let weights = analysis::weights_gb(e.input.params_b, e.input.precision.as_str());
-                let vram = gpu_info.get().map(|g| g.vram_gb);
-                let stack = used_class(&e).and_then(|c| c.stacks.iter().find_map(|s| super::other_stack(s)));
-                view! {
-                    <div class="card result" id="model-result">
-                        <p class=cls id="model-verdict">{verdict}</p>
-                        <div class="stats">
-                            <div class="stat">
-                                <span class="k">"ΔE vs FP16"</span>
-                                <span class="v" id="model-delta">{e.delta_pct.map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</span>
-                                <span class="sub">{match (e.ci_low, e.ci_high) {
-                                    (Some(l), Some(h)) => format!("95 % CI {} to {}", pct(l, 1), pct(h, 1)),
-                                    _ => "no interval".into(),
-                                }}</span>
-                            </div>
-                            <div class="stat">
-                                <span class="k">"Energy per 1M tokens"</span>
-                                <span class="v">{energy}</span>
-                                <span class="sub">{format!("{kwh} · FP16 {fp16e}")}</span>
-                            </div>
-                            <div class="stat">
-                                <span class="k">"Weights"</span>
-                                <span class="v" id="model-weights">{weights.map(|w| format!("{w:.1} GB")).unwrap_or_else(|| "—".into())}</span>
-                                <span class="sub">{match (weights, vram) {
-                                    (Some(w), Some(v)) if w > v => format!("does not fit in {v:.0} GB"),
-                                    (Some(_), Some(v)) => format!("of {v:.0} GB VRAM (weights only, scales included)"),
-                                    _ => "weights only, scales included".into(),
-                                }}</span>
-                            </div>
+/// The verdict, ΔE with its interval, energy, weights, tags and notes.
+#[component]
+fn EstimateCard(est: Memo<Estimate>) -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let gpu_info = Memo::new(move |_| Dataset::embedded().gpu(&st.gpu.get()).cloned());
+    {
+        move || {
+            let e = est.get();
+            let verdict = e.verdict();
+            let cls = match e
+                .delta_pct
+                .map(|d| analysis::verdict::direction(d, e.interval()))
+            {
+                Some(analysis::verdict::Direction::Saves) => "headline good",
+                Some(analysis::verdict::Direction::Costs) => "headline bad",
+                _ => "headline",
+            };
+            let basis = e.basis.as_str().to_string();
+            let (energy, kwh) = e
+                .energy_mj
+                .map(per_million)
+                .unwrap_or(("—".into(), String::new()));
+            let (fp16e, _) = e
+                .fp16_energy_mj
+                .map(per_million)
+                .unwrap_or(("—".into(), String::new()));
+            // True bytes of the format (scales, fp16 embeddings) from analysis's VRAM model.
+            let weights = analysis::weights_gb(e.input.params_b, e.input.precision.as_str());
+            let vram = gpu_info.get().map(|g| g.vram_gb);
+            let stack =
+                used_class(&e).and_then(|c| c.stacks.iter().find_map(|s| super::other_stack(s)));
+            view! {
+                <div class="card result" id="model-result">
+                    <p class=cls id="model-verdict">{verdict}</p>
+                    <div class="stats">
+                        <div class="stat">
+                            <span class="k">"ΔE vs FP16"</span>
+                            <span class="v" id="model-delta">{e.delta_pct.map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</span>
+                            <span class="sub">{match (e.ci_low, e.ci_high) {
+                                (Some(l), Some(h)) => format!("95 % CI {} to {}", pct(l, 1), pct(h, 1)),
+                                _ => "no interval".into(),
+                            }}</span>
                         </div>
-                        <div class="tags">
-                            <BasisTag basis=basis/>
-                            <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
-                            {e.class.map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
-                            {e.borrowed_from.map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
-                            {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
+                        <div class="stat">
+                            <span class="k">"Energy per 1M tokens"</span>
+                            <span class="v">{energy}</span>
+                            <span class="sub">{format!("{kwh} · FP16 {fp16e}")}</span>
                         </div>
-                        <ul class="notes">
-                            {e.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
-                        </ul>
+                        <div class="stat">
+                            <span class="k">"Weights"</span>
+                            <span class="v" id="model-weights">{weights.map(|w| format!("{w:.1} GB")).unwrap_or_else(|| "—".into())}</span>
+                            <span class="sub">{match (weights, vram) {
+                                (Some(w), Some(v)) if w > v => format!("does not fit in {v:.0} GB"),
+                                (Some(_), Some(v)) => format!("of {v:.0} GB VRAM (weights only, scales included)"),
+                                _ => "weights only, scales included".into(),
+                            }}</span>
+                        </div>
                     </div>
-                }
-            }}
+                    <div class="tags">
+                        <BasisTag basis=basis/>
+                        <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
+                        {e.class.map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
+                        {e.borrowed_from.map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
+                        {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
+                    </div>
+                    <ul class="notes">
+                        {e.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
+                    </ul>
+                </div>
+            }
+        }
+    }
+}
 
+/// The class's fitted curve with its band, the anchors, your point, and the fit's parameters.
+#[component]
+fn CurveCard(est: Memo<Estimate>) -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let spec = Signal::derive(move || model_spec(&est.get()));
+    let class = Signal::derive(move || used_class(&est.get()));
+    view! {
             <div class="card">
                 <h2 class="card-title">"The fitted curve behind the estimate"</h2>
                 <p class="sub">
@@ -398,7 +414,33 @@ pub fn ModelTab() -> impl IntoView {
                 })}
                 <ClassFacts class=class/>
             </div>
+    }
+}
 
+/// The estimate as energy.json, written by the worker module when the reader opens it (the page's
+/// first load stays small: the worker holds the report serializer).
+#[component]
+fn ReportJsonCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let json_open = RwSignal::new(false);
+    let report_json = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        if !json_open.get() {
+            return;
+        }
+        let req = crate::validate::EstimateReq {
+            arch: st.arch(),
+            params_b: st.params_b.get(),
+            precision: st.precision.get(),
+            batch: st.batch.get(),
+            context: st.context.get(),
+            gpu: st.gpu.get(),
+            name: st.name.get(),
+        };
+        report_json.set("writing…".into());
+        crate::validate::estimate_json(&req, move |j| report_json.set(j));
+    });
+    view! {
             <div class="card">
                 <h2 class="card-title">"This estimate as energy.json"</h2>
                 <p class="sub">"Schema-valid, basis never “measured”: nothing here touched a GPU."</p>
@@ -415,6 +457,5 @@ pub fn ModelTab() -> impl IntoView {
                     <pre class="code" id="report-json">{move || report_json.get()}</pre>
                 </details>
             </div>
-        </section>
     }
 }
