@@ -11,27 +11,38 @@ use report::Precision;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
+/// The A800 batch sweep (`data/batch_sweep.csv`), embedded.
 pub const BATCH_SWEEP_CSV: &str = include_str!("../../../data/batch_sweep.csv");
 
 /// One row of the sweep (the columns this crate uses).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepPoint {
+    /// Batch size.
     #[serde(rename = "batch_size")]
     pub batch: u32,
+    /// Mean energy per generated token, mJ.
     #[serde(rename = "energy_per_token_mj_mean")]
     pub energy_mj: f64,
+    /// Standard deviation of the energy over the runs, mJ.
     #[serde(rename = "energy_per_token_mj_sd")]
     pub energy_sd_mj: f64,
+    /// Mean throughput summed over the batch, tok/s.
     #[serde(rename = "throughput_tok_s_mean")]
     pub throughput_tok_s: f64,
+    /// Mean GPU power, W.
     #[serde(rename = "avg_power_w_mean")]
     pub avg_power_w: f64,
+    /// Card name.
     pub gpu: String,
+    /// Model name.
     pub model: String,
+    /// Model size, B parameters.
     pub params_b: f64,
+    /// Precision of the sweep.
     pub precision: Precision,
 }
 
+/// Parse the sweep CSV; the error names the row.
 pub fn parse_sweep(text: &str) -> Result<Vec<SweepPoint>, String> {
     csv::Reader::from_reader(text.as_bytes())
         .deserialize()
@@ -58,34 +69,53 @@ pub fn upstream_batch_factor(batch: u32) -> f64 {
 /// One sweep point against the fit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchFitPoint {
+    /// Batch size.
     pub batch: u32,
+    /// Energy per token at this batch / at batch 1, measured.
     pub measured_ratio: f64,
+    /// The same ratio from the fitted curve.
     pub fitted_ratio: f64,
+    /// Fit error, % of the measured ratio.
     pub error_pct: f64,
+    /// The ratio upstream's `0.65 + 0.35/b` gives.
     pub upstream_ratio: f64,
+    /// Upstream's error, %.
     pub upstream_error_pct: f64,
 }
 
 /// An out-of-sample check on other measured batch pairs (A800 quick test, three precisions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchCheck {
+    /// Precision of the pair.
     pub precision: Precision,
+    /// Batch size of the batched row.
     pub batch: u32,
+    /// Energy ratio vs batch 1, measured.
     pub measured_ratio: f64,
+    /// The ratio the fitted curve gives.
     pub fitted_ratio: f64,
+    /// Fit error, % of the measured ratio.
     pub error_pct: f64,
 }
 
+/// The fitted batch curve `e(b)/e(1) = c + (1 − c)/b^k`, its errors and checks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchCurve {
+    /// Share of energy per token that does not amortize over the batch.
     pub c: f64,
+    /// How fast the rest amortizes.
     pub k: f64,
     /// RMS and max relative error of the fit over the sweep, %.
     pub rms_error_pct: f64,
+    /// Largest relative error over the sweep, %.
     pub max_error_pct: f64,
+    /// RMS relative error of upstream's fixed factor, %.
     pub upstream_rms_error_pct: f64,
+    /// Every sweep point against the fit.
     pub points: Vec<BatchFitPoint>,
+    /// Out-of-sample checks on other measured batch pairs.
     pub checks: Vec<BatchCheck>,
+    /// What the curve was fitted on, in words.
     pub calibrated_on: &'static str,
 }
 
@@ -237,14 +267,18 @@ pub fn batch_curve() -> &'static BatchCurve {
 /// Batch curve of one precision on the candle stack.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackBatchCurve {
+    /// Precision of the curve (FP16 or Q4_K on the H200).
     pub precision: Precision,
+    /// Share that does not amortize over the batch.
     pub c: f64,
+    /// How fast the rest amortizes.
     pub k: f64,
     /// (batch, measured ratio to batch 1) behind the fit.
     pub points: Vec<(f64, f64)>,
 }
 
 impl StackBatchCurve {
+    /// Energy per token at `batch` relative to batch 1.
     pub fn factor(&self, batch: u32) -> f64 {
         batch_ratio(self.c, self.k, batch.max(1) as f64)
     }

@@ -38,27 +38,42 @@ pub struct ExtraPoint {
 /// A point that feeds a class fit, with where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClassPoint {
+    /// Size (B) and ΔE (%) as the fit sees them.
     pub point: Point,
+    /// Card the point was measured on.
     pub gpu: String,
+    /// Model name.
     pub model: String,
+    /// Independent runs behind the point, if published.
     pub n: Option<u32>,
+    /// Run-to-run CV of the energy, %, if published.
     pub cv_pct: Option<f64>,
+    /// Where the figure was published.
     pub source: String,
     /// `dataset` for embedded anchors, `user` for points a user added in the page.
     pub origin: PointOrigin,
 }
 
+/// One fitted (architecture, precision) class: the crossover curve, its points and provenance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CurveClass {
+    /// Architecture class.
     pub arch: Arch,
+    /// Precision.
     pub precision: Precision,
+    /// The fit with its band.
     pub fit: Fit,
+    /// Size (B) above which the fit saves energy, if it crosses zero.
     pub crossover_b: Option<f64>,
+    /// Leave-one-out mean absolute error, points (classes with ≥ 4 points).
     pub loo_mae: Option<f64>,
+    /// Cap on savings used by the fit ([`s_cap`]).
     pub s_cap: f64,
+    /// The points behind the fit.
     pub points: Vec<ClassPoint>,
     /// Distinct cards and stacks behind the points (a crossover is a property of card + stack).
     pub gpus: Vec<String>,
+    /// Software stacks behind the points.
     pub stacks: Vec<String>,
 }
 
@@ -94,9 +109,13 @@ impl CurveClass {
 /// The points of one (architecture, precision) class before fitting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointGroup {
+    /// Architecture class.
     pub arch: Arch,
+    /// Precision.
     pub precision: Precision,
+    /// The points, in first-seen order.
     pub points: Vec<ClassPoint>,
+    /// Software stacks behind the points.
     pub stacks: Vec<String>,
 }
 

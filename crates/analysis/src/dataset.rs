@@ -5,50 +5,79 @@ use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
+/// `data/anchors.csv`, embedded.
 pub const ANCHORS_CSV: &str = include_str!("../../../data/anchors.csv");
+/// `data/gpus.csv`, embedded.
 pub const GPUS_CSV: &str = include_str!("../../../data/gpus.csv");
 
+/// A problem in an embedded CSV, naming file, row and column.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DataError {
     #[error("{file}: row {row}: column `{column}`: {message}")]
+    /// A cell that cannot be read.
     Field {
+        /// The CSV file (`anchors.csv`).
         file: &'static str,
+        /// 1-based row, counting the header line.
         row: usize,
+        /// The column's header.
         column: &'static str,
+        /// What was found and what was expected.
         message: String,
     },
+    /// The file as a whole cannot be read (bad CSV, a missing column).
     #[error("{file}: {message}")]
-    Csv { file: &'static str, message: String },
+    Csv {
+        /// The CSV file.
+        file: &'static str,
+        /// The csv reader's message.
+        message: String,
+    },
 }
 
 /// One published measured configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anchor {
+    /// Card name as published (`RTX 4090`).
     pub gpu: String,
+    /// Architecture class of the card.
     pub arch: Arch,
+    /// Model name as published.
     pub model: String,
+    /// Model size, B parameters.
     pub params_b: f64,
+    /// Precision; see [`Anchor::precision_label`] for the CSV's spelling.
     pub precision: Precision,
     /// What follows the precision in the CSV cell when the row names a variant of a format
     /// (`mlperf-client-file` in `GGUF-Q4_0-mlperf-client-file`); see [`Anchor::precision_label`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_variant: Option<String>,
+    /// Batch size.
     pub batch: u32,
     /// GPU-package energy per generated token, mJ (= J per 1k tokens). `None` when the source
     /// publishes no usable figure.
     pub energy_mj: Option<f64>,
+    /// Energy per token of the FP16 arm it is compared with, mJ.
     pub fp16_energy_mj: Option<f64>,
+    /// Throughput summed over the batch, tok/s.
     pub throughput_tok_s: Option<f64>,
+    /// Average GPU power, W.
     pub avg_power_w: Option<f64>,
+    /// Independent runs behind the figure.
     pub n: Option<u32>,
+    /// Run-to-run CV of the energy, %.
     pub cv_pct: Option<f64>,
     /// `gross` or `idle-subtracted`.
     pub power_accounting: String,
+    /// Software stack that ran the model.
     pub stack: String,
+    /// Measurement session (one card, one campaign).
     pub session: String,
+    /// Where the figure was published.
     pub source: String,
     /// Feeds the default crossover curves (the 29 upstream curve rows).
     pub default_curve: bool,
+    /// Why the row does or does not feed a default curve.
     pub curve_note: String,
 }
 
@@ -105,20 +134,31 @@ pub fn is_candle_stack(stack: &str) -> bool {
         .starts_with("candle")
 }
 
+/// One card of `data/gpus.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gpu {
+    /// Card name (`H200`).
     pub name: String,
+    /// Architecture class.
     pub arch: Arch,
+    /// Memory, GB (datasheet, 1e9 bytes).
     pub vram_gb: f64,
+    /// Memory bandwidth, GB/s.
     pub bandwidth_gbs: f64,
+    /// Dense FP16 tensor throughput, TFLOPS.
     pub fp16_tflops: f64,
+    /// Board power, W.
     pub tdp_w: f64,
+    /// Datasheet source.
     pub note: String,
 }
 
+/// The embedded dataset: published anchors and the card catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
+    /// Every row of `anchors.csv`.
     pub anchors: Vec<Anchor>,
+    /// Every card of `gpus.csv`.
     pub gpus: Vec<Gpu>,
 }
 
@@ -144,6 +184,7 @@ impl Dataset {
         })
     }
 
+    /// Parse both CSV texts.
     pub fn parse(anchors_csv: &str, gpus_csv: &str) -> Result<Dataset, DataError> {
         Ok(Dataset {
             anchors: parse_anchors(anchors_csv)?,
@@ -151,6 +192,7 @@ impl Dataset {
         })
     }
 
+    /// A card by name, as written in gpus.csv or as NVML reports it (`NVIDIA GeForce RTX 4090`).
     pub fn gpu(&self, name: &str) -> Option<&Gpu> {
         let want = normalize_name(name);
         self.gpus
@@ -292,6 +334,7 @@ fn rows<'a>(
         .collect()
 }
 
+/// Parse `anchors.csv` text.
 pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
     let mut headers = csv::StringRecord::new();
     rows("anchors.csv", text, &mut headers)?
@@ -330,6 +373,7 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
         .collect()
 }
 
+/// Parse `gpus.csv` text.
 pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
     let mut headers = csv::StringRecord::new();
     rows("gpus.csv", text, &mut headers)?

@@ -47,22 +47,32 @@ impl Serialize for ClassId {
 /// What to estimate: a model size and precision on an architecture, at a batch and context.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EstimateInput {
+    /// Architecture class of the card.
     pub arch: Arch,
+    /// Model size, B parameters.
     pub params_b: f64,
+    /// Precision to estimate.
     pub precision: Precision,
+    /// Batch size.
     pub batch: u32,
+    /// Context length, tokens.
     pub context: u32,
 }
 
+/// How sure an estimate is, from its interval width, the anchors' n and borrowing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Confidence {
+    /// 95 % interval narrower than 12 points.
     High,
+    /// Narrower than 22 points, or resting on n = 1 anchors.
     Medium,
+    /// Wider, or borrowed from another architecture.
     Low,
 }
 
 impl Confidence {
+    /// `high`, `medium`, `low`.
     pub fn as_str(self) -> &'static str {
         match self {
             Confidence::High => "high",
@@ -72,25 +82,36 @@ impl Confidence {
     }
 }
 
+/// An estimate of ΔE vs FP16 for one model, with its interval, basis and reasons.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Estimate {
+    /// What was asked.
     pub input: EstimateInput,
+    /// Interpolated, extrapolated or unavailable — never measured.
     pub basis: Basis,
     /// ΔE% vs FP16 after the batch/context factor; `None` when unavailable.
     pub delta_pct: Option<f64>,
+    /// Low end of the 95 % interval, %.
     pub ci_low: Option<f64>,
+    /// High end of the 95 % interval, %.
     pub ci_high: Option<f64>,
+    /// σ of the estimate, points.
     pub sigma: Option<f64>,
+    /// Confidence label.
     pub confidence: Confidence,
     /// The class used, e.g. `ada NF4`.
     pub class: Option<ClassId>,
+    /// The architecture whose curve was borrowed, when this one has none.
     pub borrowed_from: Option<Arch>,
     /// Anchors in the class and how many stand exactly at this size.
     pub class_points: usize,
+    /// Anchors of the class at exactly this size.
     pub points_at_size: usize,
     /// Batch/context factor applied to savings (1 = none).
     pub batch_context_factor: f64,
+    /// FP16 energy per token at this size, mJ.
     pub fp16_energy_mj: Option<f64>,
+    /// Estimated energy per token, mJ.
     pub energy_mj: Option<f64>,
     /// Plain-language reasons for the basis and confidence.
     pub notes: Vec<String>,
@@ -107,6 +128,7 @@ impl Estimate {
         crate::verdict::spans_zero(self.interval())
     }
 
+    /// The plain-language verdict (no direction when the interval spans zero).
     pub fn verdict(&self) -> String {
         match self.delta_pct {
             None => "no estimate: no curve covers this precision".into(),
@@ -209,6 +231,7 @@ pub fn loglog_interp(xy: &[(f64, f64)], x: f64) -> Option<f64> {
     Some((y0.ln() + t * (y1.ln() - y0.ln())).exp())
 }
 
+/// Estimate ΔE vs FP16 for `input` from `classes` (see the module docs for the rules).
 pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> Estimate {
     let arch = input.arch;
     let factor = batch_context_factor(input.batch, input.context);

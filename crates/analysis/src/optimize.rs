@@ -3,7 +3,7 @@
 //! nothing is feasible — the configuration that breaks the budgets least.
 //!
 //! Upstream's mechanism (DESIGN.md §3) with its flaws fixed:
-//! * VRAM counts true bytes per format and the KV cache with grouped-query attention ([`crate::vram`]).
+//! * VRAM counts true bytes per format and the KV cache with grouped-query attention ([`crate::vram`](mod@crate::vram)).
 //! * Latency is a roofline with a calibrated per-precision launch floor that carries the
 //!   dequantization cost ([`crate::roofline`]).
 //! * Energy stays anchored on measurements: FP16 baseline × (1 + ΔE%) from the class fit, × a batch
@@ -22,7 +22,9 @@ use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
+/// Batch sizes searched.
 pub const BATCHES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Context lengths searched (tokens).
 pub const CONTEXTS: [u32; 7] = [512, 1024, 2048, 4096, 8192, 16384, 32768];
 /// Context at which the energy anchors were measured (short prompt + 256 new tokens; the batch
 /// sweep used 256 + 256). Energy is scaled by the modelled step-time ratio against this context;
@@ -30,18 +32,25 @@ pub const CONTEXTS: [u32; 7] = [512, 1024, 2048, 4096, 8192, 16384, 32768];
 pub const ENERGY_REFERENCE_CONTEXT: u32 = 512;
 /// Alternatives returned besides the optimum (at least 3 when the grid has them).
 pub const MIN_ALTERNATIVES: usize = 4;
+/// Most alternatives returned.
 pub const MAX_ALTERNATIVES: usize = 6;
 
+/// What the search ranks by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Objective {
+    /// Least energy per token.
     MinEnergy,
+    /// Shortest time per token of one sequence.
     MinLatency,
+    /// Most tokens per second over the batch.
     MaxThroughput,
+    /// Least VRAM.
     MinVram,
 }
 
 impl Objective {
+    /// Every objective.
     pub const ALL: [Objective; 4] = [
         Objective::MinEnergy,
         Objective::MinLatency,
@@ -49,6 +58,7 @@ impl Objective {
         Objective::MinVram,
     ];
 
+    /// The CLI's spelling (`min-energy`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Objective::MinEnergy => "min-energy",
@@ -58,6 +68,7 @@ impl Objective {
         }
     }
 
+    /// Case-insensitive, `_` or `-`.
     pub fn parse(s: &str) -> Option<Objective> {
         let want = s.trim().to_ascii_lowercase().replace('_', "-");
         Objective::ALL.into_iter().find(|o| o.as_str() == want)
@@ -77,13 +88,17 @@ impl Objective {
 /// Optional limits; `None` = no limit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budgets {
+    /// Time per token of one sequence, ms.
     pub max_latency_ms: Option<f64>,
+    /// VRAM, GB.
     pub max_vram_gb: Option<f64>,
+    /// Throughput floor, tok/s.
     pub min_tok_s: Option<f64>,
     /// J per 1k tokens = mJ per token.
     pub max_j_per_1k: Option<f64>,
 }
 
+/// What to search: a card, a model, an objective and budgets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OptimizeRequest {
     /// Card name as in gpus.csv or as NVML reports it.
@@ -92,25 +107,34 @@ pub struct OptimizeRequest {
     pub params_b: Option<f64>,
     /// A named architecture from models.csv (real shapes); else a shape is interpolated from the size.
     pub model: Option<String>,
+    /// What to rank by.
     pub objective: Objective,
+    /// Limits a configuration must meet.
     #[serde(default)]
     pub budgets: Budgets,
     /// Fix the context length instead of searching the grid.
     pub context: Option<u32>,
 }
 
+/// Why a request cannot be searched.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OptimizeError {
+    /// The card is not in gpus.csv (the name, the known names).
     #[error("unknown GPU {0:?}; known: {1}")]
     UnknownGpu(String, String),
+    /// The model is not in models.csv (the name, the known names).
     #[error("unknown model {0:?}; known: {1}")]
     UnknownModel(String, String),
+    /// A size that is not a positive number.
     #[error("params_b must be a positive number of billions (got {0})")]
     BadSize(f64),
+    /// Neither a size nor a model.
     #[error("pass a model size (params_b) or a named model")]
     NoSize,
+    /// A context of 0 tokens.
     #[error("context must be ≥ 1 token")]
     BadContext,
+    /// No FP16 baseline on this architecture or one it borrows from.
     #[error("no FP16 energy baseline for {0} or a sibling architecture")]
     NoBaseline(Arch),
 }
@@ -185,8 +209,11 @@ impl std::fmt::Display for Tie {
 /// figure carries its provenance tag.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Candidate {
+    /// The precision chosen.
     pub precision: Precision,
+    /// Batch size.
     pub batch: u32,
+    /// Context length, tokens.
     pub context: u32,
     /// mJ per generated token = J per 1k tokens.
     pub energy_mj_per_token: Tagged<f64>,
@@ -204,22 +231,31 @@ pub struct Candidate {
     pub throughput_tok_s: Tagged<f64>,
     /// What limits the step in the model.
     pub bound: Tagged<Bound>,
+    /// What it needs in memory.
     pub vram: VramBreakdown,
+    /// Whether that fits the card.
     pub fits_vram: Tagged<bool>,
 }
 
 /// Relative change of an alternative vs the optimum, % (positive = larger).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Deltas {
+    /// Energy per token.
     pub energy_pct: Tagged<f64>,
+    /// Latency per token.
     pub latency_pct: Tagged<f64>,
+    /// Throughput.
     pub throughput_pct: Tagged<f64>,
+    /// VRAM.
     pub vram_pct: Tagged<f64>,
 }
 
+/// A configuration listed next to the optimum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alternative {
+    /// The configuration.
     pub candidate: Candidate,
+    /// How it compares with the optimum.
     pub vs_optimum: Deltas,
     /// Why it is listed (e.g. "best NF4").
     pub why: String,
@@ -230,75 +266,112 @@ pub struct Alternative {
 pub struct Violation {
     /// Which budget.
     pub budget: Budget,
+    /// The limit.
     pub limit: f64,
+    /// The configuration's value.
     pub value: Tagged<f64>,
     /// How far past the limit, % of the limit.
     pub excess_pct: f64,
+    /// The breach in words, with both figures.
     pub message: String,
 }
 
+/// The configuration that breaks the budgets least, when none meets them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeastViolating {
+    /// The configuration.
     pub candidate: Candidate,
+    /// Every budget it breaks.
     pub violations: Vec<Violation>,
     /// Sum of the relative excesses, % (what is minimised).
     pub total_excess_pct: f64,
 }
 
+/// The card the search ran on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuSummary {
+    /// Card name.
     pub name: String,
+    /// Architecture class.
     pub arch: Arch,
+    /// Memory, GB.
     pub vram_gb: Tagged<f64>,
+    /// Memory bandwidth, GB/s.
     pub bandwidth_gbs: Tagged<f64>,
+    /// Dense FP16 TFLOPS.
     pub fp16_tflops: Tagged<f64>,
     /// Launch-floor factor of this card's published runs (1 = typical host; no published data).
     pub launch_factor: Tagged<f64>,
 }
 
+/// The model shape the search used.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelSummary {
+    /// Shape name (a models.csv row, or interpolated).
     pub name: String,
     /// Size used for the energy curves.
     pub params_b: Tagged<f64>,
     /// Parameters counted from the shape.
     pub shape_params_b: Tagged<f64>,
+    /// Transformer layers.
     pub layers: usize,
+    /// Key/value heads.
     pub kv_heads: usize,
+    /// Head dimension.
     pub head_dim: usize,
+    /// Whether the shape is a real config or interpolated.
     pub shape_tag: Tag,
 }
 
+/// How many configurations the search saw and why they were dropped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchCounts {
+    /// Configurations evaluated.
     pub evaluated: usize,
+    /// Over the card's VRAM.
     pub over_vram: usize,
+    /// Over the user's budgets (and within VRAM).
     pub over_budget: usize,
+    /// Within every limit.
     pub feasible: usize,
 }
 
 /// The calibrations behind the figures, with their fit quality.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelQuality {
+    /// Batch curve c.
     pub batch_c: f64,
+    /// Batch curve k.
     pub batch_k: f64,
+    /// Batch curve RMS error over the sweep, %.
     pub batch_rms_error_pct: f64,
+    /// Upstream factor's RMS error, %.
     pub batch_upstream_rms_error_pct: f64,
+    /// What the batch curve was fitted on.
     pub batch_calibrated_on: &'static str,
     /// RMS throughput error to expect on this card: in-sample where it has published runs,
     /// pooled otherwise.
     pub throughput_rms_error_pct: f64,
+    /// Median |throughput error| to expect on this card, %.
     pub throughput_median_abs_error_pct: f64,
 }
 
+/// Everything one search found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OptimizeResult {
+    /// The request.
     pub request: OptimizeRequest,
+    /// The card.
     pub gpu: GpuSummary,
+    /// The model shape.
     pub model: ModelSummary,
+    /// Precisions searched (FP16 first).
     pub precisions: Vec<Precision>,
+    /// Whether any configuration meets every limit.
     pub feasible: bool,
+    /// The best feasible configuration.
     pub optimum: Option<Candidate>,
+    /// Alternatives to the optimum.
     pub alternatives: Vec<Alternative>,
     /// Non-dominated on (energy, latency) among feasible candidates, by increasing latency.
     pub pareto: Vec<Candidate>,
@@ -306,12 +379,16 @@ pub struct OptimizeResult {
     /// behind the frontier). Not serialized: the JSON stays the summary above.
     #[serde(skip)]
     pub feasible_configs: Vec<Candidate>,
+    /// When nothing is feasible: the configuration that breaks the budgets least.
     pub least_violating: Option<LeastViolating>,
+    /// Search counts.
     pub counts: SearchCounts,
+    /// Calibrations behind the figures.
     pub quality: ModelQuality,
     /// Minimum energy only: the winner's lead over the best other precision is inside the
     /// uncertainty of their ΔE vs FP16, so the data do not rank them.
     pub tie: Option<Tie>,
+    /// How the figures were made, in words.
     pub notes: Vec<String>,
 }
 
@@ -768,6 +845,7 @@ pub fn optimize(req: &OptimizeRequest) -> Result<OptimizeResult, OptimizeError> 
     optimize_with(Dataset::embedded(), default_classes(), req)
 }
 
+/// Search the grid on a given dataset and classes (see [`optimize`]).
 pub fn optimize_with(
     ds: &Dataset,
     classes: &[CurveClass],

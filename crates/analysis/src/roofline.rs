@@ -21,20 +21,26 @@ use std::sync::OnceLock;
 
 /// Upstream's achievable fractions of datasheet bandwidth and dense FP16 compute.
 pub const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.70;
+/// Share of dense FP16 TFLOPS reached by decode GEMMs.
 pub const DEFAULT_COMPUTE_EFFICIENCY: f64 = 0.30;
 /// Mean KV length while decoding the published runs: short prompt + 256 new tokens (anchors),
 /// 256 in + 256 new (batch sweep).
 pub const ANCHOR_DECODE_CONTEXT: u32 = 160;
+/// Context of the A800 batch sweep's rows (prompt + half the new tokens).
 pub const SWEEP_DECODE_CONTEXT: u32 = 384;
 
 /// Constants of the step model for one (precision, card).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Efficiency {
+    /// Share of memory bandwidth reached.
     pub bandwidth: f64,
+    /// Share of dense FP16 TFLOPS reached.
     pub compute: f64,
+    /// Launch floor per layer, ms.
     pub launch_ms_per_layer: f64,
 }
 
+/// What limits a decode step in the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Bound {
@@ -46,13 +52,18 @@ pub enum Bound {
     Compute,
 }
 
+/// One modelled decode step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct StepTime {
+    /// Launch-floor time, ms.
     pub launch_ms: f64,
+    /// Memory time, ms.
     pub memory_ms: f64,
+    /// Compute time, ms.
     pub compute_ms: f64,
     /// max of the three: one decode step, one token for each sequence of the batch.
     pub step_ms: f64,
+    /// Which of the three is the largest.
     pub bound: Bound,
 }
 
@@ -70,6 +81,7 @@ pub fn flops_per_step(s: &ModelShape, batch: u32, context: u32) -> f64 {
     batch as f64 * (matmul + attention)
 }
 
+/// The modelled decode step of `shape` in `fmt` on `gpu` at `batch` and `context`.
 pub fn roofline_step(
     gpu: &Gpu,
     s: &ModelShape,
@@ -213,9 +225,11 @@ pub struct PrecisionCalibration {
     /// The [`WeightFormat::name`] calibrated (`FP16`, `NF4`, `candle-Q4_K`), or `GGUF` for the
     /// pooled llama.cpp formats: a storage format, not a [`Precision`].
     pub precision: String,
+    /// The stack the format runs on.
     pub stack: Stack,
     /// Launch floor per layer on a card with factor 1, ms.
     pub launch_ms_per_layer: f64,
+    /// Share of memory bandwidth reached.
     pub bandwidth_efficiency: f64,
     /// Where the bandwidth efficiency comes from.
     pub bandwidth_source: String,
@@ -226,48 +240,71 @@ pub struct PrecisionCalibration {
 /// Host + software-stack factor of one card (its launch floors relative to the pooled ones).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CardFactor {
+    /// Card name.
     pub gpu: String,
+    /// Its launch floors relative to the pooled ones.
     pub factor: f64,
+    /// Rows behind the factor.
     pub rows: usize,
 }
 
 /// Measured vs modelled throughput of one published row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibrationRow {
+    /// Card name.
     pub gpu: String,
+    /// Model name.
     pub model: String,
     /// Shape used (a real config, or interpolated from the size).
     pub shape: String,
+    /// Whether the shape is a real config or interpolated.
     pub shape_tag: Tag,
+    /// Model size, B.
     pub params_b: f64,
+    /// Precision.
     pub precision: Precision,
     /// The variant the dataset names after the precision (see [`crate::Anchor::precision_label`]).
     pub precision_variant: Option<String>,
+    /// Batch size.
     pub batch: u32,
+    /// Measurement session.
     pub session: String,
+    /// Measured throughput, tok/s.
     pub measured_tok_s: f64,
     /// With the card's own factor (in-sample for cards with data).
     pub modelled_tok_s: f64,
+    /// Error of `modelled_tok_s`, %.
     pub error_pct: f64,
     /// With card factor 1: what a card without published throughputs gets.
     pub pooled_tok_s: f64,
+    /// Error of `pooled_tok_s`, %.
     pub pooled_error_pct: f64,
+    /// What limits the step in the model.
     pub bound: Bound,
+    /// Whether the row fed the launch-floor fit.
     pub used_in_fit: bool,
+    /// Why a row was or was not used.
     pub note: String,
 }
 
+/// The fitted latency model: constants per format and card, and its error on every published row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyCalibration {
+    /// Constants per weight format.
     pub precisions: Vec<PrecisionCalibration>,
+    /// Launch factors per card.
     pub cards: Vec<CardFactor>,
+    /// Every published row against the model.
     pub rows: Vec<CalibrationRow>,
     /// RMS of error_pct / pooled_error_pct over the rows used in the fit.
     pub rms_error_pct: f64,
+    /// RMS error with card factor 1, %.
     pub pooled_rms_error_pct: f64,
     /// Median |error| over the same rows (robust to the T4 outliers).
     pub median_abs_error_pct: f64,
+    /// Median |error| with card factor 1, %.
     pub pooled_median_abs_error_pct: f64,
+    /// The step formula, in words.
     pub method: &'static str,
 }
 
@@ -482,6 +519,7 @@ fn row_note(o: &Observation, used: bool) -> String {
     notes.join("; ")
 }
 
+/// Fit the latency model on the dataset's throughputs (see the module docs).
 pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
     let obs = observations(ds);
     let launch_rows: Vec<&Observation> = obs.iter().filter(|o| feeds_launch_fit(o)).collect();
