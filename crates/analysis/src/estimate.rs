@@ -240,7 +240,6 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
             .iter()
             .find_map(|b| fp16_baseline_mj(ds, *b, input.params_b))
     });
-    let mut notes = Vec::new();
     let mut out = Estimate {
         input: input.clone(),
         basis: Basis::Unavailable,
@@ -264,35 +263,89 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
         return out;
     }
     if input.precision == Precision::Fp16 {
-        out.basis = Basis::Interpolated;
-        out.delta_pct = Some(0.0);
-        out.ci_low = Some(0.0);
-        out.ci_high = Some(0.0);
-        out.sigma = Some(0.0);
-        out.energy_mj = fp16;
-        out.confidence = Confidence::Medium;
-        out.notes
-            .push("FP16 is the baseline: ΔE = 0 by definition".into());
-        return out;
+        return fp16_itself(out);
     }
-
-    let own = find_class(classes, arch, input.precision);
-    let (class, borrowed) = match own {
-        Some(c) => (c, None),
-        None => match borrow_order(arch)
-            .iter()
-            .find_map(|b| find_class(classes, *b, input.precision))
-        {
-            Some(c) => (c, Some(c.arch)),
-            None => {
-                out.notes.push(format!(
-                    "no published curve for {} on {arch} or a sibling architecture",
-                    input.precision
-                ));
-                return out;
-            }
-        },
+    let (class, borrowed) = match pick_class(classes, arch, input.precision) {
+        Some(picked) => picked,
+        None => {
+            out.notes.push(format!(
+                "no published curve for {} on {arch} or a sibling architecture",
+                input.precision
+            ));
+            return out;
+        }
     };
+    from_class(out, class, borrowed)
+}
+
+/// High / medium / low by the interval's `width`; capped at medium when the estimate rests on
+/// n = 1 anchors only (those at size `n` when `at_size`, else the whole class), low when borrowed.
+fn confidence_of(
+    width: f64,
+    class: &CurveClass,
+    n: f64,
+    at_size: bool,
+    borrowed: Option<Arch>,
+    notes: &mut Vec<String>,
+) -> Confidence {
+    let mut confidence = if width < 12.0 {
+        Confidence::High
+    } else if width < 22.0 {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    };
+    let single = class
+        .points
+        .iter()
+        .filter(|p| !at_size || same_size(p.point.n, n))
+        .all(|p| p.n.unwrap_or(1) <= 1);
+    if single && confidence == Confidence::High {
+        confidence = Confidence::Medium;
+        notes.push("rests on single (n = 1) measurements: confidence capped at medium".into());
+    }
+    if borrowed.is_some() {
+        confidence = Confidence::Low;
+    }
+    confidence
+}
+
+/// FP16 against itself: ΔE = 0 by definition.
+fn fp16_itself(mut out: Estimate) -> Estimate {
+    out.basis = Basis::Interpolated;
+    out.delta_pct = Some(0.0);
+    out.ci_low = Some(0.0);
+    out.ci_high = Some(0.0);
+    out.sigma = Some(0.0);
+    out.energy_mj = out.fp16_energy_mj;
+    out.confidence = Confidence::Medium;
+    out.notes
+        .push("FP16 is the baseline: ΔE = 0 by definition".into());
+    out
+}
+
+/// The class of `arch` and `precision`, else the first one a sibling architecture lends (with
+/// the lender).
+fn pick_class(
+    classes: &[CurveClass],
+    arch: Arch,
+    precision: Precision,
+) -> Option<(&CurveClass, Option<Arch>)> {
+    match find_class(classes, arch, precision) {
+        Some(c) => Some((c, None)),
+        None => borrow_order(arch)
+            .iter()
+            .find_map(|b| find_class(classes, *b, precision))
+            .map(|c| (c, Some(c.arch))),
+    }
+}
+
+/// The estimate read off `class` (its own, or `borrowed` from that architecture): the anchor
+/// mean at a measured size, else the curve; the interval, basis, confidence and the reasons.
+fn from_class(mut out: Estimate, class: &CurveClass, borrowed: Option<Arch>) -> Estimate {
+    let input = out.input.clone();
+    let (arch, factor, fp16) = (input.arch, out.batch_context_factor, out.fp16_energy_mj);
+    let mut notes = Vec::new();
     let fit = &class.fit;
     let cap = s_cap(input.precision);
     let n = input.params_b;
@@ -355,30 +408,7 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
             input.precision
         ));
     }
-    let width = hi - lo;
-    let mut confidence = if width < 12.0 {
-        Confidence::High
-    } else if width < 22.0 {
-        Confidence::Medium
-    } else {
-        Confidence::Low
-    };
-    let single = if at_size.is_empty() {
-        class.points.iter().all(|p| p.n.unwrap_or(1) <= 1)
-    } else {
-        class
-            .points
-            .iter()
-            .filter(|p| same_size(p.point.n, n))
-            .all(|p| p.n.unwrap_or(1) <= 1)
-    };
-    if single && confidence == Confidence::High {
-        confidence = Confidence::Medium;
-        notes.push("rests on single (n = 1) measurements: confidence capped at medium".into());
-    }
-    if borrowed.is_some() {
-        confidence = Confidence::Low;
-    }
+    let confidence = confidence_of(hi - lo, class, n, !at_size.is_empty(), borrowed, &mut notes);
 
     out.basis = basis;
     out.delta_pct = Some(delta);
