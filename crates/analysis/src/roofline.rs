@@ -600,33 +600,44 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             let used = launch_rows.iter().any(|r| std::ptr::eq(*r, o))
                 || gguf_rows.iter().any(|r| std::ptr::eq(*r, o))
                 || candle_rows.iter().any(|r| std::ptr::eq(*r, o));
-            let eff = cal.efficiency(&o.gpu.name, o.fmt);
-            let pooled_eff = cal.efficiency("", o.fmt);
-            let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
-            let pooled = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &pooled_eff);
-            let modelled = o.batch as f64 / step.step_ms * 1e3;
-            let pooled_tok_s = o.batch as f64 / pooled.step_ms * 1e3;
-            CalibrationRow {
-                gpu: o.gpu.name.clone(),
-                model: o.model.clone(),
-                shape: o.shape.name.clone(),
-                shape_tag: o.shape_tag,
-                params_b: o.params_b,
-                precision: o.precision,
-                precision_variant: o.precision_variant.clone(),
-                batch: o.batch,
-                session: o.session.clone(),
-                measured_tok_s: o.measured_tok_s,
-                modelled_tok_s: modelled,
-                error_pct: pct(modelled, o.measured_tok_s),
-                pooled_tok_s,
-                pooled_error_pct: pct(pooled_tok_s, o.measured_tok_s),
-                bound: step.bound,
-                used_in_fit: used,
-                note: row_note(o, used),
-            }
+            calibration_row(&cal, o, used)
         })
         .collect();
+    summarize_errors(&mut cal);
+    cal
+}
+
+/// One observation against the calibrated model: with its card's factor and pooled.
+fn calibration_row(cal: &LatencyCalibration, o: &Observation, used: bool) -> CalibrationRow {
+    let eff = cal.efficiency(&o.gpu.name, o.fmt);
+    let pooled_eff = cal.efficiency("", o.fmt);
+    let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
+    let pooled = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &pooled_eff);
+    let modelled = o.batch as f64 / step.step_ms * 1e3;
+    let pooled_tok_s = o.batch as f64 / pooled.step_ms * 1e3;
+    CalibrationRow {
+        gpu: o.gpu.name.clone(),
+        model: o.model.clone(),
+        shape: o.shape.name.clone(),
+        shape_tag: o.shape_tag,
+        params_b: o.params_b,
+        precision: o.precision,
+        precision_variant: o.precision_variant.clone(),
+        batch: o.batch,
+        session: o.session.clone(),
+        measured_tok_s: o.measured_tok_s,
+        modelled_tok_s: modelled,
+        error_pct: pct(modelled, o.measured_tok_s),
+        pooled_tok_s,
+        pooled_error_pct: pct(pooled_tok_s, o.measured_tok_s),
+        bound: step.bound,
+        used_in_fit: used,
+        note: row_note(o, used),
+    }
+}
+
+/// RMS and median errors over the rows that fed the fit, with the card factors and pooled.
+fn summarize_errors(cal: &mut LatencyCalibration) {
     cal.rms_error_pct = rms(cal
         .rows
         .iter()
@@ -649,7 +660,6 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             .filter(|r| r.used_in_fit)
             .map(|r| r.pooled_error_pct),
     );
-    cal
 }
 
 /// The calibration on the embedded data (once per process).
