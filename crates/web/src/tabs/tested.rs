@@ -44,23 +44,36 @@ pub fn gpus() -> Vec<String> {
     v
 }
 
-pub fn models(gpu: &str) -> Vec<(String, f64)> {
-    let mut v: Vec<(String, f64)> = Vec::new();
+/// A model measured on a card, as the model picker lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestedModel {
+    /// Model name as published.
+    pub name: String,
+    /// Its size, B parameters.
+    pub params_b: f64,
+}
+
+/// The models measured on `gpu` at batch 1, smallest first.
+pub fn models(gpu: &str) -> Vec<TestedModel> {
+    let mut v: Vec<TestedModel> = Vec::new();
     for a in ds().anchors.iter().filter(|a| usable(a) && a.gpu == gpu) {
-        if !v.iter().any(|(m, _)| *m == a.model) {
-            v.push((a.model.clone(), a.params_b));
+        if !v.iter().any(|m| m.name == a.model) {
+            v.push(TestedModel {
+                name: a.model.clone(),
+                params_b: a.params_b,
+            });
         }
     }
-    crate::util::sort_by_key(&mut v, |x| (x.1, x.0.clone()));
+    crate::util::sort_by_key(&mut v, |m| (m.params_b, m.name.clone()));
     v
 }
 
 fn default_model(gpu: &str) -> String {
     let ms = models(gpu);
     ms.iter()
-        .find(|(m, _)| m == "Qwen2-7B")
+        .find(|m| m.name == "Qwen2-7B")
         .or_else(|| ms.last())
-        .map(|(m, _)| m.clone())
+        .map(|m| m.name.clone())
         .unwrap_or_default()
 }
 
@@ -82,8 +95,8 @@ impl TestedState {
             .and_then(|m| {
                 models(&gpu)
                     .into_iter()
-                    .find(|(x, _)| x == m.trim())
-                    .map(|x| x.0)
+                    .find(|x| x.name == m.trim())
+                    .map(|x| x.name)
             })
             .unwrap_or_else(|| default_model(&gpu));
         let hidden = q
@@ -417,50 +430,25 @@ pub fn Legend(#[prop(into)] items: Signal<Vec<LegendItem>>) -> impl IntoView {
 
 #[component]
 pub fn TestedTab() -> impl IntoView {
+    view! {
+        <section class="tab-tested">
+            <Pickers/>
+            <EnergyCard/>
+            <CrossoverCard/>
+        </section>
+    }
+}
+
+/// The card and model pickers.
+#[component]
+fn Pickers() -> impl IntoView {
     let st = expect_context::<crate::AppState>().tested;
     let on_gpu = move |ev: web_sys::Event| {
         let g = event_target_value(&ev);
         st.model.set(default_model(&g));
         st.gpu.set(g);
     };
-    let chart = Memo::new(move |_| {
-        crossover_spec(
-            &st.gpu.get(),
-            &st.model.get(),
-            st.all_cards.get(),
-            &st.hidden.get(),
-            st.zoom.get(),
-        )
-    });
-    let spec = Signal::derive(move || chart.get().0);
-    let legend = Signal::derive(move || chart.get().1);
-    let precisions = Memo::new(move |_| {
-        let g = st.gpu.get();
-        let all = st.all_cards.get();
-        let mut v: Vec<String> = Vec::new();
-        for a in ds()
-            .anchors
-            .iter()
-            .filter(|a| usable(a) && a.precision != Precision::Fp16 && (all || a.gpu == g))
-        {
-            let label = a.precision_label();
-            if !v.contains(&label) {
-                v.push(label);
-            }
-        }
-        crate::util::sort_by_key(&mut v, |p| prec_rank(p));
-        v
-    });
-    let brief_text = Signal::derive(move || brief(&st.gpu.get(), &st.model.get()));
-    let permalink = Signal::derive(move || {
-        // Track the inputs so the copied link is the current one.
-        st.gpu.track();
-        st.model.track();
-        crate::util::current_url()
-    });
-
     view! {
-        <section class="tab-tested">
             <div class="pickers">
                 <label>
                     <span>"GPU card"</span>
@@ -496,15 +484,31 @@ pub fn TestedTab() -> impl IntoView {
                         {move || {
                             models(&st.gpu.get())
                                 .into_iter()
-                                .map(|(m, n)| {
-                                    view! { <option value=m.clone()>{format!("{m} ({})", size_b(n))}</option> }
+                                .map(|m| {
+                                    view! { <option value=m.name.clone()>{format!("{} ({})", m.name, size_b(m.params_b))}</option> }
                                 })
                                 .collect_view()
                         }}
                     </select>
                 </label>
             </div>
+    }
+}
 
+/// Energy per 1M tokens of every precision measured for the picked card and model, by session,
+/// with the decision brief and permalink.
+#[component]
+fn EnergyCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    let brief_text = Signal::derive(move || brief(&st.gpu.get(), &st.model.get()));
+    let permalink = Signal::derive(move || {
+        // Track the inputs so the copied link is the current one.
+        st.gpu.track();
+        st.model.track();
+        crate::util::current_url()
+    });
+
+    view! {
             <div class="card">
                 <h2 class="card-title">"Energy per 1 million generated tokens"</h2>
                 {move || {
@@ -537,7 +541,42 @@ pub fn TestedTab() -> impl IntoView {
                     "Compare deltas within a session; absolute energies drift between sessions and hosts."
                 </p>
             </div>
+    }
+}
 
+/// The crossover chart of measured points, its precision filters and legend.
+#[component]
+fn CrossoverCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    let chart = Memo::new(move |_| {
+        crossover_spec(
+            &st.gpu.get(),
+            &st.model.get(),
+            st.all_cards.get(),
+            &st.hidden.get(),
+            st.zoom.get(),
+        )
+    });
+    let spec = Signal::derive(move || chart.get().0);
+    let legend = Signal::derive(move || chart.get().1);
+    let precisions = Memo::new(move |_| {
+        let g = st.gpu.get();
+        let all = st.all_cards.get();
+        let mut v: Vec<String> = Vec::new();
+        for a in ds()
+            .anchors
+            .iter()
+            .filter(|a| usable(a) && a.precision != Precision::Fp16 && (all || a.gpu == g))
+        {
+            let label = a.precision_label();
+            if !v.contains(&label) {
+                v.push(label);
+            }
+        }
+        crate::util::sort_by_key(&mut v, |p| prec_rank(p));
+        v
+    });
+    view! {
             <div class="card">
                 <h2 class="card-title">"Crossover: measured points only"</h2>
                 <p class="sub">
@@ -594,7 +633,6 @@ pub fn TestedTab() -> impl IntoView {
                     "For a fitted curve with its uncertainty, use " <a href="?tab=model">"Your model"</a> "."
                 </p>
             </div>
-        </section>
     }
 }
 
