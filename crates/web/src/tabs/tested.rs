@@ -237,20 +237,17 @@ fn batched_rows(gpu: &str) -> usize {
 /// Top of the zoomed y axis of the crossover chart (%); savings never go below −100 %.
 pub const ZOOM_TOP: f64 = 150.0;
 
-/// Crossover chart of measured points only.
-pub fn crossover_spec(
-    gpu: &str,
-    model: &str,
-    all_cards: bool,
-    hidden: &[String],
-    zoom: bool,
-) -> (Spec, Vec<LegendItem>) {
-    struct Series {
-        gpu: String,
-        precision: String,
-        session: String,
-        rows: Vec<&'static Anchor>,
-    }
+/// One series of the crossover chart: a card, a precision and a session.
+struct Series {
+    gpu: String,
+    precision: String,
+    session: String,
+    rows: Vec<&'static Anchor>,
+}
+
+/// The series to draw: batch-1 non-FP16 rows with a Δ, of `gpu` (or every card), without the
+/// hidden precisions; the picked card first, then by card and precision.
+fn collect_series(gpu: &str, all_cards: bool, hidden: &[String]) -> Vec<Series> {
     let mut series: Vec<Series> = Vec::new();
     for a in ds().anchors.iter().filter(|a| {
         usable(a)
@@ -274,6 +271,50 @@ pub fn crossover_spec(
     crate::util::sort_by_key(&mut series, |s| {
         (s.gpu != gpu, s.gpu.clone(), prec_rank(&s.precision))
     });
+    series
+}
+
+/// Points beyond the zoomed top are pinned to the edge as ▲, their tooltip saying where they are.
+fn pin_to_zoom(spec: &mut Spec) {
+    let (lo, hi) = spec.y_range;
+    let top = hi.min(ZOOM_TOP);
+    for m in spec.marks.iter_mut().filter(|m| m.y > top) {
+        m.tip
+            .push_str(&format!("\n(above the zoomed chart: ΔE {})", pct(m.y, 1)));
+        m.y = top - (top - lo) * 0.015;
+        m.shape = Shape::Triangle;
+    }
+    spec.y_range = (lo, top);
+}
+
+/// Tooltip of a measured point: model, card, precision, session, stack, Δ, n, CV, source.
+fn anchor_tip(a: &Anchor, d: f64) -> String {
+    format!(
+        "{} · {}\n{} · {} · session {}\nstack: {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
+        a.model,
+        size_b(a.params_b),
+        a.gpu,
+        a.precision_label(),
+        a.session,
+        stack_short(&a.stack),
+        pct(d, 1),
+        a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+        a.cv_pct
+            .map(|c| format!(" · CV {c:.1} %"))
+            .unwrap_or_else(|| " · CV not published".into()),
+        a.source
+    )
+}
+
+/// Crossover chart of measured points only.
+pub fn crossover_spec(
+    gpu: &str,
+    model: &str,
+    all_cards: bool,
+    hidden: &[String],
+    zoom: bool,
+) -> (Spec, Vec<LegendItem>) {
+    let series = collect_series(gpu, all_cards, hidden);
     // One marker shape per (card, session), so sessions of one card stay apart.
     let mut shape_keys: Vec<(String, String)> = Vec::new();
     let mut spec = Spec {
@@ -338,21 +379,7 @@ pub fn crossover_spec(
                 r: if selected_card { 5.0 } else { 4.0 },
                 ring: a.gpu == gpu && a.model == model,
                 err: None,
-                tip: format!(
-                    "{} · {}\n{} · {} · session {}\nstack: {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
-                    a.model,
-                    size_b(a.params_b),
-                    a.gpu,
-                    a.precision_label(),
-                    a.session,
-                    stack_short(&a.stack),
-                    pct(d, 1),
-                    a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
-                    a.cv_pct
-                        .map(|c| format!(" · CV {c:.1} %"))
-                        .unwrap_or_else(|| " · CV not published".into()),
-                    a.source
-                ),
+                tip: anchor_tip(a, d),
             });
         }
         let n_max = s.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
@@ -381,15 +408,7 @@ pub fn crossover_spec(
     }
     spec.fit_y(30.0);
     if zoom {
-        let (lo, hi) = spec.y_range;
-        let top = hi.min(ZOOM_TOP);
-        for m in spec.marks.iter_mut().filter(|m| m.y > top) {
-            m.tip
-                .push_str(&format!("\n(above the zoomed chart: ΔE {})", pct(m.y, 1)));
-            m.y = top - (top - lo) * 0.015;
-            m.shape = Shape::Triangle;
-        }
-        spec.y_range = (lo, top);
+        pin_to_zoom(&mut spec);
     }
     (spec, legend)
 }
