@@ -655,6 +655,55 @@ fn CrossoverCard() -> impl IntoView {
     }
 }
 
+/// One bar of a session: a precision's energy, its Δ vs FP16 and the run count.
+struct Bar {
+    label: String,
+    col: &'static str,
+    e: f64,
+    delta: Option<f64>,
+    /// 95 % interval of `delta` from the run-to-run spread.
+    interval: Option<(f64, f64)>,
+    n: Option<u32>,
+    cv: Option<f64>,
+    baseline: bool,
+}
+
+/// A bar's row: label, bar scaled to `max_e`, energy, Δ with its interval, n chip.
+fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
+    let (main, kwh) = per_million(b.e);
+    let w = format!("{:.1}%", b.e / max_e * 100.0);
+    let delta_txt = match (b.baseline, b.delta) {
+        (true, _) => "baseline".to_string(),
+        (false, Some(d)) => pct(d, 1),
+        (false, None) => "—".into(),
+    };
+    let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
+    let delta_title = half
+        .map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
+    let cls = match b.delta.map(|d| direction(d, b.interval)) {
+        Some(Direction::Saves) => "delta good",
+        Some(Direction::Costs) => "delta bad",
+        _ => "delta",
+    };
+    view! {
+        <div class="bar-row" role="listitem">
+            <span class="bar-label" style:color=format!("var({})", b.col)>{b.label.clone()}</span>
+            <span class="bar-track">
+                <span class="bar-fill" style:width=w style:background=format!("var({})", b.col)></span>
+            </span>
+            <span class="bar-value">
+                <strong>{main}</strong>
+                <span class="sub">{kwh}</span>
+            </span>
+            <span class=cls title=delta_title>
+                {delta_txt}
+                {half.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
+            </span>
+            <NChip n=b.n cv=b.cv/>
+        </div>
+    }
+}
+
 #[component]
 fn SessionBlock(s: SessionRows) -> impl IntoView {
     let mut rows: Vec<&Anchor> = s.rows.clone();
@@ -678,17 +727,6 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
     let stack = first.map(|a| a.stack.clone()).unwrap_or_default();
     let source = first.map(|a| a.source.clone()).unwrap_or_default();
 
-    struct Bar {
-        label: String,
-        col: &'static str,
-        e: f64,
-        delta: Option<f64>,
-        /// 95 % interval of `delta` from the run-to-run spread.
-        interval: Option<(f64, f64)>,
-        n: Option<u32>,
-        cv: Option<f64>,
-        baseline: bool,
-    }
     let mut bars: Vec<Bar> = Vec::new();
     if let Some(b) = baseline {
         bars.push(Bar {
@@ -751,39 +789,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             <div class="bars" role="list">
                 {bars
                     .into_iter()
-                    .map(|b| {
-                        let (main, kwh) = per_million(b.e);
-                        let w = format!("{:.1}%", b.e / max_e * 100.0);
-                        let delta_txt = match (b.baseline, b.delta) {
-                            (true, _) => "baseline".to_string(),
-                            (false, Some(d)) => pct(d, 1),
-                            (false, None) => "—".into(),
-                        };
-                        let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
-                        let delta_title = half.map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
-                        let cls = match b.delta.map(|d| direction(d, b.interval)) {
-                            Some(Direction::Saves) => "delta good",
-                            Some(Direction::Costs) => "delta bad",
-                            _ => "delta",
-                        };
-                        view! {
-                            <div class="bar-row" role="listitem">
-                                <span class="bar-label" style:color=format!("var({})", b.col)>{b.label.clone()}</span>
-                                <span class="bar-track">
-                                    <span class="bar-fill" style:width=w style:background=format!("var({})", b.col)></span>
-                                </span>
-                                <span class="bar-value">
-                                    <strong>{main}</strong>
-                                    <span class="sub">{kwh}</span>
-                                </span>
-                                <span class=cls title=delta_title>
-                                    {delta_txt}
-                                    {half.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
-                                </span>
-                                <NChip n=b.n cv=b.cv/>
-                            </div>
-                        }
-                    })
+                    .map(|b| bar_row(b, max_e))
                     .collect_view()}
             </div>
             <div class="verdicts">
