@@ -277,7 +277,7 @@ mod tests {
             c.loo_mae
         );
         assert!(
-            f.at_bound.contains(&"A"),
+            f.at_bound.contains(&crate::fit::FitParam::A),
             "A sits on max ΔE + 50: {:?}",
             f.at_bound
         );

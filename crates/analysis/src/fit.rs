@@ -44,6 +44,40 @@ pub struct Point {
     pub delta: f64,
 }
 
+/// A parameter of the crossover model. Displays and serializes as `A`, `S`, `N*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FitParam {
+    /// The small-model penalty A.
+    A,
+    /// The saving scale S.
+    S,
+    /// The size scale N*.
+    NStar,
+}
+
+impl FitParam {
+    /// `A`, `S`, `N*`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FitParam::A => "A",
+            FitParam::S => "S",
+            FitParam::NStar => "N*",
+        }
+    }
+}
+
+impl std::fmt::Display for FitParam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for FitParam {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// Box bounds used for one fit (upstream's rules, derived from the data).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bounds {
@@ -93,8 +127,8 @@ pub struct Fit {
     pub n_max: f64,
     /// The bounds used.
     pub bounds: Bounds,
-    /// Names of parameters that ended on a bound ("A", "S", "N*").
-    pub at_bound: Vec<&'static str>,
+    /// Parameters that ended on a bound.
+    pub at_bound: Vec<FitParam>,
     /// Covariance of (A, S, N*) by the delta method, σ²·(JᵀJ)⁺ over the free parameters (rows and
     /// columns of fixed / bound parameters are zero).
     pub covariance: [[f64; 3]; 3],
@@ -221,13 +255,13 @@ fn fit_inner(points: &[Point], bounds: Bounds, with_covariance: bool) -> Result<
     };
     let mut at_bound = Vec::new();
     if tol(a, bounds.a) {
-        at_bound.push("A");
+        at_bound.push(FitParam::A);
     }
     if tol(s, bounds.s) {
-        at_bound.push("S");
+        at_bound.push(FitParam::S);
     }
     if !n_star_fixed && tol(n_star, bounds.n_star) {
-        at_bound.push("N*");
+        at_bound.push(FitParam::NStar);
     }
 
     let mut fit = Fit {
@@ -246,9 +280,9 @@ fn fit_inner(points: &[Point], bounds: Bounds, with_covariance: bool) -> Result<
         sigma: SIGMA_FLOOR,
     };
     let free = [
-        !fit.at_bound.contains(&"A"),
-        !fit.at_bound.contains(&"S"),
-        !n_star_fixed && !fit.at_bound.contains(&"N*"),
+        !fit.at_bound.contains(&FitParam::A),
+        !fit.at_bound.contains(&FitParam::S),
+        !n_star_fixed && !fit.at_bound.contains(&FitParam::NStar),
     ];
     let p = free.iter().filter(|f| **f).count();
     let dof_scale = if n_points > p {

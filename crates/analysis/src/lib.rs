@@ -33,7 +33,7 @@ pub use curves::{
 };
 pub use dataset::{Anchor, Dataset, Gpu};
 pub use estimate::{estimate, ClassId, Confidence, Estimate, EstimateInput};
-pub use fit::{fit_curve, Fit, Point};
+pub use fit::{fit_curve, Fit, FitParam, Point};
 pub use shapes::{find_shape, shape_for_params, shapes, ModelShape};
 pub use to_report::estimate_report;
 

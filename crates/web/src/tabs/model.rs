@@ -184,7 +184,7 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
     move || {
         class.get().map(|c| {
             let f = &c.fit;
-            let bound = |name: &str| {
+            let bound = |name: analysis::fit::FitParam| {
                 if f.at_bound.contains(&name) {
                     " (on its bound)"
                 } else {
@@ -196,9 +196,9 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
                     <caption>{format!("Fit of the {} {} class", c.arch, c.precision)}</caption>
                     <tbody>
                         <tr><th scope="row">"Model"</th><td>"ΔE(N) = A − S·x/(1+x), x = N/N*"</td></tr>
-                        <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound("A"))}</td></tr>
-                        <tr><th scope="row">"S (saving scale)"</th><td>{format!("{}{}", num(f.s, 2), bound("S"))}</td></tr>
-                        <tr><th scope="row">"N* (B)"</th><td>{format!("{}{}{}", num(f.n_star, 3), bound("N*"), if f.n_star_fixed { " (fixed at the median size: < 3 points)" } else { "" })}</td></tr>
+                        <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound(analysis::fit::FitParam::A))}</td></tr>
+                        <tr><th scope="row">"S (saving scale)"</th><td>{format!("{}{}", num(f.s, 2), bound(analysis::fit::FitParam::S))}</td></tr>
+                        <tr><th scope="row">"N* (B)"</th><td>{format!("{}{}{}", num(f.n_star, 3), bound(analysis::fit::FitParam::NStar), if f.n_star_fixed { " (fixed at the median size: < 3 points)" } else { "" })}</td></tr>
                         <tr><th scope="row">"Crossover"</th><td>{c.crossover_b.map(|x| format!("{} — quantization saves above this size", size_b((x * 1000.0).round() / 1000.0))).unwrap_or_else(|| if f.predict(f.n_min) < 0.0 { "none: the fit saves at every size".into() } else { "none: the fit costs more at every size".into() })}</td></tr>
                         <tr><th scope="row">"RMS residual"</th><td>{format!("{} points", num(f.resid_rms, 2))}</td></tr>
                         <tr><th scope="row">"Leave-one-out MAE"</th><td>{c.loo_mae.map(|m| format!("{} points", num(m, 2))).unwrap_or_else(|| "— (needs ≥ 4 anchors)".into())}</td></tr>
