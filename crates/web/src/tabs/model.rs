@@ -41,7 +41,7 @@ pub const CONTEXTS: [u32; 6] = [512, 1024, 2048, 4096, 8192, 16384];
 #[derive(Clone, Copy)]
 pub struct ModelState {
     pub params_b: RwSignal<f64>,
-    pub gpu: RwSignal<String>,
+    pub gpu: RwSignal<CardChoice>,
     pub precision: RwSignal<Precision>,
     pub batch: RwSignal<u32>,
     pub context: RwSignal<u32>,
@@ -52,13 +52,8 @@ impl ModelState {
     pub fn from_query(q: &Query, active: bool) -> ModelState {
         let g = |k: &str| q.get(k).filter(|_| active);
         let gpu = g("gpu")
-            .and_then(|x| {
-                Dataset::embedded()
-                    .gpu(x)
-                    .map(|g| g.name.clone())
-                    .or_else(|| other_arch(x).map(other_label))
-            })
-            .unwrap_or_else(|| "RTX 4090".into());
+            .and_then(CardChoice::parse)
+            .unwrap_or_else(|| CardChoice::Card("RTX 4090".into()));
         let precision = g("p")
             .and_then(|p| p.parse::<Precision>().ok())
             .filter(|p| {
@@ -81,7 +76,7 @@ impl ModelState {
 
     pub fn write_query(&self, q: &mut Query) {
         q.push("n", format!("{}", self.params_b.get()));
-        q.push("gpu", self.gpu.get());
+        q.push("gpu", self.gpu.get().label());
         q.push("p", self.precision.get().as_str());
         q.push("b", self.batch.get().to_string());
         q.push("ctx", self.context.get().to_string());
@@ -92,12 +87,7 @@ impl ModelState {
     }
 
     pub fn arch(&self) -> Arch {
-        let gpu = self.gpu.get();
-        Dataset::embedded()
-            .gpu(&gpu)
-            .map(|g| g.arch)
-            .or_else(|| other_arch(&gpu))
-            .unwrap_or(Arch::Ada)
+        self.gpu.get().arch()
     }
 
     pub fn estimate(&self) -> Estimate {
@@ -115,16 +105,54 @@ impl ModelState {
     }
 }
 
-/// "Other Ampere card" → ampere (cards not in `data/gpus.csv`, chosen by architecture).
-fn other_arch(label: &str) -> Option<Arch> {
-    let t = label.trim();
-    let word = t.strip_prefix("Other ")?.strip_suffix(" card")?;
-    word.parse().ok()
+/// The card picked on Your model: one of `data/gpus.csv`, or another card chosen by its
+/// architecture ("Other Ampere card").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CardChoice {
+    /// A card of the catalog, by its catalog name.
+    Card(String),
+    /// A card not in the catalog, by architecture.
+    Other(Arch),
 }
 
-fn other_label(a: Arch) -> String {
-    let s = a.as_str();
-    format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
+impl CardChoice {
+    /// A catalog card (any spelling `Dataset::gpu` accepts) or an "Other … card" label.
+    pub fn parse(text: &str) -> Option<CardChoice> {
+        Dataset::embedded()
+            .gpu(text)
+            .map(|g| CardChoice::Card(g.name.clone()))
+            .or_else(|| {
+                let word = text.trim().strip_prefix("Other ")?.strip_suffix(" card")?;
+                word.parse().ok().map(CardChoice::Other)
+            })
+    }
+
+    /// The picker's value and the URL's `gpu=`: the card name, or "Other Ampere card".
+    pub fn label(&self) -> String {
+        match self {
+            CardChoice::Card(name) => name.clone(),
+            CardChoice::Other(a) => {
+                let s = a.as_str();
+                format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
+            }
+        }
+    }
+
+    /// The architecture whose curves apply.
+    pub fn arch(&self) -> Arch {
+        match self {
+            CardChoice::Card(name) => Dataset::embedded().gpu(name).map_or(Arch::Ada, |g| g.arch),
+            CardChoice::Other(a) => *a,
+        }
+    }
+
+    /// The catalog entry, for a catalog card.
+    pub fn gpu(&self) -> Option<&'static analysis::Gpu> {
+        match self {
+            CardChoice::Card(name) => Dataset::embedded().gpu(name),
+            CardChoice::Other(_) => None,
+        }
+    }
 }
 
 /// The class an estimate used (its own architecture's or the borrowed one).
@@ -253,7 +281,7 @@ fn ModelInputs() -> impl IntoView {
                     </label>
                     <label>
                         <span>"GPU (sets the architecture)"</span>
-                        <select id="model-gpu" on:change=move |ev| st.gpu.set(event_target_value(&ev)) prop:value=move || st.gpu.get()>
+                        <select id="model-gpu" on:change=move |ev| { if let Some(c) = CardChoice::parse(&event_target_value(&ev)) { st.gpu.set(c) } } prop:value=move || st.gpu.get().label()>
                             {Dataset::embedded()
                                 .gpus
                                 .iter()
@@ -263,7 +291,7 @@ fn ModelInputs() -> impl IntoView {
                                 {report::Arch::ALL
                                     .iter()
                                     .map(|a| {
-                                        let l = other_label(*a);
+                                        let l = CardChoice::Other(*a).label();
                                         view! { <option value=l.clone()>{l.clone()}</option> }
                                     })
                                     .collect_view()}
@@ -319,7 +347,7 @@ fn ModelInputs() -> impl IntoView {
 #[component]
 fn EstimateCard(est: Memo<Estimate>) -> impl IntoView {
     let st = expect_context::<crate::AppState>().model;
-    let gpu_info = Memo::new(move |_| Dataset::embedded().gpu(&st.gpu.get()).cloned());
+    let gpu_info = Memo::new(move |_| st.gpu.get().gpu().cloned());
     {
         move || {
             let e = est.get();
@@ -434,7 +462,7 @@ fn ReportJsonCard() -> impl IntoView {
             precision: st.precision.get(),
             batch: st.batch.get(),
             context: st.context.get(),
-            gpu: st.gpu.get(),
+            gpu: st.gpu.get().label(),
             name: st.name.get(),
         };
         report_json.set("writing…".into());
