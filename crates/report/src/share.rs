@@ -33,9 +33,10 @@ pub struct SharePoint {
     pub model: String,
     /// `N`, billions of parameters, 4 decimals.
     pub params_b: Option<f64>,
-    /// `a`, architecture class as written by the report (`hopper`).
+    /// `a`, architecture class as written by the report (`hopper`). Text, as a link may carry
+    /// anything: the page parses it into [`crate::Arch`] where it places the point.
     pub arch: String,
-    /// `p`
+    /// `p`, the precision as written (parsed into [`crate::Precision`] where the point is placed).
     pub precision: String,
     /// `e`, signed % vs FP16, 2 decimals.
     pub vs_fp16_pct: Option<f64>,

@@ -46,7 +46,7 @@ pub fn refit_ms(extra: u32, reps: u32) -> f64 {
     let reps = reps.max(1);
     let t0 = util::now_ms();
     for _ in 0..reps {
-        let c = crate::tabs::run::refit(&pts).0;
+        let c = crate::tabs::run::refit(&pts).classes;
         std::hint::black_box(c);
     }
     (util::now_ms() - t0) / reps as f64

@@ -264,12 +264,16 @@ impl RunState {
     }
 }
 
-/// Refit every class with `extra`; returns the classes and the time it took (ms).
-pub fn refit(extra: &[ExtraPoint]) -> (Vec<CurveClass>, f64) {
+/// Refit every class with `extra`, timing it.
+pub fn refit(extra: &[ExtraPoint]) -> Refit {
     let t0 = util::now_ms();
     let classes = fit_classes(Dataset::embedded(), extra);
     let ms = util::now_ms() - t0;
-    (classes, ms)
+    Refit {
+        classes,
+        added: extra.len(),
+        ms,
+    }
 }
 
 /// A valid point of one entry, with the entry's name.
@@ -415,17 +419,7 @@ pub fn RunTab() -> impl IntoView {
                 .collect::<Vec<_>>()
         })
     });
-    let refitted = Memo::new(move |_| {
-        st.include_fit.get().then(|| {
-            let extra = st.extra_anchors();
-            let (classes, ms) = refit(&extra);
-            Refit {
-                classes,
-                added: extra.len(),
-                ms,
-            }
-        })
-    });
+    let refitted = Memo::new(move |_| st.include_fit.get().then(|| refit(&st.extra_anchors())));
     // The timing goes out as a side effect of the refit, not from inside the memo.
     Effect::new(move |_| {
         if let Some(ms) = refitted.with(|r| r.as_ref().map(|r| r.ms)) {
