@@ -18,9 +18,9 @@ fn benches(c: &mut Criterion) {
     });
     let classes = default_classes();
     let input = EstimateInput {
-        arch: "ada".into(),
+        arch: report::Arch::Ada,
         params_b: 7.0,
-        precision: "NF4".into(),
+        precision: report::Precision::Nf4,
         batch: 1,
         context: 2048,
     };

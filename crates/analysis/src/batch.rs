@@ -7,30 +7,42 @@
 //! BS 64 predicts 0.655 where the sweep measured 0.043.
 
 use crate::dataset::Dataset;
+use report::Precision;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
+/// The A800 batch sweep (`data/batch_sweep.csv`), embedded.
 pub const BATCH_SWEEP_CSV: &str = include_str!("../../../data/batch_sweep.csv");
 
 /// One row of the sweep (the columns this crate uses).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepPoint {
+    /// Batch size.
     #[serde(rename = "batch_size")]
     pub batch: u32,
+    /// Mean energy per generated token, mJ.
     #[serde(rename = "energy_per_token_mj_mean")]
     pub energy_mj: f64,
+    /// Standard deviation of the energy over the runs, mJ.
     #[serde(rename = "energy_per_token_mj_sd")]
     pub energy_sd_mj: f64,
+    /// Mean throughput summed over the batch, tok/s.
     #[serde(rename = "throughput_tok_s_mean")]
     pub throughput_tok_s: f64,
+    /// Mean GPU power, W.
     #[serde(rename = "avg_power_w_mean")]
     pub avg_power_w: f64,
+    /// Card name.
     pub gpu: String,
+    /// Model name.
     pub model: String,
+    /// Model size, B parameters.
     pub params_b: f64,
-    pub precision: String,
+    /// Precision of the sweep.
+    pub precision: Precision,
 }
 
+/// Parse the sweep CSV; the error names the row.
 pub fn parse_sweep(text: &str) -> Result<Vec<SweepPoint>, String> {
     csv::Reader::from_reader(text.as_bytes())
         .deserialize()
@@ -57,34 +69,53 @@ pub fn upstream_batch_factor(batch: u32) -> f64 {
 /// One sweep point against the fit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchFitPoint {
+    /// Batch size.
     pub batch: u32,
+    /// Energy per token at this batch / at batch 1, measured.
     pub measured_ratio: f64,
+    /// The same ratio from the fitted curve.
     pub fitted_ratio: f64,
+    /// Fit error, % of the measured ratio.
     pub error_pct: f64,
+    /// The ratio upstream's `0.65 + 0.35/b` gives.
     pub upstream_ratio: f64,
+    /// Upstream's error, %.
     pub upstream_error_pct: f64,
 }
 
 /// An out-of-sample check on other measured batch pairs (A800 quick test, three precisions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchCheck {
-    pub precision: String,
+    /// Precision of the pair.
+    pub precision: Precision,
+    /// Batch size of the batched row.
     pub batch: u32,
+    /// Energy ratio vs batch 1, measured.
     pub measured_ratio: f64,
+    /// The ratio the fitted curve gives.
     pub fitted_ratio: f64,
+    /// Fit error, % of the measured ratio.
     pub error_pct: f64,
 }
 
+/// The fitted batch curve `e(b)/e(1) = c + (1 − c)/b^k`, its errors and checks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchCurve {
+    /// Share of energy per token that does not amortize over the batch.
     pub c: f64,
+    /// How fast the rest amortizes.
     pub k: f64,
     /// RMS and max relative error of the fit over the sweep, %.
     pub rms_error_pct: f64,
+    /// Largest relative error over the sweep, %.
     pub max_error_pct: f64,
+    /// RMS relative error of upstream's fixed factor, %.
     pub upstream_rms_error_pct: f64,
+    /// Every sweep point against the fit.
     pub points: Vec<BatchFitPoint>,
+    /// Out-of-sample checks on other measured batch pairs.
     pub checks: Vec<BatchCheck>,
+    /// What the curve was fitted on, in words.
     pub calibrated_on: &'static str,
 }
 
@@ -217,7 +248,7 @@ fn batch_checks(ds: &Dataset, c: f64, k: f64) -> Vec<BatchCheck> {
         };
         let fitted = batch_ratio(c, k, a.batch as f64);
         out.push(BatchCheck {
-            precision: a.precision.clone(),
+            precision: a.precision,
             batch: a.batch,
             measured_ratio: e / e1,
             fitted_ratio: fitted,
@@ -233,63 +264,21 @@ pub fn batch_curve() -> &'static BatchCurve {
     C.get_or_init(|| calibrate_batch_curve(batch_sweep(), Dataset::embedded()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sweep_is_embedded_with_seven_batches() {
-        let s = batch_sweep();
-        assert_eq!(
-            s.iter().map(|p| p.batch).collect::<Vec<_>>(),
-            [1, 2, 4, 8, 16, 32, 64]
-        );
-        assert_eq!(s[0].energy_mj, 6907.42);
-        assert!(s
-            .iter()
-            .all(|p| p.precision == "INT8-pure" && p.gpu == "A800"));
-    }
-
-    #[test]
-    fn fit_recovers_exact_parameters() {
-        let pts: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
-            .iter()
-            .map(|&b| (b, batch_ratio(0.04, 0.9, b)))
-            .collect();
-        let (c, k) = fit_batch_ratio(&pts);
-        assert!((c - 0.04).abs() < 1e-6 && (k - 0.9).abs() < 1e-6, "{c} {k}");
-    }
-
-    #[test]
-    fn calibrated_curve_beats_upstream_and_is_one_at_batch_one() {
-        let b = batch_curve();
-        assert!((b.factor(1) - 1.0).abs() < 1e-12);
-        assert!(b.c > 0.0 && b.c < 0.1, "c {}", b.c);
-        assert!(b.k > 0.7 && b.k < 1.2, "k {}", b.k);
-        assert!(b.rms_error_pct < 20.0, "rms {}", b.rms_error_pct);
-        assert!(
-            b.upstream_rms_error_pct > 300.0,
-            "upstream rms {}",
-            b.upstream_rms_error_pct
-        );
-        // monotone: more batch, less energy per token
-        assert!((1..64).all(|x| b.factor(x + 1) < b.factor(x)));
-        // six A800 quick-test pairs (FP16, INT8, INT8-pure × BS 4, 8)
-        assert_eq!(b.checks.len(), 6);
-    }
-}
-
 /// Batch curve of one precision on the candle stack.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackBatchCurve {
-    pub precision: String,
+    /// Precision of the curve (FP16 or Q4_K on the H200).
+    pub precision: Precision,
+    /// Share that does not amortize over the batch.
     pub c: f64,
+    /// How fast the rest amortizes.
     pub k: f64,
     /// (batch, measured ratio to batch 1) behind the fit.
     pub points: Vec<(f64, f64)>,
 }
 
 impl StackBatchCurve {
+    /// Energy per token at `batch` relative to batch 1.
     pub fn factor(&self, batch: u32) -> f64 {
         batch_ratio(self.c, self.k, batch.max(1) as f64)
     }
@@ -321,7 +310,7 @@ pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
         match out.iter_mut().find(|c| c.precision == a.precision) {
             Some(c) => c.points.push((a.batch as f64, ratio)),
             None => out.push(StackBatchCurve {
-                precision: a.precision.clone(),
+                precision: a.precision,
                 c: 0.0,
                 k: 1.0,
                 points: vec![(1.0, 1.0), (a.batch as f64, ratio)],
@@ -337,19 +326,60 @@ pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
 }
 
 #[cfg(test)]
-mod candle_tests {
+mod tests {
     use super::*;
+
+    #[test]
+    fn sweep_is_embedded_with_seven_batches() {
+        let s = batch_sweep();
+        assert_eq!(
+            s.iter().map(|p| p.batch).collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16, 32, 64]
+        );
+        assert_eq!(s[0].energy_mj, 6907.42);
+        assert!(s
+            .iter()
+            .all(|p| p.precision == Precision::Int8Pure && p.gpu == "A800"));
+    }
+
+    #[test]
+    fn fit_recovers_exact_parameters() {
+        let pts: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+            .iter()
+            .map(|&b| (b, batch_ratio(0.04, 0.9, b)))
+            .collect();
+        let (c, k) = fit_batch_ratio(&pts);
+        assert!((c - 0.04).abs() < 1e-6 && (k - 0.9).abs() < 1e-6, "{c} {k}");
+    }
+
+    #[test]
+    fn calibrated_curve_beats_upstream_and_is_one_at_batch_one() {
+        let b = batch_curve();
+        assert!((b.factor(1) - 1.0).abs() < 1e-12);
+        assert!(b.c > 0.0 && b.c < 0.1, "c {}", b.c);
+        assert!(b.k > 0.7 && b.k < 1.2, "k {}", b.k);
+        assert!(b.rms_error_pct < 20.0, "rms {}", b.rms_error_pct);
+        assert!(
+            b.upstream_rms_error_pct > 300.0,
+            "upstream rms {}",
+            b.upstream_rms_error_pct
+        );
+        // monotone: more batch, less energy per token
+        assert!((1..64).all(|x| b.factor(x + 1) < b.factor(x)));
+        // six A800 quick-test pairs (FP16, INT8, INT8-pure × BS 4, 8)
+        assert_eq!(b.checks.len(), 6);
+    }
 
     #[test]
     fn candle_curves_come_from_the_h200_sweep_and_show_quantized_batching_worse() {
         let curves = candle_batch_curves(Dataset::embedded());
         let f16 = curves
             .iter()
-            .find(|c| c.precision == "FP16")
+            .find(|c| c.precision == Precision::Fp16)
             .expect("FP16 batch rows");
         let q4k = curves
             .iter()
-            .find(|c| c.precision == "Q4_K")
+            .find(|c| c.precision == Precision::Q4K)
             .expect("Q4_K batch rows");
         assert_eq!(f16.points.len(), 4, "batch 1, 4, 16, 64");
         assert!((f16.factor(1) - 1.0).abs() < 1e-12);

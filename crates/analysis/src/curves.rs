@@ -2,42 +2,78 @@
 
 use crate::dataset::{Anchor, Dataset};
 use crate::fit::{fit_curve, loo_mae, Fit, Point};
+use report::{Arch, Precision};
 use serde::Serialize;
 
 /// Cap on savings, S_cap (upstream: NF4 75, INT8 50). 4-bit formats share NF4's, 8-bit INT8's.
-pub fn s_cap(precision: &str) -> f64 {
-    let p = precision.to_ascii_uppercase();
-    if p.contains("INT8") || p.contains("Q8") {
+pub fn s_cap(precision: Precision) -> f64 {
+    if precision.is_8bit() {
         50.0
     } else {
         75.0
     }
 }
 
+/// Where a class point comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PointOrigin {
+    /// An embedded anchor of `data/anchors.csv`.
+    Dataset,
+    /// A point the user added in the page (a dropped report).
+    User,
+}
+
+/// A user point that joins the class of its architecture and precision in [`fit_classes`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraPoint {
+    /// Architecture class the point joins.
+    pub arch: Arch,
+    /// Precision class the point joins.
+    pub precision: Precision,
+    /// The point and where it came from.
+    pub point: ClassPoint,
+}
+
 /// A point that feeds a class fit, with where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClassPoint {
+    /// Size (B) and ΔE (%) as the fit sees them.
     pub point: Point,
+    /// Card the point was measured on.
     pub gpu: String,
+    /// Model name.
     pub model: String,
+    /// Independent runs behind the point, if published.
     pub n: Option<u32>,
+    /// Run-to-run CV of the energy, %, if published.
     pub cv_pct: Option<f64>,
+    /// Where the figure was published.
     pub source: String,
     /// `dataset` for embedded anchors, `user` for points a user added in the page.
-    pub origin: &'static str,
+    pub origin: PointOrigin,
 }
 
+/// One fitted (architecture, precision) class: the crossover curve, its points and provenance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CurveClass {
-    pub arch: String,
-    pub precision: String,
+    /// Architecture class.
+    pub arch: Arch,
+    /// Precision.
+    pub precision: Precision,
+    /// The fit with its band.
     pub fit: Fit,
+    /// Size (B) above which the fit saves energy, if it crosses zero.
     pub crossover_b: Option<f64>,
+    /// Leave-one-out mean absolute error, points (classes with ≥ 4 points).
     pub loo_mae: Option<f64>,
+    /// Cap on savings used by the fit ([`s_cap`]).
     pub s_cap: f64,
+    /// The points behind the fit.
     pub points: Vec<ClassPoint>,
     /// Distinct cards and stacks behind the points (a crossover is a property of card + stack).
     pub gpus: Vec<String>,
+    /// Software stacks behind the points.
     pub stacks: Vec<String>,
 }
 
@@ -49,8 +85,17 @@ impl CurveClass {
             .any(|s| crate::dataset::is_candle_stack(s))
     }
 
+    /// The class's architecture and precision.
+    pub fn id(&self) -> crate::estimate::ClassId {
+        crate::estimate::ClassId {
+            arch: self.arch,
+            precision: self.precision,
+        }
+    }
+
+    /// `ada NF4`.
     pub fn label(&self) -> String {
-        format!("{} {}", self.arch, self.precision)
+        self.id().to_string()
     }
     /// Anchor sizes in the class, sorted and deduplicated.
     pub fn sizes(&self) -> Vec<f64> {
@@ -64,14 +109,18 @@ impl CurveClass {
 /// The points of one (architecture, precision) class before fitting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointGroup {
-    pub arch: String,
-    pub precision: String,
+    /// Architecture class.
+    pub arch: Arch,
+    /// Precision.
+    pub precision: Precision,
+    /// The points, in first-seen order.
     pub points: Vec<ClassPoint>,
+    /// Software stacks behind the points.
     pub stacks: Vec<String>,
 }
 
 impl PointGroup {
-    fn new(arch: String, precision: String) -> Self {
+    fn new(arch: Arch, precision: Precision) -> Self {
         PointGroup {
             arch,
             precision,
@@ -81,18 +130,14 @@ impl PointGroup {
     }
 }
 
-fn group_mut<'a>(
-    groups: &'a mut Vec<PointGroup>,
-    arch: &str,
-    precision: &str,
-) -> &'a mut PointGroup {
+fn group_mut(groups: &mut Vec<PointGroup>, arch: Arch, precision: Precision) -> &mut PointGroup {
     match groups
         .iter()
         .position(|g| g.arch == arch && g.precision == precision)
     {
         Some(i) => &mut groups[i],
         None => {
-            groups.push(PointGroup::new(arch.to_string(), precision.to_string()));
+            groups.push(PointGroup::new(arch, precision));
             groups.last_mut().expect("just pushed")
         }
     }
@@ -105,7 +150,7 @@ pub fn default_points(ds: &Dataset) -> Vec<PointGroup> {
         let Some(point) = anchor_point(a) else {
             continue;
         };
-        let g = group_mut(&mut groups, &a.arch, &a.precision);
+        let g = group_mut(&mut groups, a.arch, a.precision);
         g.points.push(ClassPoint {
             point,
             gpu: a.gpu.clone(),
@@ -113,7 +158,7 @@ pub fn default_points(ds: &Dataset) -> Vec<PointGroup> {
             n: a.n,
             cv_pct: a.cv_pct,
             source: a.source.clone(),
-            origin: "dataset",
+            origin: PointOrigin::Dataset,
         });
         if !g.stacks.contains(&a.stack) {
             g.stacks.push(a.stack.clone());
@@ -129,22 +174,22 @@ fn anchor_point(a: &Anchor) -> Option<Point> {
     })
 }
 
-/// Fit every class of the default curves, plus `extra` user points (arch, precision, point) that
-/// join their class (or open a new one).
-pub fn fit_classes(ds: &Dataset, extra: &[(String, String, ClassPoint)]) -> Vec<CurveClass> {
+/// Fit every class of the default curves, plus `extra` user points that join their class (or
+/// open a new one).
+pub fn fit_classes(ds: &Dataset, extra: &[ExtraPoint]) -> Vec<CurveClass> {
     let mut groups = default_points(ds);
-    for (arch, precision, cp) in extra {
-        let g = group_mut(&mut groups, &arch.to_ascii_lowercase(), precision);
+    for e in extra {
+        let g = group_mut(&mut groups, e.arch, e.precision);
         if g.points.is_empty() {
             g.stacks.push("user-supplied".into());
         }
-        g.points.push(cp.clone());
+        g.points.push(e.point.clone());
     }
     groups.into_iter().filter_map(fit_group).collect()
 }
 
 fn fit_group(g: PointGroup) -> Option<CurveClass> {
-    let cap = s_cap(&g.precision);
+    let cap = s_cap(g.precision);
     let pts: Vec<Point> = g.points.iter().map(|p| p.point).collect();
     let fit = fit_curve(&pts, cap).ok()?;
     let mut gpus: Vec<String> = Vec::new();
@@ -172,14 +217,11 @@ pub fn default_classes() -> &'static [CurveClass] {
     CLASSES.get_or_init(|| fit_classes(Dataset::embedded(), &[]))
 }
 
-pub fn find_class<'a>(
-    classes: &'a [CurveClass],
-    arch: &str,
-    precision: &str,
-) -> Option<&'a CurveClass> {
+/// The class of `arch` and `precision`, if it has a fit.
+pub fn find_class(classes: &[CurveClass], arch: Arch, precision: Precision) -> Option<&CurveClass> {
     classes
         .iter()
-        .find(|c| c.arch.eq_ignore_ascii_case(arch) && c.precision.eq_ignore_ascii_case(precision))
+        .find(|c| c.arch == arch && c.precision == precision)
 }
 
 #[cfg(test)]
@@ -187,7 +229,9 @@ mod tests {
     use super::*;
 
     fn class(arch: &str, p: &str) -> CurveClass {
-        find_class(default_classes(), arch, p).unwrap().clone()
+        find_class(default_classes(), arch.parse().unwrap(), p.parse().unwrap())
+            .unwrap()
+            .clone()
     }
 
     fn close(got: f64, want: f64, rel: f64) -> bool {
@@ -233,7 +277,7 @@ mod tests {
             c.loo_mae
         );
         assert!(
-            f.at_bound.contains(&"A"),
+            f.at_bound.contains(&crate::fit::FitParam::A),
             "A sits on max ΔE + 50: {:?}",
             f.at_bound
         );
@@ -275,7 +319,7 @@ mod tests {
         // 6 upstream classes + the H200 candle classes (BF16, Q8_0, Q4_K, Q4_0).
         let upstream = default_classes()
             .iter()
-            .filter(|c| c.arch != "hopper")
+            .filter(|c| c.arch != Arch::Hopper)
             .count();
         assert_eq!(upstream, 6);
     }
@@ -300,10 +344,10 @@ mod tests {
     #[test]
     fn user_points_join_their_class_and_move_the_fit() {
         let ds = Dataset::embedded();
-        let extra = vec![(
-            "ada".to_string(),
-            "NF4".to_string(),
-            ClassPoint {
+        let extra = vec![ExtraPoint {
+            arch: Arch::Ada,
+            precision: Precision::Nf4,
+            point: ClassPoint {
                 point: Point {
                     n: 14.0,
                     delta: -40.0,
@@ -313,11 +357,11 @@ mod tests {
                 n: Some(1),
                 cv_pct: None,
                 source: "user".into(),
-                origin: "user",
+                origin: PointOrigin::User,
             },
-        )];
+        }];
         let with = fit_classes(ds, &extra);
-        let c = find_class(&with, "ada", "NF4").unwrap();
+        let c = find_class(&with, Arch::Ada, Precision::Nf4).unwrap();
         assert_eq!(c.points.len(), 10);
         assert_ne!(c.crossover_b, class("ada", "NF4").crossover_b);
     }

@@ -1,53 +1,95 @@
 //! The embedded dataset: `data/anchors.csv` (published measurements with provenance) and
 //! `data/gpus.csv` (card catalog). Both the page and the meter read these same bytes.
 
+use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
+/// `data/anchors.csv`, embedded.
 pub const ANCHORS_CSV: &str = include_str!("../../../data/anchors.csv");
+/// `data/gpus.csv`, embedded.
 pub const GPUS_CSV: &str = include_str!("../../../data/gpus.csv");
 
+/// A problem in an embedded CSV, naming file, row and column.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DataError {
     #[error("{file}: row {row}: column `{column}`: {message}")]
+    /// A cell that cannot be read.
     Field {
+        /// The CSV file (`anchors.csv`).
         file: &'static str,
+        /// 1-based row, counting the header line.
         row: usize,
+        /// The column's header.
         column: &'static str,
+        /// What was found and what was expected.
         message: String,
     },
+    /// The file as a whole cannot be read (bad CSV, a missing column).
     #[error("{file}: {message}")]
-    Csv { file: &'static str, message: String },
+    Csv {
+        /// The CSV file.
+        file: &'static str,
+        /// The csv reader's message.
+        message: String,
+    },
 }
 
 /// One published measured configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anchor {
+    /// Card name as published (`RTX 4090`).
     pub gpu: String,
-    pub arch: String,
+    /// Architecture class of the card.
+    pub arch: Arch,
+    /// Model name as published.
     pub model: String,
+    /// Model size, B parameters.
     pub params_b: f64,
-    pub precision: String,
+    /// Precision; see [`Anchor::precision_label`] for the CSV's spelling.
+    pub precision: Precision,
+    /// What follows the precision in the CSV cell when the row names a variant of a format
+    /// (`mlperf-client-file` in `GGUF-Q4_0-mlperf-client-file`); see [`Anchor::precision_label`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_variant: Option<String>,
+    /// Batch size.
     pub batch: u32,
     /// GPU-package energy per generated token, mJ (= J per 1k tokens). `None` when the source
     /// publishes no usable figure.
     pub energy_mj: Option<f64>,
+    /// Energy per token of the FP16 arm it is compared with, mJ.
     pub fp16_energy_mj: Option<f64>,
+    /// Throughput summed over the batch, tok/s.
     pub throughput_tok_s: Option<f64>,
+    /// Average GPU power, W.
     pub avg_power_w: Option<f64>,
+    /// Independent runs behind the figure.
     pub n: Option<u32>,
+    /// Run-to-run CV of the energy, %.
     pub cv_pct: Option<f64>,
     /// `gross` or `idle-subtracted`.
     pub power_accounting: String,
+    /// Software stack that ran the model.
     pub stack: String,
+    /// Measurement session (one card, one campaign).
     pub session: String,
+    /// Where the figure was published.
     pub source: String,
     /// Feeds the default crossover curves (the 29 upstream curve rows).
     pub default_curve: bool,
+    /// Why the row does or does not feed a default curve.
     pub curve_note: String,
 }
 
 impl Anchor {
+    /// The precision as the CSV writes it, variant included (`GGUF-Q4_0-mlperf-client-file`).
+    pub fn precision_label(&self) -> String {
+        match &self.precision_variant {
+            Some(v) => format!("{}-{v}", self.precision),
+            None => self.precision.to_string(),
+        }
+    }
+
     /// ΔE% vs FP16 recomputed from the row's two energies; the published percentage columns are
     /// never trusted (upstream once published one that was off by up to 14 points).
     pub fn delta_pct(&self) -> Option<f64> {
@@ -92,20 +134,31 @@ pub fn is_candle_stack(stack: &str) -> bool {
         .starts_with("candle")
 }
 
+/// One card of `data/gpus.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gpu {
+    /// Card name (`H200`).
     pub name: String,
-    pub arch: String,
+    /// Architecture class.
+    pub arch: Arch,
+    /// Memory, GB (datasheet, 1e9 bytes).
     pub vram_gb: f64,
+    /// Memory bandwidth, GB/s.
     pub bandwidth_gbs: f64,
+    /// Dense FP16 tensor throughput, TFLOPS.
     pub fp16_tflops: f64,
+    /// Board power, W.
     pub tdp_w: f64,
+    /// Datasheet source.
     pub note: String,
 }
 
+/// The embedded dataset: published anchors and the card catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
+    /// Every row of `anchors.csv`.
     pub anchors: Vec<Anchor>,
+    /// Every card of `gpus.csv`.
     pub gpus: Vec<Gpu>,
 }
 
@@ -113,7 +166,7 @@ impl Dataset {
     /// The batch-1 FP16 row measured next to `a`: same card, session, model and power accounting.
     pub fn fp16_row_of(&self, a: &Anchor) -> Option<&Anchor> {
         self.anchors.iter().find(|o| {
-            o.precision == "FP16"
+            o.precision == Precision::Fp16
                 && o.batch == 1
                 && o.gpu == a.gpu
                 && o.session == a.session
@@ -131,6 +184,7 @@ impl Dataset {
         })
     }
 
+    /// Parse both CSV texts.
     pub fn parse(anchors_csv: &str, gpus_csv: &str) -> Result<Dataset, DataError> {
         Ok(Dataset {
             anchors: parse_anchors(anchors_csv)?,
@@ -138,6 +192,7 @@ impl Dataset {
         })
     }
 
+    /// A card by name, as written in gpus.csv or as NVML reports it (`NVIDIA GeForce RTX 4090`).
     pub fn gpu(&self, name: &str) -> Option<&Gpu> {
         let want = normalize_name(name);
         self.gpus
@@ -191,6 +246,33 @@ impl Row<'_> {
     }
     fn text(&self, column: &'static str) -> Result<String, DataError> {
         Ok(self.raw(column)?.to_string())
+    }
+    fn arch(&self, column: &'static str) -> Result<Arch, DataError> {
+        self.raw(column)?
+            .parse()
+            .map_err(|e: report::ParseArchError| self.err(column, e.to_string()))
+    }
+    /// A precision, optionally followed by `-variant` (`GGUF-Q4_0-mlperf-client-file`).
+    fn precision(&self, column: &'static str) -> Result<(Precision, Option<String>), DataError> {
+        let raw = self.raw(column)?;
+        if let Ok(p) = raw.parse::<Precision>() {
+            return Ok((p, None));
+        }
+        Precision::ALL
+            .into_iter()
+            .filter_map(|p| {
+                let rest = raw.get(..p.as_str().len())?;
+                let variant = raw[p.as_str().len()..].strip_prefix('-')?;
+                (rest.eq_ignore_ascii_case(p.as_str()) && !variant.is_empty())
+                    .then(|| (p, Some(variant.to_string())))
+            })
+            .max_by_key(|(p, _)| p.as_str().len())
+            .ok_or_else(|| {
+                self.err(
+                    column,
+                    report::ParsePrecisionError(raw.to_string()).to_string(),
+                )
+            })
     }
     fn opt_f64(&self, column: &'static str) -> Result<Option<f64>, DataError> {
         let raw = self.raw(column)?;
@@ -252,6 +334,7 @@ fn rows<'a>(
         .collect()
 }
 
+/// Parse `anchors.csv` text.
 pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
     let mut headers = csv::StringRecord::new();
     rows("anchors.csv", text, &mut headers)?
@@ -264,12 +347,14 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                     return Err(r.err("default_curve", format!("expected 0 or 1, got {other:?}")))
                 }
             };
+            let (precision, precision_variant) = r.precision("precision")?;
             Ok(Anchor {
                 gpu: r.text("gpu")?,
-                arch: r.text("gpu_arch")?.to_ascii_lowercase(),
+                arch: r.arch("gpu_arch")?,
                 model: r.text("model")?,
                 params_b: r.f64("params_b")?,
-                precision: r.text("precision")?,
+                precision,
+                precision_variant,
                 batch: r.opt_u32("batch_size")?.unwrap_or(1),
                 energy_mj: r.opt_f64("energy_per_token_mj")?,
                 fp16_energy_mj: r.opt_f64("fp16_energy_per_token_mj")?,
@@ -288,6 +373,7 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
         .collect()
 }
 
+/// Parse `gpus.csv` text.
 pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
     let mut headers = csv::StringRecord::new();
     rows("gpus.csv", text, &mut headers)?
@@ -295,7 +381,7 @@ pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
         .map(|r| {
             Ok(Gpu {
                 name: r.text("name")?,
-                arch: r.text("architecture")?.to_ascii_lowercase(),
+                arch: r.arch("architecture")?,
                 vram_gb: r.f64("vram_gb")?,
                 bandwidth_gbs: r.f64("memory_bandwidth_gbs")?,
                 fp16_tflops: r.f64("fp16_dense_tflops")?,
@@ -358,7 +444,9 @@ mod tests {
         let a = d
             .anchors
             .iter()
-            .find(|a| a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == "NF4")
+            .find(|a| {
+                a.gpu == "RTX 4090" && a.model == "Qwen2.5-3B" && a.precision == Precision::Nf4
+            })
             .unwrap();
         // The July CSV said +10.1 %, the energies give +0.8 % (reference README).
         assert!(

@@ -4,43 +4,75 @@
 use crate::curves::{find_class, s_cap, CurveClass};
 use crate::dataset::Dataset;
 use crate::fit::SIGMA_FLOOR;
-use report::Basis;
-use serde::Serialize;
+use report::{Arch, Basis, Precision};
+use serde::{Serialize, Serializer};
 
 /// Extra σ (points) when a class is borrowed from another architecture.
 pub const BORROWED_SIGMA: f64 = 10.0;
 
 /// Which architectures' curves stand in when a class has no data of its own, in order.
 /// Hopper has no published data upstream; its nearest datacenter sibling is Ampere.
-pub fn borrow_order(arch: &str) -> &'static [&'static str] {
+pub fn borrow_order(arch: Arch) -> &'static [Arch] {
     match arch {
-        "hopper" => &["ampere", "ada"],
-        "blackwell" => &["ada", "ampere"],
-        "ada" => &["blackwell", "ampere"],
-        "ampere" => &["ada", "hopper"],
-        "turing" | "volta" => &["turing", "ampere", "ada"],
-        _ => &[],
+        Arch::Hopper => &[Arch::Ampere, Arch::Ada],
+        Arch::Blackwell => &[Arch::Ada, Arch::Ampere],
+        Arch::Ada => &[Arch::Blackwell, Arch::Ampere],
+        Arch::Ampere => &[Arch::Ada, Arch::Hopper],
+        Arch::Turing | Arch::Volta => &[Arch::Turing, Arch::Ampere, Arch::Ada],
     }
 }
 
+/// One crossover class: an architecture and a precision. Displays (and serializes) as its
+/// label, `ada NF4`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClassId {
+    /// The architecture class.
+    pub arch: Arch,
+    /// The precision.
+    pub precision: Precision,
+}
+
+impl std::fmt::Display for ClassId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(&format!("{} {}", self.arch, self.precision))
+    }
+}
+
+impl Serialize for ClassId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// What to estimate: a model size and precision on an architecture, at a batch and context.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EstimateInput {
-    pub arch: String,
+    /// Architecture class of the card.
+    pub arch: Arch,
+    /// Model size, B parameters.
     pub params_b: f64,
-    pub precision: String,
+    /// Precision to estimate.
+    pub precision: Precision,
+    /// Batch size.
     pub batch: u32,
+    /// Context length, tokens.
     pub context: u32,
 }
 
+/// How sure an estimate is, from its interval width, the anchors' n and borrowing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Confidence {
+    /// 95 % interval narrower than 12 points.
     High,
+    /// Narrower than 22 points, or resting on n = 1 anchors.
     Medium,
+    /// Wider, or borrowed from another architecture.
     Low,
 }
 
 impl Confidence {
+    /// `high`, `medium`, `low`.
     pub fn as_str(self) -> &'static str {
         match self {
             Confidence::High => "high",
@@ -50,25 +82,36 @@ impl Confidence {
     }
 }
 
+/// An estimate of ΔE vs FP16 for one model, with its interval, basis and reasons.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Estimate {
+    /// What was asked.
     pub input: EstimateInput,
+    /// Interpolated, extrapolated or unavailable — never measured.
     pub basis: Basis,
     /// ΔE% vs FP16 after the batch/context factor; `None` when unavailable.
     pub delta_pct: Option<f64>,
+    /// Low end of the 95 % interval, %.
     pub ci_low: Option<f64>,
+    /// High end of the 95 % interval, %.
     pub ci_high: Option<f64>,
+    /// σ of the estimate, points.
     pub sigma: Option<f64>,
+    /// Confidence label.
     pub confidence: Confidence,
-    /// Label of the class used, e.g. "ada NF4".
-    pub class: Option<String>,
-    pub borrowed_from: Option<String>,
+    /// The class used, e.g. `ada NF4`.
+    pub class: Option<ClassId>,
+    /// The architecture whose curve was borrowed, when this one has none.
+    pub borrowed_from: Option<Arch>,
     /// Anchors in the class and how many stand exactly at this size.
     pub class_points: usize,
+    /// Anchors of the class at exactly this size.
     pub points_at_size: usize,
     /// Batch/context factor applied to savings (1 = none).
     pub batch_context_factor: f64,
+    /// FP16 energy per token at this size, mJ.
     pub fp16_energy_mj: Option<f64>,
+    /// Estimated energy per token, mJ.
     pub energy_mj: Option<f64>,
     /// Plain-language reasons for the basis and confidence.
     pub notes: Vec<String>,
@@ -85,11 +128,12 @@ impl Estimate {
         crate::verdict::spans_zero(self.interval())
     }
 
+    /// The plain-language verdict (no direction when the interval spans zero).
     pub fn verdict(&self) -> String {
         match self.delta_pct {
             None => "no estimate: no curve covers this precision".into(),
             Some(d) => crate::verdict::verdict(
-                &self.input.precision,
+                self.input.precision.as_str(),
                 d,
                 self.interval(),
                 "estimate's uncertainty",
@@ -122,7 +166,7 @@ fn shrink_savings(v: f64, f: f64) -> f64 {
 /// Where the session has its own batch-1 FP16 row for that card and size, that row is the value:
 /// in a campaign each quantized row pairs with the F16 arms of its own runs only, while the FP16
 /// row pools every run (H200 1.5B: n = 7 instead of the 3 runs of whichever row came first).
-pub fn fp16_baseline_mj(ds: &Dataset, arch: &str, params_b: f64) -> Option<f64> {
+pub fn fp16_baseline_mj(ds: &Dataset, arch: Arch, params_b: f64) -> Option<f64> {
     let mut seen: Vec<(String, String, f64, f64)> = Vec::new();
     for a in ds
         .anchors
@@ -187,15 +231,15 @@ pub fn loglog_interp(xy: &[(f64, f64)], x: f64) -> Option<f64> {
     Some((y0.ln() + t * (y1.ln() - y0.ln())).exp())
 }
 
+/// Estimate ΔE vs FP16 for `input` from `classes` (see the module docs for the rules).
 pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> Estimate {
-    let arch = input.arch.to_ascii_lowercase();
+    let arch = input.arch;
     let factor = batch_context_factor(input.batch, input.context);
-    let fp16 = fp16_baseline_mj(ds, &arch, input.params_b).or_else(|| {
-        borrow_order(&arch)
+    let fp16 = fp16_baseline_mj(ds, arch, input.params_b).or_else(|| {
+        borrow_order(arch)
             .iter()
-            .find_map(|b| fp16_baseline_mj(ds, b, input.params_b))
+            .find_map(|b| fp16_baseline_mj(ds, *b, input.params_b))
     });
-    let mut notes = Vec::new();
     let mut out = Estimate {
         input: input.clone(),
         basis: Basis::Unavailable,
@@ -218,38 +262,92 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
             .push("params_b must be a positive number of billions".into());
         return out;
     }
-    if input.precision.eq_ignore_ascii_case("FP16") {
-        out.basis = Basis::Interpolated;
-        out.delta_pct = Some(0.0);
-        out.ci_low = Some(0.0);
-        out.ci_high = Some(0.0);
-        out.sigma = Some(0.0);
-        out.energy_mj = fp16;
-        out.confidence = Confidence::Medium;
-        out.notes
-            .push("FP16 is the baseline: ΔE = 0 by definition".into());
-        return out;
+    if input.precision == Precision::Fp16 {
+        return fp16_itself(out);
     }
-
-    let own = find_class(classes, &arch, &input.precision);
-    let (class, borrowed) = match own {
-        Some(c) => (c, None),
-        None => match borrow_order(&arch)
-            .iter()
-            .find_map(|b| find_class(classes, b, &input.precision))
-        {
-            Some(c) => (c, Some(c.arch.clone())),
-            None => {
-                out.notes.push(format!(
-                    "no published curve for {} on {arch} or a sibling architecture",
-                    input.precision
-                ));
-                return out;
-            }
-        },
+    let (class, borrowed) = match pick_class(classes, arch, input.precision) {
+        Some(picked) => picked,
+        None => {
+            out.notes.push(format!(
+                "no published curve for {} on {arch} or a sibling architecture",
+                input.precision
+            ));
+            return out;
+        }
     };
+    from_class(out, class, borrowed)
+}
+
+/// High / medium / low by the interval's `width`; capped at medium when the estimate rests on
+/// n = 1 anchors only (those at size `n` when `at_size`, else the whole class), low when borrowed.
+fn confidence_of(
+    width: f64,
+    class: &CurveClass,
+    n: f64,
+    at_size: bool,
+    borrowed: Option<Arch>,
+    notes: &mut Vec<String>,
+) -> Confidence {
+    let mut confidence = if width < 12.0 {
+        Confidence::High
+    } else if width < 22.0 {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    };
+    let single = class
+        .points
+        .iter()
+        .filter(|p| !at_size || same_size(p.point.n, n))
+        .all(|p| p.n.unwrap_or(1) <= 1);
+    if single && confidence == Confidence::High {
+        confidence = Confidence::Medium;
+        notes.push("rests on single (n = 1) measurements: confidence capped at medium".into());
+    }
+    if borrowed.is_some() {
+        confidence = Confidence::Low;
+    }
+    confidence
+}
+
+/// FP16 against itself: ΔE = 0 by definition.
+fn fp16_itself(mut out: Estimate) -> Estimate {
+    out.basis = Basis::Interpolated;
+    out.delta_pct = Some(0.0);
+    out.ci_low = Some(0.0);
+    out.ci_high = Some(0.0);
+    out.sigma = Some(0.0);
+    out.energy_mj = out.fp16_energy_mj;
+    out.confidence = Confidence::Medium;
+    out.notes
+        .push("FP16 is the baseline: ΔE = 0 by definition".into());
+    out
+}
+
+/// The class of `arch` and `precision`, else the first one a sibling architecture lends (with
+/// the lender).
+fn pick_class(
+    classes: &[CurveClass],
+    arch: Arch,
+    precision: Precision,
+) -> Option<(&CurveClass, Option<Arch>)> {
+    match find_class(classes, arch, precision) {
+        Some(c) => Some((c, None)),
+        None => borrow_order(arch)
+            .iter()
+            .find_map(|b| find_class(classes, *b, precision))
+            .map(|c| (c, Some(c.arch))),
+    }
+}
+
+/// The estimate read off `class` (its own, or `borrowed` from that architecture): the anchor
+/// mean at a measured size, else the curve; the interval, basis, confidence and the reasons.
+fn from_class(mut out: Estimate, class: &CurveClass, borrowed: Option<Arch>) -> Estimate {
+    let input = out.input.clone();
+    let (arch, factor, fp16) = (input.arch, out.batch_context_factor, out.fp16_energy_mj);
+    let mut notes = Vec::new();
     let fit = &class.fit;
-    let cap = s_cap(&input.precision);
+    let cap = s_cap(input.precision);
     let n = input.params_b;
     let base = fit.resid_rms.max(SIGMA_FLOOR);
     let at_size: Vec<f64> = class
@@ -310,30 +408,7 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
             input.precision
         ));
     }
-    let width = hi - lo;
-    let mut confidence = if width < 12.0 {
-        Confidence::High
-    } else if width < 22.0 {
-        Confidence::Medium
-    } else {
-        Confidence::Low
-    };
-    let single = if at_size.is_empty() {
-        class.points.iter().all(|p| p.n.unwrap_or(1) <= 1)
-    } else {
-        class
-            .points
-            .iter()
-            .filter(|p| same_size(p.point.n, n))
-            .all(|p| p.n.unwrap_or(1) <= 1)
-    };
-    if single && confidence == Confidence::High {
-        confidence = Confidence::Medium;
-        notes.push("rests on single (n = 1) measurements: confidence capped at medium".into());
-    }
-    if borrowed.is_some() {
-        confidence = Confidence::Low;
-    }
+    let confidence = confidence_of(hi - lo, class, n, !at_size.is_empty(), borrowed, &mut notes);
 
     out.basis = basis;
     out.delta_pct = Some(delta);
@@ -341,7 +416,7 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
     out.ci_high = Some(hi);
     out.sigma = Some(sigma);
     out.confidence = confidence;
-    out.class = Some(class.label());
+    out.class = Some(class.id());
     out.borrowed_from = borrowed;
     out.class_points = class.points.len();
     out.points_at_size = at_size.len();
@@ -360,9 +435,9 @@ mod tests {
             Dataset::embedded(),
             default_classes(),
             &EstimateInput {
-                arch: arch.into(),
+                arch: arch.parse().unwrap(),
                 params_b: n,
-                precision: p.into(),
+                precision: p.parse().unwrap(),
                 batch: 1,
                 context: 2048,
             },
@@ -413,7 +488,7 @@ mod tests {
     fn ada_nf4_inside_the_range_is_interpolated() {
         let e = est("ada", 2.0, "NF4");
         assert_eq!(e.basis, Basis::Interpolated);
-        let c = find_class(default_classes(), "ada", "NF4").unwrap();
+        let c = find_class(default_classes(), Arch::Ada, Precision::Nf4).unwrap();
         let want = c.fit.predict(2.0);
         assert!((e.delta_pct.unwrap() - want).abs() < 1e-9);
         // σ = max(resid, 2) inside the range: 11.48 → CI half-width 1.96·11.48
@@ -431,7 +506,7 @@ mod tests {
         let anchor = ds
             .anchors
             .iter()
-            .find(|a| a.default_curve && a.arch == "turing" && a.params_b == 3.0)
+            .find(|a| a.default_curve && a.arch == Arch::Turing && a.params_b == 3.0)
             .unwrap();
         assert!((e.delta_pct.unwrap() - anchor.delta_pct().unwrap()).abs() < 1e-9);
     }
@@ -449,14 +524,15 @@ mod tests {
     #[test]
     fn hopper_borrows_ampere_with_low_confidence() {
         let e = est("hopper", 7.0, "NF4");
-        assert_eq!(e.borrowed_from.as_deref(), Some("ampere"));
+        assert_eq!(e.borrowed_from, Some(Arch::Ampere));
         assert_eq!(e.basis, Basis::Extrapolated);
         assert_eq!(e.confidence, Confidence::Low);
     }
 
     #[test]
     fn unknown_precision_is_unavailable_not_zero() {
-        let e = est("ada", 7.0, "Q3_XS");
+        // No curve for Q6_K on Ada or a sibling (the typed input cannot name an unknown format).
+        let e = est("ada", 7.0, "Q6_K");
         assert_eq!(e.basis, Basis::Unavailable);
         assert_eq!(e.delta_pct, None);
         assert_eq!(e.energy_mj, None);
@@ -466,9 +542,9 @@ mod tests {
     #[test]
     fn batch_shrinks_savings_only() {
         let mut i = EstimateInput {
-            arch: "turing".into(),
+            arch: Arch::Turing,
             params_b: 7.0,
-            precision: "NF4".into(),
+            precision: Precision::Nf4,
             batch: 1,
             context: 2048,
         };
@@ -482,7 +558,7 @@ mod tests {
     fn row<'a>(ds: &'a Dataset, gpu: &str, model: &str, p: &str) -> &'a crate::dataset::Anchor {
         ds.anchors
             .iter()
-            .find(|a| a.gpu == gpu && a.model == model && a.precision == p && a.batch == 1)
+            .find(|a| a.gpu == gpu && a.model == model && a.precision.as_str() == p && a.batch == 1)
             .unwrap_or_else(|| panic!("{gpu} {model} {p}"))
     }
 
@@ -494,7 +570,7 @@ mod tests {
         // The BF16 row pairs with the F16 arms of its own 3 runs; the FP16 row pools all 7.
         assert!(fp16.n.unwrap_or(0) > bf16.n.unwrap_or(0));
         assert_ne!(bf16.fp16_energy_mj, fp16.energy_mj);
-        let got = fp16_baseline_mj(ds, "hopper", fp16.params_b).unwrap();
+        let got = fp16_baseline_mj(ds, Arch::Hopper, fp16.params_b).unwrap();
         assert!((got - fp16.energy_mj.unwrap()).abs() < 1e-9, "{got}");
     }
 
@@ -504,7 +580,7 @@ mod tests {
         let fp16 = row(ds, "H200", "Qwen2-1.5B", "FP16");
         // models.csv counts 1.54371… B; anchors.csv says 1.5437.
         let counted = fp16.params_b * (1.0 + 2e-5);
-        assert_eq!(fp16_baseline_mj(ds, "hopper", counted), fp16.energy_mj);
+        assert_eq!(fp16_baseline_mj(ds, Arch::Hopper, counted), fp16.energy_mj);
         assert!(same_size(fp16.params_b, counted));
         assert!(
             !same_size(1.5, 1.5437),
@@ -555,7 +631,7 @@ mod tests {
         let hi = row(ds, "H200", "Qwen2-7B", "FP16");
         let n = (lo.params_b * hi.params_b).sqrt(); // the log-midpoint
         let want = (lo.energy_mj.unwrap() * hi.energy_mj.unwrap()).sqrt();
-        let got = fp16_baseline_mj(ds, "hopper", n).unwrap();
+        let got = fp16_baseline_mj(ds, Arch::Hopper, n).unwrap();
         assert!((got - want).abs() / want < 1e-9, "{got} vs {want}");
     }
 }

@@ -12,30 +12,80 @@ use serde::Serialize;
 
 /// Bounds of N* in billions of parameters (upstream).
 pub const N_STAR_MIN: f64 = 0.1;
+/// Upper bound of N*, B.
 pub const N_STAR_MAX: f64 = 200.0;
 /// Floor on the residual scale used for uncertainty (upstream `base = max(resid, 2)`).
 pub const SIGMA_FLOOR: f64 = 2.0;
 
+/// Why a fit could not be made.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum FitError {
+    /// No points.
     #[error("no points to fit")]
     Empty,
+    /// A point with a non-finite value or a size ≤ 0.
     #[error("point {index} is not finite or has params_b ≤ 0 (N = {n}, ΔE = {delta})")]
-    BadPoint { index: usize, n: f64, delta: f64 },
+    BadPoint {
+        /// Position in the input.
+        index: usize,
+        /// Its size, B.
+        n: f64,
+        /// Its ΔE, %.
+        delta: f64,
+    },
 }
 
 /// One anchor as the fit sees it: model size in B and ΔE% vs FP16.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Point {
+    /// Model size, B parameters.
     pub n: f64,
+    /// ΔE vs FP16, %.
     pub delta: f64,
+}
+
+/// A parameter of the crossover model. Displays and serializes as `A`, `S`, `N*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FitParam {
+    /// The small-model penalty A.
+    A,
+    /// The saving scale S.
+    S,
+    /// The size scale N*.
+    NStar,
+}
+
+impl FitParam {
+    /// `A`, `S`, `N*`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FitParam::A => "A",
+            FitParam::S => "S",
+            FitParam::NStar => "N*",
+        }
+    }
+}
+
+impl std::fmt::Display for FitParam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for FitParam {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// Box bounds used for one fit (upstream's rules, derived from the data).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bounds {
+    /// Range of A, points.
     pub a: (f64, f64),
+    /// Range of S, points.
     pub s: (f64, f64),
+    /// Range of N*, B.
     pub n_star: (f64, f64),
 }
 
@@ -54,22 +104,31 @@ impl Bounds {
     }
 }
 
+/// A fitted crossover curve `ΔE%(N) = A − S·x/(1+x)`, `x = N/N*`, with what its band needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fit {
+    /// Penalty at small sizes, points.
     pub a: f64,
+    /// Saving scale, points.
     pub s: f64,
+    /// Size scale N*, B.
     pub n_star: f64,
     /// With fewer than 3 points N* is not identifiable and is fixed at the median size.
     pub n_star_fixed: bool,
     /// RMS residual (upstream `resid_std`).
     pub resid_rms: f64,
+    /// Sum of squared residuals.
     pub sse: f64,
+    /// Points fitted.
     pub n_points: usize,
+    /// Smallest anchor size, B.
     pub n_min: f64,
+    /// Largest anchor size, B.
     pub n_max: f64,
+    /// The bounds used.
     pub bounds: Bounds,
-    /// Names of parameters that ended on a bound ("A", "S", "N*").
-    pub at_bound: Vec<&'static str>,
+    /// Parameters that ended on a bound.
+    pub at_bound: Vec<FitParam>,
     /// Covariance of (A, S, N*) by the delta method, σ²·(JᵀJ)⁺ over the free parameters (rows and
     /// columns of fixed / bound parameters are zero).
     pub covariance: [[f64; 3]; 3],
@@ -83,6 +142,7 @@ fn shape(n: f64, n_star: f64) -> f64 {
 }
 
 impl Fit {
+    /// ΔE% at size `n` (B).
     pub fn predict(&self, n: f64) -> f64 {
         self.a - self.s * shape(n, self.n_star)
     }
@@ -168,6 +228,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Fit with explicit bounds (the variable-projection solver of the module docs).
 pub fn fit_with_bounds(points: &[Point], bounds: Bounds) -> Result<Fit, FitError> {
     fit_inner(points, bounds, true)
 }
@@ -194,13 +255,13 @@ fn fit_inner(points: &[Point], bounds: Bounds, with_covariance: bool) -> Result<
     };
     let mut at_bound = Vec::new();
     if tol(a, bounds.a) {
-        at_bound.push("A");
+        at_bound.push(FitParam::A);
     }
     if tol(s, bounds.s) {
-        at_bound.push("S");
+        at_bound.push(FitParam::S);
     }
     if !n_star_fixed && tol(n_star, bounds.n_star) {
-        at_bound.push("N*");
+        at_bound.push(FitParam::NStar);
     }
 
     let mut fit = Fit {
@@ -219,9 +280,9 @@ fn fit_inner(points: &[Point], bounds: Bounds, with_covariance: bool) -> Result<
         sigma: SIGMA_FLOOR,
     };
     let free = [
-        !fit.at_bound.contains(&"A"),
-        !fit.at_bound.contains(&"S"),
-        !n_star_fixed && !fit.at_bound.contains(&"N*"),
+        !fit.at_bound.contains(&FitParam::A),
+        !fit.at_bound.contains(&FitParam::S),
+        !n_star_fixed && !fit.at_bound.contains(&FitParam::NStar),
     ];
     let p = free.iter().filter(|f| **f).count();
     let dof_scale = if n_points > p {

@@ -1,9 +1,23 @@
 //! quantenergy's science, shared by the page (wasm) and the meter (native). Pure: no I/O.
 //!
-//! * [`dataset`] — the embedded `data/` files.
+//! Precision and architecture are [`report::Precision`] and [`report::Arch`] everywhere.
+//!
+//! * [`dataset`] — the embedded `data/` files (anchors, card catalog).
+//! * [`stats`] — the Student-t table and small statistics.
 //! * [`fit`] — the bounded crossover fit with its uncertainty band and leave-one-out error.
-//! * [`curves`] — one fit per (architecture, precision) class.
-//! * [`estimate`] — a user's model: ΔE% with CI, basis, confidence, absolute energy.
+//! * [`curves`] — one fit per (architecture, precision) class, user points joining their class.
+//! * [`estimate`](mod@estimate) — a user's model: ΔE% with CI, basis, confidence, absolute energy.
+//! * [`verdict`] — the plain-language verdict on a ΔE and its interval.
+//! * `to_report` — an estimate as a schema-valid `energy.json` ([`estimate_report`]).
+//! * [`shapes`](mod@shapes) — real transformer shapes (`data/models.csv`).
+//! * [`vram`](mod@vram) — weight formats at their true storage cost, and the VRAM a configuration needs.
+//! * [`roofline`] — decode-step time with calibrated launch floors.
+//! * [`batch`] — energy per token vs batch size, calibrated on the batch sweeps.
+//! * [`pareto`] — the energy↔latency Pareto frontier.
+//! * [`tag`] — provenance tags (measured … modelled) on every optimizer figure.
+//! * [`optimize`](mod@optimize) — the optimizer: precision × batch × context under budgets.
+
+#![warn(missing_docs)]
 
 pub mod curves;
 pub mod dataset;
@@ -14,10 +28,12 @@ pub mod stats;
 mod to_report;
 pub mod verdict;
 
-pub use curves::{default_classes, find_class, fit_classes, ClassPoint, CurveClass};
+pub use curves::{
+    default_classes, find_class, fit_classes, ClassPoint, CurveClass, ExtraPoint, PointOrigin,
+};
 pub use dataset::{Anchor, Dataset, Gpu};
-pub use estimate::{estimate, Confidence, Estimate, EstimateInput};
-pub use fit::{fit_curve, Fit, Point};
+pub use estimate::{estimate, ClassId, Confidence, Estimate, EstimateInput};
+pub use fit::{fit_curve, Fit, FitParam, Point};
 pub use shapes::{find_shape, shape_for_params, shapes, ModelShape};
 pub use to_report::estimate_report;
 
@@ -30,8 +46,8 @@ pub mod vram;
 
 pub use batch::{batch_curve, BatchCurve};
 pub use optimize::{
-    optimize, optimize_with, Budgets, Candidate, Objective, OptimizeError, OptimizeRequest,
-    OptimizeResult,
+    optimize, optimize_with, Budget, Budgets, Candidate, Objective, OptimizeError, OptimizeRequest,
+    OptimizeResult, Tie,
 };
 pub use pareto::pareto_front;
 pub use roofline::{

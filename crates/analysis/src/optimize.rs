@@ -3,7 +3,7 @@
 //! nothing is feasible — the configuration that breaks the budgets least.
 //!
 //! Upstream's mechanism (DESIGN.md §3) with its flaws fixed:
-//! * VRAM counts true bytes per format and the KV cache with grouped-query attention ([`crate::vram`]).
+//! * VRAM counts true bytes per format and the KV cache with grouped-query attention ([`crate::vram`](mod@crate::vram)).
 //! * Latency is a roofline with a calibrated per-precision launch floor that carries the
 //!   dequantization cost ([`crate::roofline`]).
 //! * Energy stays anchored on measurements: FP16 baseline × (1 + ΔE%) from the class fit, × a batch
@@ -18,10 +18,13 @@ use crate::roofline::{latency_calibration, roofline_step, Bound, LatencyCalibrat
 use crate::shapes::{find_shape, shape_for_params, shapes, ModelShape};
 use crate::tag::{Tag, Tagged};
 use crate::vram::{find_format, find_format_on, vram, VramBreakdown, WeightFormat};
+use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
+/// Batch sizes searched.
 pub const BATCHES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Context lengths searched (tokens).
 pub const CONTEXTS: [u32; 7] = [512, 1024, 2048, 4096, 8192, 16384, 32768];
 /// Context at which the energy anchors were measured (short prompt + 256 new tokens; the batch
 /// sweep used 256 + 256). Energy is scaled by the modelled step-time ratio against this context;
@@ -29,18 +32,25 @@ pub const CONTEXTS: [u32; 7] = [512, 1024, 2048, 4096, 8192, 16384, 32768];
 pub const ENERGY_REFERENCE_CONTEXT: u32 = 512;
 /// Alternatives returned besides the optimum (at least 3 when the grid has them).
 pub const MIN_ALTERNATIVES: usize = 4;
+/// Most alternatives returned.
 pub const MAX_ALTERNATIVES: usize = 6;
 
+/// What the search ranks by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Objective {
+    /// Least energy per token.
     MinEnergy,
+    /// Shortest time per token of one sequence.
     MinLatency,
+    /// Most tokens per second over the batch.
     MaxThroughput,
+    /// Least VRAM.
     MinVram,
 }
 
 impl Objective {
+    /// Every objective.
     pub const ALL: [Objective; 4] = [
         Objective::MinEnergy,
         Objective::MinLatency,
@@ -48,6 +58,7 @@ impl Objective {
         Objective::MinVram,
     ];
 
+    /// The CLI's spelling (`min-energy`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Objective::MinEnergy => "min-energy",
@@ -57,6 +68,7 @@ impl Objective {
         }
     }
 
+    /// Case-insensitive, `_` or `-`.
     pub fn parse(s: &str) -> Option<Objective> {
         let want = s.trim().to_ascii_lowercase().replace('_', "-");
         Objective::ALL.into_iter().find(|o| o.as_str() == want)
@@ -76,13 +88,17 @@ impl Objective {
 /// Optional limits; `None` = no limit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budgets {
+    /// Time per token of one sequence, ms.
     pub max_latency_ms: Option<f64>,
+    /// VRAM, GB.
     pub max_vram_gb: Option<f64>,
+    /// Throughput floor, tok/s.
     pub min_tok_s: Option<f64>,
     /// J per 1k tokens = mJ per token.
     pub max_j_per_1k: Option<f64>,
 }
 
+/// What to search: a card, a model, an objective and budgets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OptimizeRequest {
     /// Card name as in gpus.csv or as NVML reports it.
@@ -91,35 +107,113 @@ pub struct OptimizeRequest {
     pub params_b: Option<f64>,
     /// A named architecture from models.csv (real shapes); else a shape is interpolated from the size.
     pub model: Option<String>,
+    /// What to rank by.
     pub objective: Objective,
+    /// Limits a configuration must meet.
     #[serde(default)]
     pub budgets: Budgets,
     /// Fix the context length instead of searching the grid.
     pub context: Option<u32>,
 }
 
+/// Why a request cannot be searched.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OptimizeError {
+    /// The card is not in gpus.csv (the name, the known names).
     #[error("unknown GPU {0:?}; known: {1}")]
     UnknownGpu(String, String),
+    /// The model is not in models.csv (the name, the known names).
     #[error("unknown model {0:?}; known: {1}")]
     UnknownModel(String, String),
+    /// A size that is not a positive number.
     #[error("params_b must be a positive number of billions (got {0})")]
     BadSize(f64),
+    /// Neither a size nor a model.
     #[error("pass a model size (params_b) or a named model")]
     NoSize,
+    /// A context of 0 tokens.
     #[error("context must be ≥ 1 token")]
     BadContext,
+    /// No FP16 baseline on this architecture or one it borrows from.
     #[error("no FP16 energy baseline for {0} or a sibling architecture")]
-    NoBaseline(String),
+    NoBaseline(Arch),
+}
+
+/// A limit a configuration can break: the user's four budgets and the card's own VRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// The card's datasheet VRAM (always applies).
+    CardVramGb,
+    /// [`Budgets::max_vram_gb`].
+    MaxVramGb,
+    /// [`Budgets::max_latency_ms`].
+    MaxLatencyMs,
+    /// [`Budgets::min_tok_s`].
+    MinTokS,
+    /// [`Budgets::max_j_per_1k`].
+    MaxJPer1k,
+}
+
+impl Budget {
+    /// Every budget, in the order [`violations`] checks them.
+    pub const ALL: [Budget; 5] = [
+        Budget::CardVramGb,
+        Budget::MaxVramGb,
+        Budget::MaxLatencyMs,
+        Budget::MinTokS,
+        Budget::MaxJPer1k,
+    ];
+
+    /// The field name (`max_latency_ms`, `card_vram_gb`, …), as the JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Budget::CardVramGb => "card_vram_gb",
+            Budget::MaxVramGb => "max_vram_gb",
+            Budget::MaxLatencyMs => "max_latency_ms",
+            Budget::MinTokS => "min_tok_s",
+            Budget::MaxJPer1k => "max_j_per_1k",
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Minimum energy only: the winner's lead over the best configuration of another precision is
+/// inside the uncertainty of their ΔE vs FP16, so the data do not rank the two.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tie {
+    /// The optimum's precision.
+    pub leader: Precision,
+    /// The precision of the best configuration of another precision.
+    pub runner_up: Precision,
+    /// How much more energy per token the runner-up's best configuration uses, %.
+    pub lead_pct: f64,
+    /// The larger 95 % half-width of the two precisions' ΔE vs FP16, points.
+    pub uncertainty_pts: f64,
+    /// The sentence the page and the CLI print.
+    pub message: String,
+}
+
+impl std::fmt::Display for Tie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// One evaluated configuration. `precision`, `batch` and `context` are the choice itself; every
 /// figure carries its provenance tag.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Candidate {
-    pub precision: String,
+    /// The precision chosen.
+    pub precision: Precision,
+    /// Batch size.
     pub batch: u32,
+    /// Context length, tokens.
     pub context: u32,
     /// mJ per generated token = J per 1k tokens.
     pub energy_mj_per_token: Tagged<f64>,
@@ -137,22 +231,31 @@ pub struct Candidate {
     pub throughput_tok_s: Tagged<f64>,
     /// What limits the step in the model.
     pub bound: Tagged<Bound>,
+    /// What it needs in memory.
     pub vram: VramBreakdown,
+    /// Whether that fits the card.
     pub fits_vram: Tagged<bool>,
 }
 
 /// Relative change of an alternative vs the optimum, % (positive = larger).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Deltas {
+    /// Energy per token.
     pub energy_pct: Tagged<f64>,
+    /// Latency per token.
     pub latency_pct: Tagged<f64>,
+    /// Throughput.
     pub throughput_pct: Tagged<f64>,
+    /// VRAM.
     pub vram_pct: Tagged<f64>,
 }
 
+/// A configuration listed next to the optimum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alternative {
+    /// The configuration.
     pub candidate: Candidate,
+    /// How it compares with the optimum.
     pub vs_optimum: Deltas,
     /// Why it is listed (e.g. "best NF4").
     pub why: String,
@@ -161,77 +264,114 @@ pub struct Alternative {
 /// One budget a configuration breaks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
-    /// `max_latency_ms`, `max_vram_gb`, `min_tok_s`, `max_j_per_1k` or `card_vram_gb`.
-    pub budget: &'static str,
+    /// Which budget.
+    pub budget: Budget,
+    /// The limit.
     pub limit: f64,
+    /// The configuration's value.
     pub value: Tagged<f64>,
     /// How far past the limit, % of the limit.
     pub excess_pct: f64,
+    /// The breach in words, with both figures.
     pub message: String,
 }
 
+/// The configuration that breaks the budgets least, when none meets them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeastViolating {
+    /// The configuration.
     pub candidate: Candidate,
+    /// Every budget it breaks.
     pub violations: Vec<Violation>,
     /// Sum of the relative excesses, % (what is minimised).
     pub total_excess_pct: f64,
 }
 
+/// The card the search ran on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuSummary {
+    /// Card name.
     pub name: String,
-    pub arch: String,
+    /// Architecture class.
+    pub arch: Arch,
+    /// Memory, GB.
     pub vram_gb: Tagged<f64>,
+    /// Memory bandwidth, GB/s.
     pub bandwidth_gbs: Tagged<f64>,
+    /// Dense FP16 TFLOPS.
     pub fp16_tflops: Tagged<f64>,
     /// Launch-floor factor of this card's published runs (1 = typical host; no published data).
     pub launch_factor: Tagged<f64>,
 }
 
+/// The model shape the search used.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelSummary {
+    /// Shape name (a models.csv row, or interpolated).
     pub name: String,
     /// Size used for the energy curves.
     pub params_b: Tagged<f64>,
     /// Parameters counted from the shape.
     pub shape_params_b: Tagged<f64>,
+    /// Transformer layers.
     pub layers: usize,
+    /// Key/value heads.
     pub kv_heads: usize,
+    /// Head dimension.
     pub head_dim: usize,
+    /// Whether the shape is a real config or interpolated.
     pub shape_tag: Tag,
 }
 
+/// How many configurations the search saw and why they were dropped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchCounts {
+    /// Configurations evaluated.
     pub evaluated: usize,
+    /// Over the card's VRAM.
     pub over_vram: usize,
+    /// Over the user's budgets (and within VRAM).
     pub over_budget: usize,
+    /// Within every limit.
     pub feasible: usize,
 }
 
 /// The calibrations behind the figures, with their fit quality.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelQuality {
+    /// Batch curve c.
     pub batch_c: f64,
+    /// Batch curve k.
     pub batch_k: f64,
+    /// Batch curve RMS error over the sweep, %.
     pub batch_rms_error_pct: f64,
+    /// Upstream factor's RMS error, %.
     pub batch_upstream_rms_error_pct: f64,
+    /// What the batch curve was fitted on.
     pub batch_calibrated_on: &'static str,
     /// RMS throughput error to expect on this card: in-sample where it has published runs,
     /// pooled otherwise.
     pub throughput_rms_error_pct: f64,
+    /// Median |throughput error| to expect on this card, %.
     pub throughput_median_abs_error_pct: f64,
 }
 
+/// Everything one search found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OptimizeResult {
+    /// The request.
     pub request: OptimizeRequest,
+    /// The card.
     pub gpu: GpuSummary,
+    /// The model shape.
     pub model: ModelSummary,
-    pub precisions: Vec<String>,
+    /// Precisions searched (FP16 first).
+    pub precisions: Vec<Precision>,
+    /// Whether any configuration meets every limit.
     pub feasible: bool,
+    /// The best feasible configuration.
     pub optimum: Option<Candidate>,
+    /// Alternatives to the optimum.
     pub alternatives: Vec<Alternative>,
     /// Non-dominated on (energy, latency) among feasible candidates, by increasing latency.
     pub pareto: Vec<Candidate>,
@@ -239,19 +379,23 @@ pub struct OptimizeResult {
     /// behind the frontier). Not serialized: the JSON stays the summary above.
     #[serde(skip)]
     pub feasible_configs: Vec<Candidate>,
+    /// When nothing is feasible: the configuration that breaks the budgets least.
     pub least_violating: Option<LeastViolating>,
+    /// Search counts.
     pub counts: SearchCounts,
+    /// Calibrations behind the figures.
     pub quality: ModelQuality,
     /// Minimum energy only: the winner's lead over the best other precision is inside the
-    /// uncertainty of their ΔE vs FP16, so the data do not rank them (why, in words).
-    pub tie: Option<String>,
+    /// uncertainty of their ΔE vs FP16, so the data do not rank them.
+    pub tie: Option<Tie>,
+    /// How the figures were made, in words.
     pub notes: Vec<String>,
 }
 
 /// Energy inputs of one precision at batch 1 (they do not depend on batch or context).
 #[derive(Debug, Clone)]
 struct PrecisionEnergy {
-    precision: String,
+    precision: Precision,
     fmt: &'static WeightFormat,
     fp16: Tagged<f64>,
     delta: Tagged<f64>,
@@ -261,7 +405,7 @@ struct PrecisionEnergy {
 }
 
 /// Provenance of the FP16 baseline at `params_b` on `arch`.
-fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
+fn fp16_tag(ds: &Dataset, arch: Arch, params_b: f64) -> Tag {
     let sizes: Vec<f64> = ds
         .anchors
         .iter()
@@ -287,17 +431,17 @@ fn fp16_tag(ds: &Dataset, arch: &str, params_b: f64) -> Tag {
 
 /// Whether an architecture's own curves come from our candle meter (the H200 campaign): then its
 /// FP16 baseline and every format are candle's, and nothing is borrowed from another stack.
-fn candle_arch(classes: &[CurveClass], arch: &str) -> bool {
+fn candle_arch(classes: &[CurveClass], arch: Arch) -> bool {
     classes.iter().any(|c| c.arch == arch && c.is_candle())
 }
 
 /// Precisions with an energy curve for this architecture or one it borrows from, FP16 first.
 /// Stacks are never mixed: a candle architecture searches only its own candle classes, and other
 /// architectures never borrow a candle class.
-fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
-    let mut out = vec!["FP16".to_string()];
+fn searchable_precisions(classes: &[CurveClass], arch: Arch) -> Vec<Precision> {
+    let mut out = vec![Precision::Fp16];
     let candle = candle_arch(classes, arch);
-    let archs: Vec<&str> = if candle {
+    let archs: Vec<Arch> = if candle {
         vec![arch]
     } else {
         std::iter::once(arch)
@@ -309,10 +453,8 @@ fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
             .iter()
             .filter(|c| c.arch == a && c.is_candle() == candle)
         {
-            if !out.iter().any(|p| p.eq_ignore_ascii_case(&c.precision))
-                && find_format(&c.precision).is_some()
-            {
-                out.push(c.precision.clone());
+            if !out.contains(&c.precision) && find_format(c.precision.as_str()).is_some() {
+                out.push(c.precision);
             }
         }
     }
@@ -322,23 +464,23 @@ fn searchable_precisions(classes: &[CurveClass], arch: &str) -> Vec<String> {
 fn precision_energy(
     ds: &Dataset,
     classes: &[CurveClass],
-    arch: &str,
+    arch: Arch,
     params_b: f64,
-    precision: &str,
+    precision: Precision,
 ) -> Option<PrecisionEnergy> {
     // Batch 1 and context 2048 make upstream's savings-shrink factor exactly 1: batch and context
     // are applied below by the calibrated terms instead.
     let input = EstimateInput {
-        arch: arch.into(),
+        arch,
         params_b,
-        precision: precision.into(),
+        precision,
         batch: 1,
         context: 2048,
     };
     let e = estimate(ds, classes, &input);
     let (fp16, delta) = (e.fp16_energy_mj?, e.delta_pct?);
     let fp16_arch_tag = fp16_tag(ds, arch, params_b);
-    let delta_tag = if precision.eq_ignore_ascii_case("FP16") {
+    let delta_tag = if precision == Precision::Fp16 {
         Tag::Computed
     } else if e.points_at_size > 0 && e.borrowed_from.is_none() {
         Tag::Measured
@@ -346,9 +488,9 @@ fn precision_energy(
         Tag::from(e.basis)
     };
     Some(PrecisionEnergy {
-        precision: precision.to_string(),
+        precision,
         fmt: find_format_on(
-            precision,
+            precision.as_str(),
             if candle_arch(classes, arch) {
                 "candle"
             } else {
@@ -359,7 +501,7 @@ fn precision_energy(
         delta: Tagged::new(delta, delta_tag),
         delta_halfwidth: e
             .interval()
-            .filter(|_| !precision.eq_ignore_ascii_case("FP16"))
+            .filter(|_| precision != Precision::Fp16)
             .map(|(lo, hi)| (hi - lo) / 2.0),
         note: e
             .borrowed_from
@@ -387,12 +529,14 @@ impl Setup<'_> {
     /// Energy per token at `batch` relative to batch 1: candle formats use the curves fitted on our
     /// H200 sweep (FP16's for the 16-bit float formats, which run the same cuBLAS GEMMs; Q4_K's for
     /// every quantized GGUF format — the one measured), everything else the A800 sweep's curve.
-    fn batch_factor(&self, fmt: &WeightFormat, precision: &str, batch: u32) -> f64 {
+    fn batch_factor(&self, fmt: &WeightFormat, precision: Precision, batch: u32) -> f64 {
         if fmt.stack == crate::vram::Stack::Candle {
-            let float16 = ["FP16", "F16", "BF16"]
-                .iter()
-                .any(|p| precision.eq_ignore_ascii_case(p));
-            let want = if float16 { "FP16" } else { "Q4_K" };
+            let float16 = matches!(precision, Precision::Fp16 | Precision::Bf16);
+            let want = if float16 {
+                Precision::Fp16
+            } else {
+                Precision::Q4K
+            };
             if let Some(c) = self.candle_batch.iter().find(|c| c.precision == want) {
                 return c.factor(batch);
             }
@@ -406,7 +550,7 @@ impl Setup<'_> {
         // Energy per token ∝ step time at fixed power: longer KV reads cost proportionally more.
         // Shorter-than-reference contexts are not credited (the anchors were measured there).
         let ctx_factor = (step / ref_step).max(1.0);
-        let b_factor = self.batch_factor(pe.fmt, &pe.precision, batch);
+        let b_factor = self.batch_factor(pe.fmt, pe.precision, batch);
         let base_tag = pe.fp16.tag.weakest(pe.delta.tag);
         let energy_tag = if batch == 1 && ctx_factor == 1.0 {
             base_tag
@@ -417,7 +561,7 @@ impl Setup<'_> {
         let v = vram(&self.shape, pe.fmt, batch, context);
         let fits = v.total_gb.value <= self.gpu.vram_gb;
         Candidate {
-            precision: pe.precision.clone(),
+            precision: pe.precision,
             batch,
             context,
             energy_mj_per_token: Tagged::new(energy, energy_tag),
@@ -442,7 +586,7 @@ impl Setup<'_> {
 }
 
 fn excess(
-    budget: &'static str,
+    budget: Budget,
     limit: f64,
     value: Tagged<f64>,
     over: f64,
@@ -470,7 +614,7 @@ pub fn violations(c: &Candidate, b: &Budgets, card_vram_gb: f64) -> Vec<Violatio
     let energy = c.energy_mj_per_token;
     [
         excess(
-            "card_vram_gb",
+            Budget::CardVramGb,
             card_vram_gb,
             vram,
             vram.value - card_vram_gb,
@@ -478,14 +622,22 @@ pub fn violations(c: &Candidate, b: &Budgets, card_vram_gb: f64) -> Vec<Violatio
             "needs",
         ),
         b.max_vram_gb
-            .and_then(|l| excess("max_vram_gb", l, vram, vram.value - l, "GB", "needs")),
-        b.max_latency_ms
-            .and_then(|l| excess("max_latency_ms", l, lat, lat.value - l, "ms/token", "takes")),
+            .and_then(|l| excess(Budget::MaxVramGb, l, vram, vram.value - l, "GB", "needs")),
+        b.max_latency_ms.and_then(|l| {
+            excess(
+                Budget::MaxLatencyMs,
+                l,
+                lat,
+                lat.value - l,
+                "ms/token",
+                "takes",
+            )
+        }),
         b.min_tok_s
-            .and_then(|l| excess("min_tok_s", l, tput, l - tput.value, "tok/s", "gives")),
+            .and_then(|l| excess(Budget::MinTokS, l, tput, l - tput.value, "tok/s", "gives")),
         b.max_j_per_1k.and_then(|l| {
             excess(
-                "max_j_per_1k",
+                Budget::MaxJPer1k,
                 l,
                 energy,
                 energy.value - l,
@@ -515,7 +667,8 @@ fn rank(objective: Objective, a: &Candidate, b: &Candidate) -> Ordering {
                 .total_cmp(&b.latency_ms_per_token.value),
         )
         .then(a.vram.total_gb.value.total_cmp(&b.vram.total_gb.value))
-        .then(a.precision.cmp(&b.precision))
+        // By spelling, not declaration order, so ties rank as they always did.
+        .then(a.precision.as_str().cmp(b.precision.as_str()))
         .then(a.batch.cmp(&b.batch))
         .then(a.context.cmp(&b.context))
 }
@@ -632,7 +785,7 @@ fn gpu_summary(gpu: &Gpu, cal: &LatencyCalibration) -> GpuSummary {
     let factor = cal.card_factor(&gpu.name);
     GpuSummary {
         name: gpu.name.clone(),
-        arch: gpu.arch.clone(),
+        arch: gpu.arch,
         vram_gb: Tagged::computed(gpu.vram_gb),
         bandwidth_gbs: Tagged::computed(gpu.bandwidth_gbs),
         fp16_tflops: Tagged::computed(gpu.fp16_tflops),
@@ -692,6 +845,7 @@ pub fn optimize(req: &OptimizeRequest) -> Result<OptimizeResult, OptimizeError> 
     optimize_with(Dataset::embedded(), default_classes(), req)
 }
 
+/// Search the grid on a given dataset and classes (see [`optimize`]).
 pub fn optimize_with(
     ds: &Dataset,
     classes: &[CurveClass],
@@ -712,12 +866,12 @@ pub fn optimize_with(
     }
     let (shape, shape_tag, params_b) = resolve_shape(req)?;
     let mut notes = standing_notes();
-    let energies: Vec<PrecisionEnergy> = searchable_precisions(classes, &gpu.arch)
-        .iter()
-        .filter_map(|p| precision_energy(ds, classes, &gpu.arch, params_b, p))
+    let energies: Vec<PrecisionEnergy> = searchable_precisions(classes, gpu.arch)
+        .into_iter()
+        .filter_map(|p| precision_energy(ds, classes, gpu.arch, params_b, p))
         .collect();
-    if !energies.iter().any(|e| e.precision == "FP16") {
-        return Err(OptimizeError::NoBaseline(gpu.arch.clone()));
+    if !energies.iter().any(|e| e.precision == Precision::Fp16) {
+        return Err(OptimizeError::NoBaseline(gpu.arch));
     }
     notes.extend(energies.iter().filter_map(|e| e.note.clone()));
     let setup = Setup {
@@ -725,7 +879,7 @@ pub fn optimize_with(
         shape: shape.clone(),
         cal: latency_calibration(),
         batch: batch_curve(),
-        candle_batch: if candle_arch(classes, &gpu.arch) {
+        candle_batch: if candle_arch(classes, gpu.arch) {
             candle_batch_curves(ds)
         } else {
             Vec::new()
@@ -788,7 +942,7 @@ pub fn optimize_with(
             head_dim: shape.head_dim,
             shape_tag,
         },
-        precisions: energies.iter().map(|e| e.precision.clone()).collect(),
+        precisions: energies.iter().map(|e| e.precision).collect(),
         feasible: !feasible.is_empty(),
         optimum: feasible.first().map(|c| (*c).clone()),
         alternatives: alternatives(&feasible, req.objective),
@@ -809,10 +963,10 @@ pub fn optimize_with(
 
 /// When the energy winner's lead over the best configuration of another precision is smaller than
 /// the uncertainty of their ΔE vs FP16, say so: the ranking between them is not resolved by the data.
-fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<String> {
+fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<Tie> {
     let best = feasible.first()?;
     let other = feasible.iter().find(|c| c.precision != best.precision)?;
-    let half = |p: &str| {
+    let half = |p: Precision| {
         energies
             .iter()
             .find(|e| e.precision == p)
@@ -820,13 +974,17 @@ fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<S
             .unwrap_or(0.0)
     };
     let lead_pct = (other.energy_mj_per_token.value / best.energy_mj_per_token.value - 1.0) * 100.0;
-    let uncertainty = half(&best.precision).max(half(&other.precision));
-    (lead_pct < uncertainty).then(|| {
-        format!(
+    let uncertainty = half(best.precision).max(half(other.precision));
+    (lead_pct < uncertainty).then(|| Tie {
+        leader: best.precision,
+        runner_up: other.precision,
+        lead_pct,
+        uncertainty_pts: uncertainty,
+        message: format!(
             "{} leads {} by {lead_pct:.1} % in modelled energy, inside the ±{uncertainty:.1}-point \
              uncertainty of their ΔE vs FP16 — the data do not rank them; choose on VRAM or latency",
             best.precision, other.precision
-        )
+        ),
     })
 }
 
@@ -849,7 +1007,10 @@ mod tests {
     #[test]
     fn searches_the_full_grid_for_the_class() {
         let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
-        assert_eq!(r.precisions, ["FP16", "NF4", "INT8"]);
+        assert_eq!(
+            r.precisions,
+            [Precision::Fp16, Precision::Nf4, Precision::Int8]
+        );
         assert_eq!(r.counts.evaluated, 3 * 7 * 7);
         assert!(r.feasible);
         assert!(r.alternatives.len() >= 3);
@@ -948,7 +1109,7 @@ mod tests {
         let lv = r.least_violating.unwrap();
         assert_eq!(lv.violations.len(), 1);
         let v = &lv.violations[0];
-        assert_eq!(v.budget, "max_latency_ms");
+        assert_eq!(v.budget, Budget::MaxLatencyMs);
         assert!(v.excess_pct > 100.0 && v.message.contains("ms/token"));
         // least violating = the fastest configuration
         assert!((v.value.value - lv.candidate.latency_ms_per_token.value).abs() < 1e-12);
@@ -959,9 +1120,9 @@ mod tests {
         let r = optimize(&req("T4", 70.0, Objective::MinEnergy)).unwrap();
         assert!(!r.feasible);
         let lv = r.least_violating.unwrap();
-        assert!(lv.violations.iter().any(|v| v.budget == "card_vram_gb"));
+        assert!(lv.violations.iter().any(|v| v.budget == Budget::CardVramGb));
         assert!(
-            lv.candidate.precision == "NF4",
+            lv.candidate.precision == Precision::Nf4,
             "smallest format breaks the card least: {}",
             lv.candidate.precision
         );
@@ -995,7 +1156,7 @@ mod tests {
             .chain(r.alternatives.iter().map(|a| &a.candidate))
             .collect();
         let ds = Dataset::embedded();
-        let fp16 = crate::estimate::fp16_baseline_mj(ds, "ada", 7.0).unwrap();
+        let fp16 = crate::estimate::fp16_baseline_mj(ds, Arch::Ada, 7.0).unwrap();
         for c in all {
             let want = c.fp16_energy_mj_per_token.value
                 * (1.0 + c.delta_vs_fp16_pct.value / 100.0)
@@ -1042,7 +1203,7 @@ mod tests {
         let at = |p: &str, b: u32| {
             r.feasible_configs
                 .iter()
-                .filter(|c| c.precision == p && c.batch == b)
+                .filter(|c| c.precision.as_str() == p && c.batch == b)
                 .map(|c| c.energy_mj_per_token.value)
                 .fold(f64::INFINITY, f64::min)
         };
@@ -1061,11 +1222,13 @@ mod tests {
         // Q4_K does pay the measured batch penalty.
         assert!(at("Q4_K", 64) / f64_ > at("Q4_K", 1) / f1 + 0.1);
         // BF16 "wins" by its −3.5 % batch-1 fit, whose interval spans zero: the result says it is a tie.
-        assert_eq!(r.optimum.as_ref().unwrap().precision, "BF16");
+        assert_eq!(r.optimum.as_ref().unwrap().precision, Precision::Bf16);
         assert!(
             r.tie
-                .as_deref()
-                .is_some_and(|t| t.starts_with("BF16 leads FP16")),
+                .as_ref()
+                .is_some_and(|t| t.message.starts_with("BF16 leads FP16")
+                    && t.leader == Precision::Bf16
+                    && t.runner_up == Precision::Fp16),
             "{:?}",
             r.tie
         );

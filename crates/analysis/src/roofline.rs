@@ -15,25 +15,32 @@ use crate::tag::Tag;
 use crate::vram::{
     find_format_on, kv_cache_bytes, param_split, vram, weight_bytes, Stack, WeightFormat,
 };
+use report::Precision;
 use serde::Serialize;
 use std::sync::OnceLock;
 
 /// Upstream's achievable fractions of datasheet bandwidth and dense FP16 compute.
 pub const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.70;
+/// Share of dense FP16 TFLOPS reached by decode GEMMs.
 pub const DEFAULT_COMPUTE_EFFICIENCY: f64 = 0.30;
 /// Mean KV length while decoding the published runs: short prompt + 256 new tokens (anchors),
 /// 256 in + 256 new (batch sweep).
 pub const ANCHOR_DECODE_CONTEXT: u32 = 160;
+/// Context of the A800 batch sweep's rows (prompt + half the new tokens).
 pub const SWEEP_DECODE_CONTEXT: u32 = 384;
 
 /// Constants of the step model for one (precision, card).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Efficiency {
+    /// Share of memory bandwidth reached.
     pub bandwidth: f64,
+    /// Share of dense FP16 TFLOPS reached.
     pub compute: f64,
+    /// Launch floor per layer, ms.
     pub launch_ms_per_layer: f64,
 }
 
+/// What limits a decode step in the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Bound {
@@ -45,13 +52,18 @@ pub enum Bound {
     Compute,
 }
 
+/// One modelled decode step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct StepTime {
+    /// Launch-floor time, ms.
     pub launch_ms: f64,
+    /// Memory time, ms.
     pub memory_ms: f64,
+    /// Compute time, ms.
     pub compute_ms: f64,
     /// max of the three: one decode step, one token for each sequence of the batch.
     pub step_ms: f64,
+    /// Which of the three is the largest.
     pub bound: Bound,
 }
 
@@ -69,6 +81,7 @@ pub fn flops_per_step(s: &ModelShape, batch: u32, context: u32) -> f64 {
     batch as f64 * (matmul + attention)
 }
 
+/// The modelled decode step of `shape` in `fmt` on `gpu` at `batch` and `context`.
 pub fn roofline_step(
     gpu: &Gpu,
     s: &ModelShape,
@@ -118,7 +131,8 @@ struct Observation {
     shape: ModelShape,
     shape_tag: Tag,
     params_b: f64,
-    precision: String,
+    precision: Precision,
+    precision_variant: Option<String>,
     fmt: &'static WeightFormat,
     batch: u32,
     context: u32,
@@ -146,7 +160,7 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
             a.gpu.clone(),
             a.model.clone(),
             a.params_b,
-            a.precision.clone(),
+            (a.precision, a.precision_variant.clone()),
             a.batch,
             ANCHOR_DECODE_CONTEXT,
             a.session.clone(),
@@ -159,7 +173,7 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
             p.gpu.clone(),
             p.model.clone(),
             p.params_b,
-            p.precision.clone(),
+            (p.precision, None),
             p.batch,
             SWEEP_DECODE_CONTEXT,
             "a800-batch-sweep-2026-02-15".to_string(),
@@ -170,16 +184,31 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
     from_anchors
         .chain(from_sweep)
         .filter_map(
-            |(gpu, model, params_b, precision, batch, context, session, tok_s, stack)| {
+            |(
+                gpu,
+                model,
+                params_b,
+                (precision, variant),
+                batch,
+                context,
+                session,
+                tok_s,
+                stack,
+            )| {
                 let (shape, shape_tag) = shape_for_model_name(&model, params_b);
+                let label = match &variant {
+                    Some(v) => format!("{precision}-{v}"),
+                    None => precision.to_string(),
+                };
                 Some(Observation {
                     gpu: ds.gpu(&gpu)?.clone(),
-                    fmt: find_format_on(&precision, &stack)?,
+                    fmt: find_format_on(&label, &stack)?,
                     model,
                     shape,
                     shape_tag,
                     params_b,
                     precision,
+                    precision_variant: variant,
                     batch,
                     context,
                     session,
@@ -190,13 +219,17 @@ fn observations(ds: &Dataset) -> Vec<Observation> {
         .collect()
 }
 
-/// Calibrated constants of one precision.
+/// Calibrated constants of one weight format.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PrecisionCalibration {
+    /// The [`WeightFormat::name`] calibrated (`FP16`, `NF4`, `candle-Q4_K`), or `GGUF` for the
+    /// pooled llama.cpp formats: a storage format, not a [`Precision`].
     pub precision: String,
+    /// The stack the format runs on.
     pub stack: Stack,
     /// Launch floor per layer on a card with factor 1, ms.
     pub launch_ms_per_layer: f64,
+    /// Share of memory bandwidth reached.
     pub bandwidth_efficiency: f64,
     /// Where the bandwidth efficiency comes from.
     pub bandwidth_source: String,
@@ -207,47 +240,82 @@ pub struct PrecisionCalibration {
 /// Host + software-stack factor of one card (its launch floors relative to the pooled ones).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CardFactor {
+    /// Card name.
     pub gpu: String,
+    /// Its launch floors relative to the pooled ones.
     pub factor: f64,
+    /// Rows behind the factor.
     pub rows: usize,
 }
 
 /// Measured vs modelled throughput of one published row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibrationRow {
+    /// Card name.
     pub gpu: String,
+    /// Model name.
     pub model: String,
     /// Shape used (a real config, or interpolated from the size).
     pub shape: String,
+    /// Whether the shape is a real config or interpolated.
     pub shape_tag: Tag,
+    /// Model size, B.
     pub params_b: f64,
-    pub precision: String,
+    /// Precision.
+    pub precision: Precision,
+    /// The variant the dataset names after the precision (see [`crate::Anchor::precision_label`]).
+    pub precision_variant: Option<String>,
+    /// Batch size.
     pub batch: u32,
+    /// Measurement session.
     pub session: String,
+    /// Measured throughput, tok/s.
     pub measured_tok_s: f64,
     /// With the card's own factor (in-sample for cards with data).
     pub modelled_tok_s: f64,
+    /// Error of `modelled_tok_s`, %.
     pub error_pct: f64,
     /// With card factor 1: what a card without published throughputs gets.
     pub pooled_tok_s: f64,
+    /// Error of `pooled_tok_s`, %.
     pub pooled_error_pct: f64,
+    /// What limits the step in the model.
     pub bound: Bound,
+    /// Whether the row fed the launch-floor fit.
     pub used_in_fit: bool,
+    /// Why a row was or was not used.
     pub note: String,
 }
 
+/// The fitted latency model: constants per format and card, and its error on every published row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyCalibration {
+    /// Constants per weight format.
     pub precisions: Vec<PrecisionCalibration>,
+    /// Launch factors per card.
     pub cards: Vec<CardFactor>,
+    /// Every published row against the model.
     pub rows: Vec<CalibrationRow>,
     /// RMS of error_pct / pooled_error_pct over the rows used in the fit.
     pub rms_error_pct: f64,
+    /// RMS error with card factor 1, %.
     pub pooled_rms_error_pct: f64,
     /// Median |error| over the same rows (robust to the T4 outliers).
     pub median_abs_error_pct: f64,
+    /// Median |error| with card factor 1, %.
     pub pooled_median_abs_error_pct: f64,
+    /// The step formula, in words.
     pub method: &'static str,
+}
+
+impl CalibrationRow {
+    /// The precision as the dataset writes it, variant included.
+    pub fn precision_label(&self) -> String {
+        match &self.precision_variant {
+            Some(v) => format!("{}-{v}", self.precision),
+            None => self.precision.to_string(),
+        }
+    }
 }
 
 impl LatencyCalibration {
@@ -451,6 +519,7 @@ fn row_note(o: &Observation, used: bool) -> String {
     notes.join("; ")
 }
 
+/// Fit the latency model on the dataset's throughputs (see the module docs).
 pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
     let obs = observations(ds);
     let launch_rows: Vec<&Observation> = obs.iter().filter(|o| feeds_launch_fit(o)).collect();
@@ -531,32 +600,44 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             let used = launch_rows.iter().any(|r| std::ptr::eq(*r, o))
                 || gguf_rows.iter().any(|r| std::ptr::eq(*r, o))
                 || candle_rows.iter().any(|r| std::ptr::eq(*r, o));
-            let eff = cal.efficiency(&o.gpu.name, o.fmt);
-            let pooled_eff = cal.efficiency("", o.fmt);
-            let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
-            let pooled = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &pooled_eff);
-            let modelled = o.batch as f64 / step.step_ms * 1e3;
-            let pooled_tok_s = o.batch as f64 / pooled.step_ms * 1e3;
-            CalibrationRow {
-                gpu: o.gpu.name.clone(),
-                model: o.model.clone(),
-                shape: o.shape.name.clone(),
-                shape_tag: o.shape_tag,
-                params_b: o.params_b,
-                precision: o.precision.clone(),
-                batch: o.batch,
-                session: o.session.clone(),
-                measured_tok_s: o.measured_tok_s,
-                modelled_tok_s: modelled,
-                error_pct: pct(modelled, o.measured_tok_s),
-                pooled_tok_s,
-                pooled_error_pct: pct(pooled_tok_s, o.measured_tok_s),
-                bound: step.bound,
-                used_in_fit: used,
-                note: row_note(o, used),
-            }
+            calibration_row(&cal, o, used)
         })
         .collect();
+    summarize_errors(&mut cal);
+    cal
+}
+
+/// One observation against the calibrated model: with its card's factor and pooled.
+fn calibration_row(cal: &LatencyCalibration, o: &Observation, used: bool) -> CalibrationRow {
+    let eff = cal.efficiency(&o.gpu.name, o.fmt);
+    let pooled_eff = cal.efficiency("", o.fmt);
+    let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
+    let pooled = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &pooled_eff);
+    let modelled = o.batch as f64 / step.step_ms * 1e3;
+    let pooled_tok_s = o.batch as f64 / pooled.step_ms * 1e3;
+    CalibrationRow {
+        gpu: o.gpu.name.clone(),
+        model: o.model.clone(),
+        shape: o.shape.name.clone(),
+        shape_tag: o.shape_tag,
+        params_b: o.params_b,
+        precision: o.precision,
+        precision_variant: o.precision_variant.clone(),
+        batch: o.batch,
+        session: o.session.clone(),
+        measured_tok_s: o.measured_tok_s,
+        modelled_tok_s: modelled,
+        error_pct: pct(modelled, o.measured_tok_s),
+        pooled_tok_s,
+        pooled_error_pct: pct(pooled_tok_s, o.measured_tok_s),
+        bound: step.bound,
+        used_in_fit: used,
+        note: row_note(o, used),
+    }
+}
+
+/// RMS and median errors over the rows that fed the fit, with the card factors and pooled.
+fn summarize_errors(cal: &mut LatencyCalibration) {
     cal.rms_error_pct = rms(cal
         .rows
         .iter()
@@ -579,7 +660,6 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             .filter(|r| r.used_in_fit)
             .map(|r| r.pooled_error_pct),
     );
-    cal
 }
 
 /// The calibration on the embedded data (once per process).
@@ -693,7 +773,7 @@ mod tests {
         // the T4 7B FP16 row cannot fit 16 GB: kept in the table, left out of the fit
         let t4 = table
             .iter()
-            .find(|r| r.gpu == "T4" && r.model == "Qwen2-7B" && r.precision == "FP16")
+            .find(|r| r.gpu == "T4" && r.model == "Qwen2-7B" && r.precision == Precision::Fp16)
             .unwrap();
         assert!(!t4.used_in_fit && t4.note.contains("offloaded"));
         assert!(cal.rms_error_pct < 40.0, "rms {}", cal.rms_error_pct);
@@ -721,7 +801,7 @@ mod tests {
         for r in &cal.rows {
             println!(
                 "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:+.1} | {:.2} | {:+.1} | {:?} | {} | {} |",
-                r.gpu, r.model, r.precision, r.batch, r.session, r.measured_tok_s, r.modelled_tok_s, r.error_pct,
+                r.gpu, r.model, r.precision_label(), r.batch, r.session, r.measured_tok_s, r.modelled_tok_s, r.error_pct,
                 r.pooled_tok_s, r.pooled_error_pct, r.bound, if r.used_in_fit { "yes" } else { "no" }, r.note
             );
         }

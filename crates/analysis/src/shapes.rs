@@ -4,25 +4,41 @@
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
+/// `data/models.csv`, embedded.
 pub const MODELS_CSV: &str = include_str!("../../../data/models.csv");
 
+/// A transformer's shapes (one row of models.csv).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelShape {
+    /// Model name (`Qwen2-7B`).
     pub name: String,
     /// `qwen2` (q/k/v biases) or `llama`.
     pub family: String,
+    /// Nominal size, B parameters.
     pub params_b: f64,
+    /// Transformer layers.
     pub layers: usize,
+    /// Hidden size.
     pub hidden: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Key/value heads (grouped-query attention).
     pub kv_heads: usize,
+    /// Head dimension.
     pub head_dim: usize,
+    /// MLP intermediate size.
     pub intermediate: usize,
+    /// Vocabulary size.
     pub vocab: usize,
+    /// Whether the output head shares the embedding.
     pub tied_embeddings: bool,
+    /// RoPE θ.
     pub rope_theta: f64,
+    /// RMSNorm ε.
     pub rms_eps: f64,
+    /// Longest context the config allows.
     pub max_position: usize,
+    /// Where the config comes from.
     pub source: String,
 }
 
@@ -63,13 +79,17 @@ impl ModelShape {
     }
 }
 
+/// A models.csv row that cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("models.csv: row {row}: {message}")]
 pub struct ShapeError {
+    /// 1-based row, counting the header.
     pub row: usize,
+    /// What was wrong.
     pub message: String,
 }
 
+/// Parse models.csv text.
 pub fn parse_models(text: &str) -> Result<Vec<ModelShape>, ShapeError> {
     let mut r = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let mut out = Vec::new();

@@ -20,6 +20,7 @@ pub enum Tag {
 }
 
 impl Tag {
+    /// `measured`, `computed`, `interpolated`, `extrapolated`, `modelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             Tag::Measured => "measured",
@@ -51,20 +52,26 @@ impl From<report::Basis> for Tag {
 /// A value with its provenance; serializes as `{"value": …, "tag": "measured"}`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Tagged<T> {
+    /// The figure.
     pub value: T,
+    /// Where it comes from.
     pub tag: Tag,
 }
 
 impl<T> Tagged<T> {
+    /// `value` with `tag`.
     pub fn new(value: T, tag: Tag) -> Self {
         Tagged { value, tag }
     }
+    /// A measured figure.
     pub fn measured(value: T) -> Self {
         Tagged::new(value, Tag::Measured)
     }
+    /// A computed figure.
     pub fn computed(value: T) -> Self {
         Tagged::new(value, Tag::Computed)
     }
+    /// A modelled figure.
     pub fn modelled(value: T) -> Self {
         Tagged::new(value, Tag::Modelled)
     }

@@ -17,7 +17,9 @@ pub fn signed_pct(x: f64, dp: usize) -> String {
 /// Which way a ΔE goes, as far as the data can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// ΔE below zero beyond the interval: quantization saves.
     Saves,
+    /// ΔE above zero beyond the interval: quantization costs more.
     Costs,
     /// Within ±0.5 points of FP16, or the interval spans zero.
     Neutral,
@@ -28,6 +30,7 @@ pub fn spans_zero(interval: Option<(f64, f64)>) -> bool {
     interval.is_some_and(|(lo, hi)| lo < 0.0 && hi > 0.0)
 }
 
+/// Which way `delta` goes given its 95 % `interval`.
 pub fn direction(delta: f64, interval: Option<(f64, f64)>) -> Direction {
     if delta.abs() < 0.5 || spans_zero(interval) {
         Direction::Neutral

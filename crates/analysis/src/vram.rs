@@ -24,6 +24,7 @@ pub enum Stack {
 pub struct WeightFormat {
     /// Name as the dataset writes it (`FP16`, `NF4`, `GGUF-Q4_0`, …).
     pub name: &'static str,
+    /// The runtime that stores and runs it.
     pub stack: Stack,
     /// Bits per parameter of the per-layer linear weights, scales included.
     pub linear_bits: f64,
@@ -31,6 +32,7 @@ pub struct WeightFormat {
     pub row_scale_bytes: f64,
     /// Bits per parameter of the token embedding and of the (untied) output head.
     pub embedding_bits: f64,
+    /// Bits per parameter of the untied output head.
     pub head_bits: f64,
     /// Whether a dequantized fp16 copy of one weight matrix is needed as scratch while decoding.
     pub dequant_scratch: bool,
@@ -44,8 +46,11 @@ pub const NF4_BITS: f64 = 4.0 + 32.0 / 64.0;
 pub const NF4_DQ_BITS: f64 = 4.0 + 8.0 / 64.0 + 32.0 / (64.0 * 256.0);
 /// GGUF block formats: bytes per block / weights per block.
 pub const Q8_0_BITS: f64 = 34.0 * 8.0 / 32.0;
+/// GGUF Q4_0: 18 bytes per 32 weights.
 pub const Q4_0_BITS: f64 = 18.0 * 8.0 / 32.0;
+/// GGUF Q4_K: 144 bytes per 256 weights.
 pub const Q4_K_BITS: f64 = 144.0 * 8.0 / 256.0;
+/// GGUF Q6_K: 210 bytes per 256 weights.
 pub const Q6_K_BITS: f64 = 210.0 * 8.0 / 256.0;
 
 const fn bnb(
@@ -96,6 +101,7 @@ const fn candle(name: &'static str, bits: f64, note: &'static str) -> WeightForm
     }
 }
 
+/// Every format the tool knows the storage cost of.
 pub fn formats() -> &'static [WeightFormat] {
     static F: [WeightFormat; 16] = [
         bnb("FP16", 16.0, 0.0, "16 bits everywhere"),
@@ -149,6 +155,7 @@ pub fn find_format_on(name: &str, stack: &str) -> Option<&'static WeightFormat> 
     find_format(name)
 }
 
+/// A format by name; `Q4_0` finds `GGUF-Q4_0`, a file variant finds its base format.
 pub fn find_format(name: &str) -> Option<&'static WeightFormat> {
     let want = name.trim().to_ascii_uppercase();
     let exact = |n: &str| formats().iter().find(|f| f.name.eq_ignore_ascii_case(n));
@@ -167,7 +174,9 @@ pub fn find_format(name: &str) -> Option<&'static WeightFormat> {
 /// Parameter groups of a shape that formats store differently.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ParamSplit {
+    /// Parameters of the per-layer linear weights.
     pub linear: f64,
+    /// Parameters of the token embedding.
     pub embedding: f64,
     /// Untied output head (0 when tied to the embedding).
     pub head: f64,
@@ -177,6 +186,7 @@ pub struct ParamSplit {
     pub linear_rows: f64,
 }
 
+/// Split a shape's parameters into the groups formats store differently.
 pub fn param_split(s: &ModelShape) -> ParamSplit {
     let (h, q, kv) = (
         s.hidden as f64,
@@ -250,14 +260,19 @@ pub fn activation_bytes(s: &ModelShape, fmt: &WeightFormat, batch: u32, context:
 /// VRAM of one configuration, in GB (1e9 bytes), each part tagged.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VramBreakdown {
+    /// The weights, scales included.
     pub weights_gb: Tagged<f64>,
+    /// The KV cache (fp16, grouped-query).
     pub kv_cache_gb: Tagged<f64>,
+    /// Prefill activations.
     pub activations_gb: Tagged<f64>,
     /// CUDA context + allocator slack.
     pub overhead_gb: Tagged<f64>,
+    /// Everything, with CUDA context and allocator slack.
     pub total_gb: Tagged<f64>,
 }
 
+/// VRAM of `s` in `fmt` at `batch` and `context`.
 pub fn vram(s: &ModelShape, fmt: &WeightFormat, batch: u32, context: u32) -> VramBreakdown {
     let w = weight_bytes(s, fmt);
     let kv = kv_cache_bytes(s, batch, context);

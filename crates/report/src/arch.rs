@@ -28,15 +28,22 @@ use std::str::FromStr;
 /// Architecture class on which the page draws one crossover curve per precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Arch {
+    /// T4, RTX 20x0, Quadro RTX (2018).
     Turing,
+    /// A100, A800, A10, RTX 30x0 (2020).
     Ampere,
+    /// RTX 40x0, L4, L40 (2022).
     Ada,
+    /// H100, H200 (2022).
     Hopper,
+    /// B200, RTX 50x0 (2024).
     Blackwell,
+    /// V100 (2017).
     Volta,
 }
 
 impl Arch {
+    /// Every class, in the order of [`Arch::as_str`]'s error message.
     pub const ALL: [Arch; 6] = [
         Arch::Turing,
         Arch::Ampere,
@@ -61,7 +68,21 @@ impl Arch {
 
 impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
+    }
+}
+
+impl serde::Serialize for Arch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Arch {
+    /// Any spelling [`Arch::from_str`] accepts.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

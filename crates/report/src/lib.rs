@@ -6,6 +6,19 @@
 //! `regex`); without it the typed parse and the semantic checks still give the same verdict on
 //! every case in `tests/bad_reports/`, with plainer messages for type errors.
 //!
+//! Modules (the public items are re-exported at the crate root, except [`share`]):
+//!
+//! * `types` — the serde model of the report ([`Report`] and its blocks, [`Basis`]).
+//! * `precision` — [`Precision`], the schema's `workload.precision` values.
+//! * `arch` — [`Arch`] and the GPU-name → architecture rule ([`arch_from_gpu_name`]).
+//! * `guard` — size, nesting and NaN guards on the raw text, before any parse.
+//! * `schema` — JSON-Schema validation (feature `schema`), with messages rewritten per node.
+//! * `semantic` — the checks the schema cannot express ([`semantic_checks`]).
+//! * `describe` — how a JSON value is named in a message (`the string "one"`).
+//! * `params` — a model size guessed from its name ([`guess_params_b`]).
+//! * `markdown` — the submission block ([`to_markdown`]).
+//! * [`share`] — the overlay share-link codec.
+//!
 //! ```
 //! let v = report::validate_str(include_str!("../../../data/examples/upstream-no-gpu.json"));
 //! assert!(v.is_valid());
@@ -13,11 +26,14 @@
 //! assert_eq!(r.results.basis, report::Basis::Interpolated);
 //! ```
 
+#![warn(missing_docs)]
+
 mod arch;
 mod describe;
 mod guard;
 mod markdown;
 mod params;
+mod precision;
 #[cfg(feature = "schema")]
 mod schema;
 mod semantic;
@@ -31,9 +47,10 @@ pub use arch::{arch_from_gpu_name, Arch, ParseArchError};
 pub use guard::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_STRING_BYTES};
 pub use markdown::{quality_line, to_markdown};
 pub use params::guess_params_b;
+pub use precision::{ParsePrecisionError, Precision};
 #[cfg(feature = "schema")]
 pub use schema::{schema_errors, schema_value};
-pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, PRECISIONS, SCENARIOS};
+pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, SCENARIOS};
 pub use types::{
     Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra,
     IterationEnergy, Measurement, ParseBasisError, Preflight, Protocol, Quality, Report, Results,
@@ -50,11 +67,14 @@ pub const SCHEMA_VERSION: &str = "quantenergy/1.2";
 /// whole use `$`. `message` says what was found and what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Issue {
+    /// Where: `$`, `$.workload.precision`, `$.protocol.arms[1].status`.
     pub path: String,
+    /// What was found and what was expected.
     pub message: String,
 }
 
 impl Issue {
+    /// An issue at `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Issue {
             path: path.into(),
@@ -75,7 +95,9 @@ pub struct Validation {
     /// The typed report whenever the typed parse succeeded — also when `errors` is not empty,
     /// so a page can still show what it read. Plot it only when [`Validation::is_valid`].
     pub report: Option<Report>,
+    /// Problems that make the report unusable (it is not drawn).
     pub errors: Vec<Issue>,
+    /// Problems worth saying that do not stop the report from being used.
     pub warnings: Vec<Issue>,
 }
 
@@ -444,7 +466,7 @@ mod tests {
             .iter()
             .map(|x| x.as_str().unwrap())
             .collect();
-        assert_eq!(enum_, PRECISIONS);
+        assert_eq!(enum_, Precision::ALL.map(Precision::as_str));
         assert!(!SCHEMA_JSON.contains("\"additionalProperties\": false"));
     }
 }

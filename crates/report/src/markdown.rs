@@ -135,11 +135,28 @@ pub fn quality_line(q: &crate::Quality) -> String {
 /// batch, energies, Δ recomputed from the energies, throughput, power, basis, source, stack,
 /// weights, protocol), the semantic findings, and the full JSON in a collapsed block.
 pub fn to_markdown(r: &Report) -> String {
-    let sut = &r.system_under_test;
-    let w = &r.workload;
-    let res = &r.results;
-    let mut rows: Vec<(&str, String)> = Vec::new();
+    let (sut, w) = (&r.system_under_test, &r.workload);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "### Energy report: {} · {} on {}\n\n",
+        esc(&w.model_name),
+        esc(&w.precision),
+        esc(&sut.gpu)
+    ));
+    out.push_str("| Field | Value |\n|---|---|\n");
+    for (k, v) in summary_rows(r) {
+        out.push_str(&format!("| {k} | {v} |\n"));
+    }
+    out.push_str(&checks_section(r));
+    out.push_str(&json_block(r));
+    out
+}
 
+/// The summary table's rows, in order: card and model, energies and Δ, where the figures come
+/// from, stack, weights, protocol, quality, schema.
+fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
+    let (sut, w, res) = (&r.system_under_test, &r.workload, &r.results);
+    let mut rows: Vec<(&'static str, String)> = Vec::new();
     rows.push(("GPU", esc(&sut.gpu)));
     let arch = match (sut.gpu_arch.parse::<crate::Arch>(), r.effective_arch()) {
         (Ok(a), _) => a.as_str().to_string(),
@@ -188,47 +205,60 @@ pub fn to_markdown(r: &Report) -> String {
             .map(esc)
             .unwrap_or_else(|| esc(&r.measurement.method)),
     ));
-    if let Some(s) = &r.stack {
-        rows.push((
-            "Stack",
-            esc_long(&join_present(
-                &[
-                    match (&s.engine, &s.engine_version) {
-                        (Some(e), Some(v)) => Some(format!("{e} {v}")),
-                        (Some(e), None) => Some(e.clone()),
-                        (None, Some(v)) => Some(v.clone()),
-                        (None, None) => None,
-                    },
-                    s.kernel.clone(),
-                    s.cuda.as_ref().map(|c| format!("CUDA {c}")),
-                    s.driver.as_ref().map(|d| format!("driver {d}")),
-                ],
-                " · ",
-            )),
-        ));
+    rows.extend(r.stack.as_ref().map(|s| ("Stack", stack_line(s))));
+    rows.extend(r.weights.as_ref().map(|wt| ("Weights", weights_line(wt))));
+    rows.push((
+        "Protocol",
+        esc_long(&join_present(&protocol_parts(r), " · ")),
+    ));
+    if let Some(q) = &r.quality {
+        rows.push(("Quality", esc_long(&quality_line(q))));
     }
-    if let Some(wt) = &r.weights {
-        let files = wt.files.as_deref().unwrap_or(&[]);
-        let hashes: Vec<String> = files
-            .iter()
-            .filter_map(|f| f.sha256.as_deref())
-            .map(|h| format!("sha256 {}…", h.chars().take(12).collect::<String>()))
-            .collect();
-        rows.push((
-            "Weights",
-            esc_long(&join_present(
-                &[
-                    Some(wt.kind.as_str().to_string()),
-                    wt.architecture.clone(),
-                    wt.hub_id.clone().or_else(|| wt.path.clone()),
-                    wt.seed.map(|s| format!("seed {s}")),
-                    (!files.is_empty()).then(|| format!("{} file(s)", files.len())),
-                    (!hashes.is_empty()).then(|| hashes.join(", ")),
-                ],
-                " · ",
-            )),
-        ));
-    }
+    rows.push(("Schema", esc(&r.schema_version)));
+    rows
+}
+
+/// Engine and version, kernel, CUDA, driver.
+fn stack_line(s: &crate::Stack) -> String {
+    esc_long(&join_present(
+        &[
+            match (&s.engine, &s.engine_version) {
+                (Some(e), Some(v)) => Some(format!("{e} {v}")),
+                (Some(e), None) => Some(e.clone()),
+                (None, Some(v)) => Some(v.clone()),
+                (None, None) => None,
+            },
+            s.kernel.clone(),
+            s.cuda.as_ref().map(|c| format!("CUDA {c}")),
+            s.driver.as_ref().map(|d| format!("driver {d}")),
+        ],
+        " · ",
+    ))
+}
+
+/// Kind, architecture, where from, seed, files and their hashes.
+fn weights_line(wt: &crate::Weights) -> String {
+    let files = wt.files.as_deref().unwrap_or(&[]);
+    let hashes: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.sha256.as_deref())
+        .map(|h| format!("sha256 {}…", h.chars().take(12).collect::<String>()))
+        .collect();
+    esc_long(&join_present(
+        &[
+            Some(wt.kind.as_str().to_string()),
+            wt.architecture.clone(),
+            wt.hub_id.clone().or_else(|| wt.path.clone()),
+            wt.seed.map(|s| format!("seed {s}")),
+            (!files.is_empty()).then(|| format!("{} file(s)", files.len())),
+            (!hashes.is_empty()).then(|| hashes.join(", ")),
+        ],
+        " · ",
+    ))
+}
+
+/// Warmups, iterations, tokens, sampling, arm order, cooldown, failed arms, energy cross-check.
+fn protocol_parts(r: &Report) -> Vec<Option<String>> {
     let m = &r.measurement;
     let mut protocol = vec![
         m.warmup
@@ -283,24 +313,12 @@ pub fn to_markdown(r: &Report) -> String {
                 .map(|i| format!("idle {} W (not subtracted)", num(Some(i)))),
         );
     }
-    rows.push(("Protocol", esc_long(&join_present(&protocol, " · "))));
-    if let Some(q) = &r.quality {
-        rows.push(("Quality", esc_long(&quality_line(q))));
-    }
-    rows.push(("Schema", esc(&r.schema_version)));
+    protocol
+}
 
+/// The semantic findings as a list, or nothing when there are none.
+fn checks_section(r: &Report) -> String {
     let mut out = String::new();
-    out.push_str(&format!(
-        "### Energy report: {} · {} on {}\n\n",
-        esc(&w.model_name),
-        esc(&w.precision),
-        esc(&sut.gpu)
-    ));
-    out.push_str("| Field | Value |\n|---|---|\n");
-    for (k, v) in rows {
-        out.push_str(&format!("| {k} | {v} |\n"));
-    }
-
     let (errors, warnings) = semantic_checks(r);
     if !errors.is_empty() || !warnings.is_empty() {
         out.push_str("\n**Checks**\n\n");
@@ -320,6 +338,11 @@ pub fn to_markdown(r: &Report) -> String {
         }
     }
 
+    out
+}
+
+/// The full JSON in a collapsed block, fenced so no backtick run inside can close it.
+fn json_block(r: &Report) -> String {
     // `<`, `>`, `&`, `@` only occur inside JSON strings: write them as \u escapes (the same
     // JSON) so no HTML or mention survives even outside the code block.
     let json = r
@@ -329,10 +352,9 @@ pub fn to_markdown(r: &Report) -> String {
         .replace('&', "\\u0026")
         .replace('@', "\\u0040");
     let fence = "`".repeat(longest_backtick_run(&json).max(2) + 1);
-    out.push_str(&format!(
+    format!(
         "\n<details><summary>energy.json</summary>\n\n{fence}json\n{json}\n{fence}\n\n</details>\n"
-    ));
-    out
+    )
 }
 
 #[cfg(test)]

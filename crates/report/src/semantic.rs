@@ -8,25 +8,9 @@
 use crate::arch::{arch_from_gpu_name, Arch};
 use crate::describe::{fmt_num, shorten};
 use crate::params::guess_params_b;
+use crate::precision::Precision;
 use crate::types::{ArmStatus, Basis, Report, WeightsKind};
 use crate::Issue;
-
-/// Values of `workload.precision` the schema accepts.
-pub const PRECISIONS: [&str; 13] = [
-    "FP16",
-    "NF4",
-    "INT8",
-    "BF16",
-    "FP32",
-    "INT8-pure",
-    "Q8_0",
-    "Q4_K",
-    "Q4_0",
-    "Q5_K",
-    "Q6_K",
-    "GGUF-F16",
-    "GGUF-Q4_0",
-];
 
 /// Values of `scenario` the schema accepts.
 pub const SCENARIOS: [&str; 2] = ["SingleStream", "Offline"];
@@ -178,13 +162,13 @@ fn check_labels(r: &Report, o: &mut Out) {
             ),
         );
     }
-    if !PRECISIONS.contains(&r.workload.precision.as_str()) {
+    if Precision::from_schema(&r.workload.precision).is_none() {
         o.error(
             "$.workload.precision",
             format!(
                 "{:?} is not a known precision; expected one of {}",
                 shorten(&r.workload.precision, 60),
-                PRECISIONS.join(", ")
+                Precision::ALL.map(Precision::as_str).join(", ")
             ),
         );
     }
@@ -461,121 +445,137 @@ fn is_sha256(s: &str) -> bool {
 
 fn check_blocks(r: &Report, o: &mut Out) {
     if let Some(e) = &r.energy {
-        for (name, v) in [
-            ("counter_joules", e.counter_joules),
-            ("trace_joules", e.trace_joules),
-            ("counter_over_trace_ratio", e.counter_over_trace_ratio),
-            ("requested_sample_rate_hz", e.requested_sample_rate_hz),
-            ("achieved_sample_rate_hz", e.achieved_sample_rate_hz),
-            ("idle_power_watts", e.idle_power_watts),
-            ("window_seconds", e.window_seconds),
-        ] {
-            o.non_negative(&format!("$.energy.{name}"), v);
-        }
-        if let (Some(c), Some(t), Some(ratio)) =
-            (e.counter_joules, e.trace_joules, e.counter_over_trace_ratio)
-        {
-            if t > 0.0 && c.is_finite() && ratio.is_finite() && (c / t - ratio).abs() > 0.01 {
-                o.warn(
-                    "$.energy.counter_over_trace_ratio",
-                    format!(
-                        "{}, but counter_joules / trace_joules = {:.4}; expected them to agree",
-                        fmt_num(ratio),
-                        c / t
-                    ),
-                );
-            }
-        }
-        if let (Some(req), Some(got)) = (e.requested_sample_rate_hz, e.achieved_sample_rate_hz) {
-            if req > 0.0 && got.is_finite() && got < 0.8 * req {
-                o.warn(
-                    "$.energy.achieved_sample_rate_hz",
-                    format!(
-                        "{} Hz achieved of {} Hz requested; expected at least 80 % — the power trace is coarse",
-                        fmt_num(got),
-                        fmt_num(req)
-                    ),
-                );
-            }
-        }
-        if let Some(w) = e.window_seconds.filter(|w| w.is_finite() && *w < 5.0) {
+        check_energy(e, o);
+    }
+    if let Some(p) = &r.protocol {
+        check_protocol(r, p, o);
+    }
+    if let Some(w) = &r.weights {
+        check_weights(w, o);
+    }
+}
+
+/// The energy block: negative figures, counter vs trace, achieved sampling rate, window length.
+fn check_energy(e: &crate::Energy, o: &mut Out) {
+    for (name, v) in [
+        ("counter_joules", e.counter_joules),
+        ("trace_joules", e.trace_joules),
+        ("counter_over_trace_ratio", e.counter_over_trace_ratio),
+        ("requested_sample_rate_hz", e.requested_sample_rate_hz),
+        ("achieved_sample_rate_hz", e.achieved_sample_rate_hz),
+        ("idle_power_watts", e.idle_power_watts),
+        ("window_seconds", e.window_seconds),
+    ] {
+        o.non_negative(&format!("$.energy.{name}"), v);
+    }
+    if let (Some(c), Some(t), Some(ratio)) =
+        (e.counter_joules, e.trace_joules, e.counter_over_trace_ratio)
+    {
+        if t > 0.0 && c.is_finite() && ratio.is_finite() && (c / t - ratio).abs() > 0.01 {
             o.warn(
-                "$.energy.window_seconds",
+                "$.energy.counter_over_trace_ratio",
                 format!(
-                    "a {} s window; expected at least ~5 s — shorter windows are noisy",
-                    fmt_num(w)
+                    "{}, but counter_joules / trace_joules = {:.4}; expected them to agree",
+                    fmt_num(ratio),
+                    c / t
                 ),
             );
         }
     }
-    if let Some(p) = &r.protocol {
-        if let Some(arms) = &p.arms {
-            for (i, arm) in arms.iter().enumerate() {
-                if arm.status != ArmStatus::Failed || r.results.basis != Basis::Measured {
-                    continue;
-                }
-                if arm.precision == r.workload.precision {
-                    o.error(
-                        &format!("$.protocol.arms[{i}].status"),
-                        format!(
-                            "the {} arm failed, yet results.basis is \"measured\"; expected basis \"unavailable\" and null energies for a failed arm",
-                            shorten(&arm.precision, 20)
-                        ),
-                    );
-                } else if arm.precision == "FP16" && r.results.fp16_energy_per_token_mj.is_some() {
-                    o.error(
-                        "$.results.fp16_energy_per_token_mj",
-                        format!(
-                            "the FP16 arm failed (protocol.arms[{i}]), yet an FP16 energy is given; expected null fp16_energy_per_token_mj and vs_fp16_energy_pct"
-                        ),
-                    );
-                }
-            }
-        }
-        if let Some(c) = &p.cooldown {
-            if c.converged == Some(false) {
-                o.warn(
-                    "$.protocol.cooldown.converged",
-                    "false: the card had not cooled to its targets when the arm started; expected true — arms may not be comparable",
-                );
-            }
+    if let (Some(req), Some(got)) = (e.requested_sample_rate_hz, e.achieved_sample_rate_hz) {
+        if req > 0.0 && got.is_finite() && got < 0.8 * req {
+            o.warn(
+                "$.energy.achieved_sample_rate_hz",
+                format!(
+                    "{} Hz achieved of {} Hz requested; expected at least 80 % — the power trace is coarse",
+                    fmt_num(got),
+                    fmt_num(req)
+                ),
+            );
         }
     }
-    if let Some(w) = &r.weights {
-        let files = w.files.as_deref().unwrap_or(&[]);
-        for (i, f) in files.iter().enumerate() {
-            if let Some(h) = f.sha256.as_deref().filter(|h| !is_sha256(h)) {
+    if let Some(w) = e.window_seconds.filter(|w| w.is_finite() && *w < 5.0) {
+        o.warn(
+            "$.energy.window_seconds",
+            format!(
+                "a {} s window; expected at least ~5 s — shorter windows are noisy",
+                fmt_num(w)
+            ),
+        );
+    }
+}
+
+/// The protocol block: failed arms behind measured figures, cooldown that did not converge.
+fn check_protocol(r: &Report, p: &crate::Protocol, o: &mut Out) {
+    if let Some(arms) = &p.arms {
+        for (i, arm) in arms.iter().enumerate() {
+            if arm.status != ArmStatus::Failed || r.results.basis != Basis::Measured {
+                continue;
+            }
+            if arm.precision == r.workload.precision {
                 o.error(
-                    &format!("$.weights.files[{i}].sha256"),
+                    &format!("$.protocol.arms[{i}].status"),
                     format!(
-                        "{:?} is not a SHA-256; expected 64 hexadecimal digits",
-                        shorten(h, 70)
+                        "the {} arm failed, yet results.basis is \"measured\"; expected basis \"unavailable\" and null energies for a failed arm",
+                        shorten(&arm.precision, 20)
+                    ),
+                );
+            } else if arm.precision == "FP16" && r.results.fp16_energy_per_token_mj.is_some() {
+                o.error(
+                    "$.results.fp16_energy_per_token_mj",
+                    format!(
+                        "the FP16 arm failed (protocol.arms[{i}]), yet an FP16 energy is given; expected null fp16_energy_per_token_mj and vs_fp16_energy_pct"
                     ),
                 );
             }
         }
-        match w.kind {
-            WeightsKind::Real => {
-                if files.iter().all(|f| f.sha256.is_none()) {
-                    o.warn(
-                        "$.weights.files",
-                        "real weights without any sha256; expected the sha256 of each weight file so the run can be reproduced",
-                    );
-                }
-                if w.path.is_none() && w.hub_id.is_none() {
-                    o.warn(
-                        "$.weights",
-                        "real weights without path or hub_id; expected one of them",
-                    );
-                }
+    }
+    if let Some(c) = &p.cooldown {
+        if c.converged == Some(false) {
+            o.warn(
+                "$.protocol.cooldown.converged",
+                "false: the card had not cooled to its targets when the arm started; expected true — arms may not be comparable",
+            );
+        }
+    }
+}
+
+/// The weights block: file hashes, real weights without a path or hub id, synthetic weights
+/// without an architecture.
+fn check_weights(w: &crate::Weights, o: &mut Out) {
+    let files = w.files.as_deref().unwrap_or(&[]);
+    for (i, f) in files.iter().enumerate() {
+        if let Some(h) = f.sha256.as_deref().filter(|h| !is_sha256(h)) {
+            o.error(
+                &format!("$.weights.files[{i}].sha256"),
+                format!(
+                    "{:?} is not a SHA-256; expected 64 hexadecimal digits",
+                    shorten(h, 70)
+                ),
+            );
+        }
+    }
+    match w.kind {
+        WeightsKind::Real => {
+            if files.iter().all(|f| f.sha256.is_none()) {
+                o.warn(
+                    "$.weights.files",
+                    "real weights without any sha256; expected the sha256 of each weight file so the run can be reproduced",
+                );
             }
-            WeightsKind::Synthetic => {
-                if w.architecture.is_none() {
-                    o.warn(
-                        "$.weights.architecture",
-                        "synthetic weights without an architecture; expected the architecture whose shapes were used (e.g. qwen2)",
-                    );
-                }
+            if w.path.is_none() && w.hub_id.is_none() {
+                o.warn(
+                    "$.weights",
+                    "real weights without path or hub_id; expected one of them",
+                );
+            }
+        }
+        WeightsKind::Synthetic => {
+            if w.architecture.is_none() {
+                o.warn(
+                    "$.weights.architecture",
+                    "synthetic weights without an architecture; expected the architecture whose shapes were used (e.g. qwen2)",
+                );
             }
         }
     }

@@ -33,9 +33,10 @@ pub struct SharePoint {
     pub model: String,
     /// `N`, billions of parameters, 4 decimals.
     pub params_b: Option<f64>,
-    /// `a`, architecture class as written by the report (`hopper`).
+    /// `a`, architecture class as written by the report (`hopper`). Text, as a link may carry
+    /// anything: the page parses it into [`crate::Arch`] where it places the point.
     pub arch: String,
-    /// `p`
+    /// `p`, the precision as written (parsed into [`crate::Precision`] where the point is placed).
     pub precision: String,
     /// `e`, signed % vs FP16, 2 decimals.
     pub vs_fp16_pct: Option<f64>,
@@ -50,29 +51,40 @@ pub struct SharePoint {
 /// Why a payload was refused. Messages name the key and say what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShareError {
+    /// No payload at all.
     #[error("the link has no overlay payload; expected `overlay=` followed by base64url text")]
     Empty,
     #[error("the overlay payload is {0} characters long; expected at most {MAX_PAYLOAD_CHARS}")]
+    /// Over [`MAX_PAYLOAD_CHARS`] characters (the length).
     TooLong(usize),
     #[error("the overlay payload is not base64url text ({0}); expected only A–Z a–z 0–9 - _")]
+    /// Not base64url (the decoder's message).
     Base64(String),
     #[error(
         "the overlay payload does not decode to UTF-8 text; expected base64url of compact JSON"
     )]
+    /// Decodes to bytes that are not UTF-8.
     Utf8,
     #[error("the overlay payload is not valid JSON ({0}); expected a JSON object")]
+    /// Decodes to text that is not JSON (the parser's message).
     Json(String),
     #[error("the overlay payload is not a JSON object; expected {{\"m\":…,\"a\":…}}")]
+    /// Decodes to JSON that is not an object.
     NotObject,
     #[error("overlay key `{0}` is missing; expected {1}")]
+    /// A required key is missing (the key, what was expected).
     Missing(&'static str, &'static str),
     #[error("overlay key `{0}` has the wrong type; expected {1}")]
+    /// A key has the wrong JSON type (the key, what was expected).
     WrongType(&'static str, &'static str),
     #[error("overlay key `{0}` is {1} characters long; expected at most {MAX_FIELD_CHARS}")]
+    /// A text value is over [`MAX_FIELD_CHARS`] characters (the key, the length).
     FieldTooLong(&'static str, usize),
     #[error("overlay key `{0}` is out of range; expected {1}")]
+    /// A number is outside its range (the key, the range).
     OutOfRange(&'static str, &'static str),
     #[error("overlay key `b` is {0:?}; expected one of measured, interpolated, extrapolated, unavailable")]
+    /// `b` is not one of the four bases (the value).
     BadBasis(String),
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::arch::{arch_from_gpu_name, Arch};
 use crate::params::guess_params_b;
+use crate::precision::Precision;
 
 /// Unknown fields of one JSON object, kept in their original order.
 pub type Extra = Map<String, Value>;
@@ -29,28 +30,42 @@ where
 /// `quantenergy/1.2`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Report {
+    /// `$.schema_version`: Free string: "quantenergy/1.2" for reports written by this project, "ecocompute-energy/1.0" or "/1.1" for upstream reports.
     pub schema_version: String,
+    /// `$.benchmark`.
     pub benchmark: String,
     /// `SingleStream` or `Offline` (checked by the schema and by [`crate::semantic_checks`]).
     pub scenario: String,
+    /// `$.timestamp_utc`: ISO 8601 time in UTC, e.g. 2026-11-30T12:00:00Z.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_utc: Option<String>,
+    /// `$.system_under_test`.
     pub system_under_test: SystemUnderTest,
+    /// `$.workload`.
     pub workload: Workload,
+    /// `$.measurement`.
     pub measurement: Measurement,
+    /// `$.measurement_source`: Where the figures come from, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measurement_source: Option<String>,
+    /// `$.results`.
     pub results: Results,
+    /// `$.quality`: Optional (schema 1.1+). Perplexity of this run's model on a fixed text, scored after the power sampler stopped so it does not enter the energy figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<Quality>,
+    /// `$.stack`: quantenergy/1.2. The software stack that ran the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<Stack>,
+    /// `$.energy`: quantenergy/1.2. How the energy figure was obtained: the NVML energy counter and the integrated power trace side by side, sampling quality, and idle power.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<Energy>,
+    /// `$.protocol`: quantenergy/1.2. The protocol actually used for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
+    /// `$.environment`: quantenergy/1.2. The device as NVML saw it during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<Environment>,
+    /// `$.weights`: quantenergy/1.2. Which weights ran. real: files identified by path or hub id and sha256. synthetic: random weights of a real architecture's shapes (a real measurement ….
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Weights>,
     /// Every other top-level field (`software`, `provenance`, `notice`, …), kept as is.
@@ -58,69 +73,97 @@ pub struct Report {
     pub extra: Extra,
 }
 
+/// `$.system_under_test`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct SystemUnderTest {
     /// Card name as NVML reports it, e.g. `NVIDIA H200`.
     pub gpu: String,
     /// Architecture class, lower case (`hopper`); see [`Arch`].
     pub gpu_arch: String,
+    /// `$.system_under_test.accelerator_count`.
     pub accelerator_count: u32,
+    /// `$.system_under_test.host`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.workload`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Workload {
+    /// `$.workload.model_name`.
     pub model_name: String,
+    /// `$.workload.params_b`: Model size in billions of parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params_b: Option<f64>,
-    /// `FP16`, `NF4`, `INT8`, `BF16`, `Q4_0`, … (see the schema's enum).
+    /// `FP16`, `NF4`, `INT8`, `BF16`, `Q4_0`, … (see the schema's enum). Kept as text so that
+    /// an unknown value is reported by the semantic checks at `$.workload.precision` next to
+    /// the report's other problems; read it typed with [`Workload::parsed_precision`].
     pub precision: String,
+    /// `$.workload.batch_size`.
     pub batch_size: u32,
+    /// `$.workload.context_length`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_length: Option<u32>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.measurement`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Measurement {
+    /// `$.measurement.method`.
     pub method: String,
+    /// `$.measurement.sample_rate_hz`: Requested power sampling rate.
     pub sample_rate_hz: i64,
+    /// `$.measurement.tokens_per_run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_run: Option<u64>,
+    /// `$.measurement.iterations`: Decode iterations within this run; NOT a count of independent trials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
+    /// `$.measurement.warmup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<u64>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.results`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Results {
+    /// `$.results.total_energy_joules`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_energy_joules: Option<f64>,
+    /// `$.results.tokens_generated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_generated: Option<u64>,
     /// mJ per generated token (== J per 1k tokens). Required, may be `null`.
     #[serde(deserialize_with = "nullable")]
     pub energy_per_token_mj: Option<f64>,
+    /// `$.results.fp16_energy_per_token_mj`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp16_energy_per_token_mj: Option<f64>,
     /// Signed % vs FP16 as the report states it (negative = saves). Prefer
     /// [`Report::recomputed_delta_pct`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vs_fp16_energy_pct: Option<f64>,
+    /// `$.results.avg_power_watts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_power_watts: Option<f64>,
+    /// `$.results.throughput_tokens_per_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_tokens_per_s: Option<f64>,
+    /// `$.results.basis`.
     pub basis: Basis,
+    /// `$.results.note`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -129,13 +172,18 @@ pub struct Results {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Basis {
+    /// Measured on the device this report names.
     Measured,
+    /// Read off a fitted curve inside its measured range.
     Interpolated,
+    /// Read off a curve outside its measured range, or off another architecture's curve.
     Extrapolated,
+    /// No figure (a failed arm, no curve): never a zero.
     Unavailable,
 }
 
 impl Basis {
+    /// Every basis, strongest first.
     pub const ALL: [Basis; 4] = [
         Basis::Measured,
         Basis::Interpolated,
@@ -143,6 +191,7 @@ impl Basis {
         Basis::Unavailable,
     ];
 
+    /// The report's spelling (`measured`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Basis::Measured => "measured",
@@ -177,27 +226,38 @@ impl std::str::FromStr for Basis {
 /// Perplexity probe (upstream schema 1.1). Numbers are kept as the report states them.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Quality {
+    /// `$.quality.metric`.
     pub metric: String,
     /// `measured` or `unavailable`.
     pub basis: String,
+    /// `$.quality.value`: Perplexity on this corpus with this tokenizer; NOT comparable with published WikiText numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
+    /// `$.quality.fp16_value`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp16_value: Option<f64>,
+    /// `$.quality.delta_vs_fp16_pct`: Signed % vs the FP16 baseline measured in the same run; positive = quantization made the model worse.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_vs_fp16_pct: Option<f64>,
+    /// `$.quality.mean_nll`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_nll: Option<f64>,
+    /// `$.quality.tokens_evaluated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_evaluated: Option<i64>,
+    /// `$.quality.windows`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<i64>,
+    /// `$.quality.seq_len`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq_len: Option<i64>,
+    /// `$.quality.corpus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<Corpus>,
+    /// `$.quality.error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `$.quality.note`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Most corpus tokens scored.
@@ -209,18 +269,24 @@ pub struct Quality {
     /// Why no Δ vs FP16 is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_note: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.quality.corpus`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Corpus {
+    /// `$.quality.corpus.name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `$.quality.corpus.bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<i64>,
+    /// `$.quality.corpus.sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -254,15 +320,19 @@ pub struct Stack {
     /// `candle`, `transformers`, `llama.cpp`, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
+    /// `$.stack.engine_version`: e.g. 0.11.1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_version: Option<String>,
     /// e.g. `candle GGUF q4_0 matmul`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
+    /// `$.stack.cuda`: CUDA toolkit version the engine was built with, e.g. 13.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
+    /// `$.stack.driver`: NVIDIA driver version, e.g. 580.159.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -270,46 +340,63 @@ pub struct Stack {
 /// quantenergy/1.2: counter and trace energies side by side, sampling quality, idle power.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Energy {
+    /// `$.energy.counter_joules`: Energy over the measured window from the NVML total-energy counter (difference of the readings at the window edges).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter_joules: Option<f64>,
+    /// `$.energy.trace_joules`: Trapezoid integral of the sampled instantaneous power over the same window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_joules: Option<f64>,
+    /// `$.energy.counter_over_trace_ratio`: counter_joules / trace_joules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter_over_trace_ratio: Option<f64>,
+    /// `$.energy.requested_sample_rate_hz`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_sample_rate_hz: Option<f64>,
+    /// `$.energy.achieved_sample_rate_hz`: samples / window_seconds actually achieved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_sample_rate_hz: Option<f64>,
+    /// `$.energy.samples`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u64>,
+    /// `$.energy.failed_reads`: Power reads that failed or were dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_reads: Option<u64>,
     /// Reported, never subtracted from the results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_power_watts: Option<f64>,
+    /// `$.energy.window_seconds`: Length of the measured window (all timed iterations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_seconds: Option<f64>,
     /// `counter` or `trace`: which figure the results use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// `$.energy.per_iteration`: Optional per-iteration breakdown of the measured window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_iteration: Option<Vec<IterationEnergy>>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.energy.per_iteration[]`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct IterationEnergy {
+    /// `$.energy.per_iteration[].index`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u64>,
+    /// `$.energy.per_iteration[].counter_joules`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter_joules: Option<f64>,
+    /// `$.energy.per_iteration[].trace_joules`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_joules: Option<f64>,
+    /// `$.energy.per_iteration[].seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// `$.energy.per_iteration[].tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -317,37 +404,51 @@ pub struct IterationEnergy {
 /// quantenergy/1.2: the protocol actually used.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Protocol {
+    /// `$.protocol.warmup`: Untimed warmup generations before each arm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<u32>,
+    /// `$.protocol.iterations`: Timed generations integrated into one total (not independent trials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u32>,
+    /// `$.protocol.tokens_per_iteration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_iteration: Option<u32>,
+    /// `$.protocol.arm_order`: Precisions in the order they actually ran, e.g. ["Q4_0", "FP16"].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arm_order: Option<Vec<String>>,
+    /// `$.protocol.seed`: Seed of the arm-order shuffle (and of synthetic weights unless weights.seed says otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// `$.protocol.cooldown`: Cooldown before each arm: wait until power and temperature are back near idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cooldown: Option<Cooldown>,
+    /// `$.protocol.arms`: Every arm of the run and whether it succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arms: Option<Vec<Arm>>,
     /// The pre-flight memory check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Preflight>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.protocol.cooldown`: Cooldown before each arm: wait until power and temperature are back near idle.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Cooldown {
+    /// `$.protocol.cooldown.target_power_watts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_power_watts: Option<f64>,
+    /// `$.protocol.cooldown.target_temp_c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_temp_c: Option<f64>,
+    /// `$.protocol.cooldown.converged`: False when the time limit ran out before the targets were reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub converged: Option<bool>,
+    /// `$.protocol.cooldown.seconds`: Time spent cooling down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -496,14 +597,18 @@ pub struct ArmPerplexity {
     /// Why the arm was not scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.protocol.arms[].status`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum ArmStatus {
+    /// The arm ran and its window closed.
     Ok,
+    /// The arm failed (see `error`); it yields no figure.
     Failed,
 }
 
@@ -526,29 +631,40 @@ pub struct Preflight {
 /// quantenergy/1.2: the device as NVML saw it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Environment {
+    /// `$.environment.gpu_uuid`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_uuid: Option<String>,
+    /// `$.environment.gpu_name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_name: Option<String>,
+    /// `$.environment.driver`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// `$.environment.cuda`: CUDA version the driver supports, e.g. 13.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
+    /// `$.environment.power_limit_watts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_limit_watts: Option<f64>,
+    /// `$.environment.sm_clock_mhz`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_clock_mhz: Option<f64>,
+    /// `$.environment.mem_clock_mhz`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_clock_mhz: Option<f64>,
+    /// `$.environment.temperature_start_c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature_start_c: Option<f64>,
+    /// `$.environment.temperature_end_c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature_end_c: Option<f64>,
+    /// `$.environment.idle_power_watts`: Idle power of the card; reported, not subtracted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_power_watts: Option<f64>,
     /// GPU temperature at the idle reference, °C.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_temperature_c: Option<f64>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -556,15 +672,21 @@ pub struct Environment {
 /// quantenergy/1.2: which weights ran.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Weights {
+    /// `$.weights.kind`.
     pub kind: WeightsKind,
+    /// `$.weights.architecture`: e.g. qwen2; the shapes used for synthetic weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
+    /// `$.weights.seed`: Seed of synthetic weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// `$.weights.path`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// `$.weights.hub_id`: e.g. Qwen/Qwen2-0.5B.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub_id: Option<String>,
+    /// `$.weights.files`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<WeightFile>>,
     /// Synthetic quantized arms were quantized from the float arms' weights (same model).
@@ -573,10 +695,12 @@ pub struct Weights {
     /// What the weights are, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// `$.weights.kind`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightsKind {
@@ -587,6 +711,7 @@ pub enum WeightsKind {
 }
 
 impl WeightsKind {
+    /// The report's spelling (`real`, `synthetic`).
     pub fn as_str(self) -> &'static str {
         match self {
             WeightsKind::Real => "real",
@@ -595,15 +720,28 @@ impl WeightsKind {
     }
 }
 
+/// `$.weights.files[]`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct WeightFile {
+    /// `$.weights.files[].name`.
     pub name: String,
+    /// `$.weights.files[].sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// `$.weights.files[].bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl Workload {
+    /// `precision` as the schema spells it, or `None` when it is not one of the schema's values
+    /// (the semantic checks report that at `$.workload.precision`).
+    pub fn parsed_precision(&self) -> Option<Precision> {
+        Precision::from_schema(&self.precision)
+    }
 }
 
 impl Report {

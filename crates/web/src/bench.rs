@@ -2,20 +2,28 @@
 //! end-to-end tests call them in headless Chromium and print the numbers for the performance
 //! notes.
 
+use analysis::curves::{ExtraPoint, PointOrigin};
 use analysis::{ClassPoint, Point};
+use report::{Arch, Precision};
+
+use crate::tabs::run::NamedPoint;
 use report::share::SharePoint;
 use wasm_bindgen::JsCast;
 
 use crate::util;
 
-fn synthetic_points(k: u32) -> Vec<(String, String, ClassPoint)> {
+fn synthetic_points(k: u32) -> Vec<ExtraPoint> {
     (0..k)
         .map(|i| {
             let n = 0.5 * 1.07f64.powi(i as i32 % 60);
-            (
-                if i % 2 == 0 { "ada" } else { "blackwell" }.to_string(),
-                "NF4".to_string(),
-                ClassPoint {
+            ExtraPoint {
+                arch: if i % 2 == 0 {
+                    Arch::Ada
+                } else {
+                    Arch::Blackwell
+                },
+                precision: Precision::Nf4,
+                point: ClassPoint {
                     point: Point {
                         n,
                         delta: 40.0 - 10.0 * n.ln() + (i % 7) as f64,
@@ -25,9 +33,9 @@ fn synthetic_points(k: u32) -> Vec<(String, String, ClassPoint)> {
                     n: Some(1),
                     cv_pct: None,
                     source: "bench".into(),
-                    origin: "user",
+                    origin: PointOrigin::User,
                 },
-            )
+            }
         })
         .collect()
 }
@@ -38,7 +46,7 @@ pub fn refit_ms(extra: u32, reps: u32) -> f64 {
     let reps = reps.max(1);
     let t0 = util::now_ms();
     for _ in 0..reps {
-        let c = crate::tabs::run::refit(&pts).0;
+        let c = crate::tabs::run::refit(&pts).classes;
         std::hint::black_box(c);
     }
     (util::now_ms() - t0) / reps as f64
@@ -59,11 +67,11 @@ pub fn redraw_ms(points: u32, reps: u32) -> f64 {
     );
     let body = doc.body().expect("body");
     let _ = body.append_child(&canvas);
-    let pts: Vec<(SharePoint, String)> = (0..points)
+    let pts: Vec<NamedPoint> = (0..points)
         .map(|i| {
             let n = 0.4 * 1.01f64.powi(i as i32 % 500);
-            (
-                SharePoint {
+            NamedPoint {
+                point: SharePoint {
                     model: format!("bench-{i}"),
                     params_b: Some(n),
                     arch: "ada".into(),
@@ -73,8 +81,8 @@ pub fn redraw_ms(points: u32, reps: u32) -> f64 {
                     gpu: "RTX 4090".into(),
                     source: None,
                 },
-                format!("bench {i}"),
-            )
+                name: format!("bench {i}"),
+            }
         })
         .collect();
     let reps = reps.max(1);

@@ -240,7 +240,7 @@ fn Hero() -> impl IntoView {
     let classes = analysis::default_classes();
     // One card per headline class: where the fitted curve crosses zero, or that it never does
     // inside the measured range.
-    let card = |label: &str, arch: &str, precision: &str| {
+    let card = |label: &str, arch: report::Arch, precision: report::Precision| {
         let c = analysis::find_class(classes, arch, precision)?;
         let verdict = match c.crossover_b {
             Some(x) if x >= c.fit.n_min => {
@@ -262,13 +262,21 @@ fn Hero() -> impl IntoView {
         Some((label.to_string(), verdict, basis))
     };
     let summary = [
-        ("Ada (RTX 4090)", "ada", "NF4"),
-        ("Blackwell (RTX 5090)", "blackwell", "NF4"),
-        ("Turing (T4)", "turing", "NF4"),
-        ("Hopper (H200)", "hopper", "Q4_K"),
+        ("Ada (RTX 4090)", report::Arch::Ada, report::Precision::Nf4),
+        (
+            "Blackwell (RTX 5090)",
+            report::Arch::Blackwell,
+            report::Precision::Nf4,
+        ),
+        ("Turing (T4)", report::Arch::Turing, report::Precision::Nf4),
+        (
+            "Hopper (H200)",
+            report::Arch::Hopper,
+            report::Precision::Q4K,
+        ),
     ]
     .iter()
-    .filter_map(|(label, arch, p)| card(label, arch, p))
+    .filter_map(|(label, arch, p)| card(label, *arch, *p))
     .collect::<Vec<_>>();
     view! {
         <header class="hero">

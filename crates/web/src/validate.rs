@@ -87,9 +87,9 @@ impl Checked {
 /// The estimate whose energy.json is wanted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EstimateReq {
-    pub arch: String,
+    pub arch: report::Arch,
     pub params_b: f64,
-    pub precision: String,
+    pub precision: report::Precision,
     pub batch: u32,
     pub context: u32,
     pub gpu: String,
@@ -141,9 +141,9 @@ pub fn estimate_json_here(req: &EstimateReq) -> String {
         analysis::Dataset::embedded(),
         analysis::default_classes(),
         &analysis::EstimateInput {
-            arch: req.arch.clone(),
+            arch: req.arch,
             params_b: req.params_b,
-            precision: req.precision.clone(),
+            precision: req.precision,
             batch: req.batch,
             context: req.context,
         },
@@ -160,6 +160,9 @@ pub fn dataset_json_here() -> String {
         .map(|a| {
             let mut o = serde_json::to_value(a).unwrap_or_default();
             if let Some(m) = o.as_object_mut() {
+                // The CSV's spelling, variant included (`GGUF-Q4_0-mlperf-client-file`).
+                m.insert("precision".into(), a.precision_label().into());
+                m.remove("precision_variant");
                 m.insert(
                     "delta_pct_recomputed".into(),
                     serde_json::json!(a.delta_pct().map(|d| (d * 100.0).round() / 100.0)),

@@ -102,33 +102,43 @@ pub fn DataTab() -> impl IntoView {
                 </div>
             </div>
 
-            <div class="card">
-                <details>
-                    <summary>{format!("All {n_rows} rows")}</summary>
-                    <div class="table-scroll">
-                        <table class="facts wide">
-                            <thead><tr><th>"card"</th><th>"model"</th><th>"size"</th><th>"precision"</th><th>"batch"</th><th>"mJ/token"</th><th>"FP16 mJ/token"</th><th>"ΔE"</th><th>"n"</th><th>"CV"</th><th>"session"</th></tr></thead>
-                            <tbody>
-                                {ds.anchors.iter().map(|a| view! {
-                                    <tr>
-                                        <td>{a.gpu.clone()}</td>
-                                        <td>{a.model.clone()}</td>
-                                        <td>{size_b(a.params_b)}</td>
-                                        <td>{a.precision.clone()}</td>
-                                        <td>{a.batch}</td>
-                                        <td>{a.energy_mj.map(|e| num(e, 1)).unwrap_or_else(|| "—".into())}</td>
-                                        <td>{a.fp16_energy_mj.map(|e| num(e, 1)).unwrap_or_else(|| "—".into())}</td>
-                                        <td>{a.delta_pct().map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</td>
-                                        <td>{a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into())}</td>
-                                        <td>{a.cv_pct.map(|c| format!("{c:.1} %")).unwrap_or_else(|| "—".into())}</td>
-                                        <td>{a.session.clone()}</td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    </div>
-                </details>
-            </div>
+            <AllRows/>
         </section>
+    }
+}
+
+/// Every row of the dataset, in a collapsed table.
+#[component]
+fn AllRows() -> impl IntoView {
+    let ds = Dataset::embedded();
+    let n_rows = ds.anchors.len();
+    view! {
+        <div class="card">
+            <details>
+                <summary>{format!("All {n_rows} rows")}</summary>
+                <div class="table-scroll">
+                    <table class="facts wide">
+                        <thead><tr><th>"card"</th><th>"model"</th><th>"size"</th><th>"precision"</th><th>"batch"</th><th>"mJ/token"</th><th>"FP16 mJ/token"</th><th>"ΔE"</th><th>"n"</th><th>"CV"</th><th>"session"</th></tr></thead>
+                        <tbody>
+                            {ds.anchors.iter().map(|a| view! {
+                                <tr>
+                                    <td>{a.gpu.clone()}</td>
+                                    <td>{a.model.clone()}</td>
+                                    <td>{size_b(a.params_b)}</td>
+                                    <td>{a.precision_label()}</td>
+                                    <td>{a.batch}</td>
+                                    <td>{a.energy_mj.map(|e| num(e, 1)).unwrap_or_else(|| "—".into())}</td>
+                                    <td>{a.fp16_energy_mj.map(|e| num(e, 1)).unwrap_or_else(|| "—".into())}</td>
+                                    <td>{a.delta_pct().map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</td>
+                                    <td>{a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into())}</td>
+                                    <td>{a.cv_pct.map(|c| format!("{c:.1} %")).unwrap_or_else(|| "—".into())}</td>
+                                    <td>{a.session.clone()}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            </details>
+        </div>
     }
 }

@@ -11,30 +11,26 @@ use analysis::{
 };
 
 use super::{basis_col, prec_col, BasisTag, CopyButton};
-use crate::chart::{Band, Chart, Line, Mark, Shape, Spec, VLine};
+use crate::chart::layers::{anchor_marks, class_layers};
+use crate::chart::{Chart, Mark, Shape, Spec};
 use crate::url::{parse_f64, parse_u32, Query};
 use crate::util::{num, pct, per_million, size_b};
+use report::{Arch, Precision};
 
 /// Precisions offered on every card; classes of the card's architecture (or one it borrows from)
 /// add theirs (the GGUF formats of the hopper class), see [`precisions_for`].
-pub const PRECISIONS: [&str; 3] = ["NF4", "INT8", "FP16"];
-
-/// Precisions that are not GGUF formats (the picker tags the others "(GGUF)").
-const NOT_GGUF: [&str; 5] = ["NF4", "INT8", "INT8-pure", "FP16", "BF16"];
+pub const PRECISIONS: [Precision; 3] = [Precision::Nf4, Precision::Int8, Precision::Fp16];
 
 /// The precision picker's options for an architecture: the base three, then every precision with
 /// a fitted class on this architecture or on one its estimate borrows from.
-pub fn precisions_for(arch: &str) -> Vec<String> {
-    let mut v: Vec<String> = PRECISIONS.iter().map(|p| p.to_string()).collect();
-    let archs: Vec<&str> = std::iter::once(arch)
+pub fn precisions_for(arch: Arch) -> Vec<Precision> {
+    let mut v: Vec<Precision> = PRECISIONS.to_vec();
+    let archs: Vec<Arch> = std::iter::once(arch)
         .chain(analysis::estimate::borrow_order(arch).iter().copied())
         .collect();
-    for c in default_classes()
-        .iter()
-        .filter(|c| archs.contains(&c.arch.as_str()))
-    {
-        if !v.iter().any(|p| p.eq_ignore_ascii_case(&c.precision)) {
-            v.push(c.precision.clone());
+    for c in default_classes().iter().filter(|c| archs.contains(&c.arch)) {
+        if !v.contains(&c.precision) {
+            v.push(c.precision);
         }
     }
     v
@@ -45,8 +41,8 @@ pub const CONTEXTS: [u32; 6] = [512, 1024, 2048, 4096, 8192, 16384];
 #[derive(Clone, Copy)]
 pub struct ModelState {
     pub params_b: RwSignal<f64>,
-    pub gpu: RwSignal<String>,
-    pub precision: RwSignal<String>,
+    pub gpu: RwSignal<CardChoice>,
+    pub precision: RwSignal<Precision>,
     pub batch: RwSignal<u32>,
     pub context: RwSignal<u32>,
     pub name: RwSignal<String>,
@@ -56,22 +52,14 @@ impl ModelState {
     pub fn from_query(q: &Query, active: bool) -> ModelState {
         let g = |k: &str| q.get(k).filter(|_| active);
         let gpu = g("gpu")
-            .and_then(|x| {
-                Dataset::embedded()
-                    .gpu(x)
-                    .map(|g| g.name.clone())
-                    .or_else(|| other_arch(x).map(other_label))
-            })
-            .unwrap_or_else(|| "RTX 4090".into());
+            .and_then(CardChoice::parse)
+            .unwrap_or_else(|| CardChoice::Card("RTX 4090".into()));
         let precision = g("p")
-            .and_then(|p| {
-                PRECISIONS
-                    .iter()
-                    .map(|x| x.to_string())
-                    .chain(default_classes().iter().map(|c| c.precision.clone()))
-                    .find(|x| x.eq_ignore_ascii_case(p.trim()))
+            .and_then(|p| p.parse::<Precision>().ok())
+            .filter(|p| {
+                PRECISIONS.contains(p) || default_classes().iter().any(|c| c.precision == *p)
             })
-            .unwrap_or_else(|| "NF4".into());
+            .unwrap_or(Precision::Nf4);
         ModelState {
             params_b: RwSignal::new(parse_f64(g("n"), 0.05, 2000.0).unwrap_or(7.0)),
             gpu: RwSignal::new(gpu),
@@ -88,8 +76,8 @@ impl ModelState {
 
     pub fn write_query(&self, q: &mut Query) {
         q.push("n", format!("{}", self.params_b.get()));
-        q.push("gpu", self.gpu.get());
-        q.push("p", self.precision.get());
+        q.push("gpu", self.gpu.get().label());
+        q.push("p", self.precision.get().as_str());
         q.push("b", self.batch.get().to_string());
         q.push("ctx", self.context.get().to_string());
         let name = self.name.get();
@@ -98,13 +86,8 @@ impl ModelState {
         }
     }
 
-    pub fn arch(&self) -> String {
-        let gpu = self.gpu.get();
-        Dataset::embedded()
-            .gpu(&gpu)
-            .map(|g| g.arch.clone())
-            .or_else(|| other_arch(&gpu).map(|a| a.as_str().to_string()))
-            .unwrap_or_else(|| "ada".into())
+    pub fn arch(&self) -> Arch {
+        self.gpu.get().arch()
     }
 
     pub fn estimate(&self) -> Estimate {
@@ -122,95 +105,60 @@ impl ModelState {
     }
 }
 
-/// "Other Ampere card" → ampere (cards not in `data/gpus.csv`, chosen by architecture).
-fn other_arch(label: &str) -> Option<report::Arch> {
-    let t = label.trim();
-    let word = t.strip_prefix("Other ")?.strip_suffix(" card")?;
-    word.parse().ok()
+/// The card picked on Your model: one of `data/gpus.csv`, or another card chosen by its
+/// architecture ("Other Ampere card").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CardChoice {
+    /// A card of the catalog, by its catalog name.
+    Card(String),
+    /// A card not in the catalog, by architecture.
+    Other(Arch),
 }
 
-fn other_label(a: report::Arch) -> String {
-    let s = a.as_str();
-    format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
+impl CardChoice {
+    /// A catalog card (any spelling `Dataset::gpu` accepts) or an "Other … card" label.
+    pub fn parse(text: &str) -> Option<CardChoice> {
+        Dataset::embedded()
+            .gpu(text)
+            .map(|g| CardChoice::Card(g.name.clone()))
+            .or_else(|| {
+                let word = text.trim().strip_prefix("Other ")?.strip_suffix(" card")?;
+                word.parse().ok().map(CardChoice::Other)
+            })
+    }
+
+    /// The picker's value and the URL's `gpu=`: the card name, or "Other Ampere card".
+    pub fn label(&self) -> String {
+        match self {
+            CardChoice::Card(name) => name.clone(),
+            CardChoice::Other(a) => {
+                let s = a.as_str();
+                format!("Other {}{} card", s[..1].to_ascii_uppercase(), &s[1..])
+            }
+        }
+    }
+
+    /// The architecture whose curves apply.
+    pub fn arch(&self) -> Arch {
+        match self {
+            CardChoice::Card(name) => Dataset::embedded().gpu(name).map_or(Arch::Ada, |g| g.arch),
+            CardChoice::Other(a) => *a,
+        }
+    }
+
+    /// The catalog entry, for a catalog card.
+    pub fn gpu(&self) -> Option<&'static analysis::Gpu> {
+        match self {
+            CardChoice::Card(name) => Dataset::embedded().gpu(name),
+            CardChoice::Other(_) => None,
+        }
+    }
 }
 
 /// The class an estimate used (its own architecture's or the borrowed one).
 pub fn used_class(e: &Estimate) -> Option<&'static CurveClass> {
-    let arch = e
-        .borrowed_from
-        .clone()
-        .unwrap_or_else(|| e.input.arch.to_ascii_lowercase());
-    find_class(default_classes(), &arch, &e.input.precision)
-}
-
-/// Curve + band over the whole x range, anchors, crossover marker.
-pub fn class_layers(
-    c: &CurveClass,
-    spec: &mut Spec,
-    x_range: (f64, f64),
-    col: &'static str,
-    dash: bool,
-    tag: &str,
-) {
-    let (x0, x1) = x_range;
-    let steps = 160;
-    let xs: Vec<f64> = (0..=steps)
-        .map(|i| (x0.ln() + (x1.ln() - x0.ln()) * i as f64 / steps as f64).exp())
-        .collect();
-    spec.bands.push(Band {
-        col,
-        pts: xs
-            .iter()
-            .map(|&x| {
-                let (lo, hi) = c.fit.band(x);
-                // Savings are capped at S_cap (the estimate's rule); keep the band in view.
-                (x, lo.max(-c.s_cap), hi)
-            })
-            .collect(),
-    });
-    spec.lines.push(Line {
-        col,
-        pts: xs.iter().map(|&x| (x, c.fit.predict(x))).collect(),
-        width: 2.5,
-        alpha: 1.0,
-        dash,
-    });
-    if let Some(cx) = c.crossover_b {
-        spec.vlines.push(VLine {
-            x: cx,
-            col,
-            label: format!("{tag}crossover ≈ {}", size_b((cx * 100.0).round() / 100.0)),
-        });
-    }
-}
-
-pub fn anchor_marks(c: &CurveClass, spec: &mut Spec, col: &'static str) {
-    for p in &c.points {
-        spec.marks.push(Mark {
-            x: p.point.n,
-            y: p.point.delta,
-            col,
-            filled: p.n.unwrap_or(1) >= 2,
-            shape: Shape::Circle,
-            r: 4.5,
-            ring: false,
-            err: None,
-            tip: format!(
-                "{} · {}\n{} · {} {} anchor\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
-                p.model,
-                size_b(p.point.n),
-                p.gpu,
-                c.arch,
-                c.precision,
-                pct(p.point.delta, 1),
-                p.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
-                p.cv_pct
-                    .map(|c| format!(" · CV {c:.1} %"))
-                    .unwrap_or_default(),
-                p.source
-            ),
-        });
-    }
+    let arch = e.borrowed_from.unwrap_or(e.input.arch);
+    find_class(default_classes(), arch, e.input.precision)
 }
 
 fn model_spec(e: &Estimate) -> Spec {
@@ -225,7 +173,7 @@ fn model_spec(e: &Estimate) -> Spec {
     let x1 = (n * 2.0).clamp(30.0, 200.0);
     spec.x_range = (x0, x1);
     if let Some(c) = used_class(e) {
-        let col = prec_col(&c.precision);
+        let col = prec_col(c.precision.as_str());
         class_layers(c, &mut spec, (x0, x1), col, false, "");
         anchor_marks(c, &mut spec, col);
     }
@@ -264,7 +212,7 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
     move || {
         class.get().map(|c| {
             let f = &c.fit;
-            let bound = |name: &str| {
+            let bound = |name: analysis::fit::FitParam| {
                 if f.at_bound.contains(&name) {
                     " (on its bound)"
                 } else {
@@ -276,9 +224,9 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
                     <caption>{format!("Fit of the {} {} class", c.arch, c.precision)}</caption>
                     <tbody>
                         <tr><th scope="row">"Model"</th><td>"ΔE(N) = A − S·x/(1+x), x = N/N*"</td></tr>
-                        <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound("A"))}</td></tr>
-                        <tr><th scope="row">"S (saving scale)"</th><td>{format!("{}{}", num(f.s, 2), bound("S"))}</td></tr>
-                        <tr><th scope="row">"N* (B)"</th><td>{format!("{}{}{}", num(f.n_star, 3), bound("N*"), if f.n_star_fixed { " (fixed at the median size: < 3 points)" } else { "" })}</td></tr>
+                        <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound(analysis::fit::FitParam::A))}</td></tr>
+                        <tr><th scope="row">"S (saving scale)"</th><td>{format!("{}{}", num(f.s, 2), bound(analysis::fit::FitParam::S))}</td></tr>
+                        <tr><th scope="row">"N* (B)"</th><td>{format!("{}{}{}", num(f.n_star, 3), bound(analysis::fit::FitParam::NStar), if f.n_star_fixed { " (fixed at the median size: < 3 points)" } else { "" })}</td></tr>
                         <tr><th scope="row">"Crossover"</th><td>{c.crossover_b.map(|x| format!("{} — quantization saves above this size", size_b((x * 1000.0).round() / 1000.0))).unwrap_or_else(|| if f.predict(f.n_min) < 0.0 { "none: the fit saves at every size".into() } else { "none: the fit costs more at every size".into() })}</td></tr>
                         <tr><th scope="row">"RMS residual"</th><td>{format!("{} points", num(f.resid_rms, 2))}</td></tr>
                         <tr><th scope="row">"Leave-one-out MAE"</th><td>{c.loo_mae.map(|m| format!("{} points", num(m, 2))).unwrap_or_else(|| "— (needs ≥ 4 anchors)".into())}</td></tr>
@@ -296,32 +244,21 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
 pub fn ModelTab() -> impl IntoView {
     let st = expect_context::<crate::AppState>().model;
     let est = Memo::new(move |_| st.estimate());
-    let spec = Signal::derive(move || model_spec(&est.get()));
-    let class = Signal::derive(move || used_class(&est.get()));
-    // The energy.json is written by the worker module (it holds the report serializer), when the
-    // reader opens it: the page's first load stays small.
-    let json_open = RwSignal::new(false);
-    let report_json = RwSignal::new(String::new());
-    Effect::new(move |_| {
-        if !json_open.get() {
-            return;
-        }
-        let req = crate::validate::EstimateReq {
-            arch: st.arch(),
-            params_b: st.params_b.get(),
-            precision: st.precision.get(),
-            batch: st.batch.get(),
-            context: st.context.get(),
-            gpu: st.gpu.get(),
-            name: st.name.get(),
-        };
-        report_json.set("writing…".into());
-        crate::validate::estimate_json(&req, move |j| report_json.set(j));
-    });
-    let gpu_info = Memo::new(move |_| Dataset::embedded().gpu(&st.gpu.get()).cloned());
-
     view! {
         <section class="tab-model">
+            <ModelInputs/>
+            <EstimateCard est=est/>
+            <CurveCard est=est/>
+            <ReportJsonCard/>
+        </section>
+    }
+}
+
+/// Size, card, precision, batch, context and name: every input of the tab.
+#[component]
+fn ModelInputs() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    view! {
             <div class="card inputs">
                 <h2 class="card-title">"Your model"</h2>
                 <div class="grid-inputs">
@@ -344,7 +281,7 @@ pub fn ModelTab() -> impl IntoView {
                     </label>
                     <label>
                         <span>"GPU (sets the architecture)"</span>
-                        <select id="model-gpu" on:change=move |ev| st.gpu.set(event_target_value(&ev)) prop:value=move || st.gpu.get()>
+                        <select id="model-gpu" on:change=move |ev| { if let Some(c) = CardChoice::parse(&event_target_value(&ev)) { st.gpu.set(c) } } prop:value=move || st.gpu.get().label()>
                             {Dataset::embedded()
                                 .gpus
                                 .iter()
@@ -354,7 +291,7 @@ pub fn ModelTab() -> impl IntoView {
                                 {report::Arch::ALL
                                     .iter()
                                     .map(|a| {
-                                        let l = other_label(*a);
+                                        let l = CardChoice::Other(*a).label();
                                         view! { <option value=l.clone()>{l.clone()}</option> }
                                     })
                                     .collect_view()}
@@ -363,19 +300,18 @@ pub fn ModelTab() -> impl IntoView {
                     </label>
                     <label>
                         <span>"Precision"</span>
-                        <select id="precision-select" on:change=move |ev| st.precision.set(event_target_value(&ev)) prop:value=move || st.precision.get()>
+                        <select id="precision-select" on:change=move |ev| { if let Ok(p) = event_target_value(&ev).parse() { st.precision.set(p) } } prop:value=move || st.precision.get().as_str()>
                             {move || {
-                                let mut ps = precisions_for(&st.arch());
+                                let mut ps = precisions_for(st.arch());
                                 let cur = st.precision.get();
                                 if !ps.contains(&cur) {
-                                    ps.push(cur.clone());
+                                    ps.push(cur);
                                 }
                                 ps.into_iter()
                                     .map(|p| {
-                                        let gguf = !NOT_GGUF.contains(&p.as_str());
-                                        let label = if gguf { format!("{p} (GGUF)") } else { p.clone() };
+                                        let label = if p.is_gguf() { format!("{p} (GGUF)") } else { p.to_string() };
                                         let sel = p == cur;
-                                        view! { <option value=p.clone() selected=sel>{label}</option> }
+                                        view! { <option value=p.as_str() selected=sel>{label}</option> }
                                     })
                                     .collect_view()
                             }}
@@ -404,63 +340,90 @@ pub fn ModelTab() -> impl IntoView {
                     </label>
                 </div>
             </div>
+    }
+}
 
-            {move || {
-                let e = est.get();
-                let verdict = e.verdict();
-                let cls = match e.delta_pct.map(|d| analysis::verdict::direction(d, e.interval())) {
-                    Some(analysis::verdict::Direction::Saves) => "headline good",
-                    Some(analysis::verdict::Direction::Costs) => "headline bad",
-                    _ => "headline",
-                };
-                let basis = e.basis.as_str().to_string();
-                let (energy, kwh) = e.energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
-                let (fp16e, _) = e.fp16_energy_mj.map(per_million).unwrap_or(("—".into(), String::new()));
-                // True bytes of the format (scales, fp16 embeddings) from analysis's VRAM model.
-                let weights = analysis::weights_gb(e.input.params_b, &e.input.precision);
-                let vram = gpu_info.get().map(|g| g.vram_gb);
-                let stack = used_class(&e).and_then(|c| c.stacks.iter().find_map(|s| super::other_stack(s)));
-                view! {
-                    <div class="card result" id="model-result">
-                        <p class=cls id="model-verdict">{verdict}</p>
-                        <div class="stats">
-                            <div class="stat">
-                                <span class="k">"ΔE vs FP16"</span>
-                                <span class="v" id="model-delta">{e.delta_pct.map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</span>
-                                <span class="sub">{match (e.ci_low, e.ci_high) {
-                                    (Some(l), Some(h)) => format!("95 % CI {} to {}", pct(l, 1), pct(h, 1)),
-                                    _ => "no interval".into(),
-                                }}</span>
-                            </div>
-                            <div class="stat">
-                                <span class="k">"Energy per 1M tokens"</span>
-                                <span class="v">{energy}</span>
-                                <span class="sub">{format!("{kwh} · FP16 {fp16e}")}</span>
-                            </div>
-                            <div class="stat">
-                                <span class="k">"Weights"</span>
-                                <span class="v" id="model-weights">{weights.map(|w| format!("{w:.1} GB")).unwrap_or_else(|| "—".into())}</span>
-                                <span class="sub">{match (weights, vram) {
-                                    (Some(w), Some(v)) if w > v => format!("does not fit in {v:.0} GB"),
-                                    (Some(_), Some(v)) => format!("of {v:.0} GB VRAM (weights only, scales included)"),
-                                    _ => "weights only, scales included".into(),
-                                }}</span>
-                            </div>
+/// The verdict, ΔE with its interval, energy, weights, tags and notes.
+#[component]
+fn EstimateCard(est: Memo<Estimate>) -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let gpu_info = Memo::new(move |_| st.gpu.get().gpu().cloned());
+    {
+        move || {
+            let e = est.get();
+            let verdict = e.verdict();
+            let cls = match e
+                .delta_pct
+                .map(|d| analysis::verdict::direction(d, e.interval()))
+            {
+                Some(analysis::verdict::Direction::Saves) => "headline good",
+                Some(analysis::verdict::Direction::Costs) => "headline bad",
+                _ => "headline",
+            };
+            let basis = e.basis.as_str().to_string();
+            let (energy, kwh) = e
+                .energy_mj
+                .map(per_million)
+                .unwrap_or(("—".into(), String::new()));
+            let (fp16e, _) = e
+                .fp16_energy_mj
+                .map(per_million)
+                .unwrap_or(("—".into(), String::new()));
+            // True bytes of the format (scales, fp16 embeddings) from analysis's VRAM model.
+            let weights = analysis::weights_gb(e.input.params_b, e.input.precision.as_str());
+            let vram = gpu_info.get().map(|g| g.vram_gb);
+            let stack =
+                used_class(&e).and_then(|c| c.stacks.iter().find_map(|s| super::other_stack(s)));
+            view! {
+                <div class="card result" id="model-result">
+                    <p class=cls id="model-verdict">{verdict}</p>
+                    <div class="stats">
+                        <div class="stat">
+                            <span class="k">"ΔE vs FP16"</span>
+                            <span class="v" id="model-delta">{e.delta_pct.map(|d| pct(d, 1)).unwrap_or_else(|| "—".into())}</span>
+                            <span class="sub">{match (e.ci_low, e.ci_high) {
+                                (Some(l), Some(h)) => format!("95 % CI {} to {}", pct(l, 1), pct(h, 1)),
+                                _ => "no interval".into(),
+                            }}</span>
                         </div>
-                        <div class="tags">
-                            <BasisTag basis=basis/>
-                            <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
-                            {e.class.clone().map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
-                            {e.borrowed_from.clone().map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
-                            {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
+                        <div class="stat">
+                            <span class="k">"Energy per 1M tokens"</span>
+                            <span class="v">{energy}</span>
+                            <span class="sub">{format!("{kwh} · FP16 {fp16e}")}</span>
                         </div>
-                        <ul class="notes">
-                            {e.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
-                        </ul>
+                        <div class="stat">
+                            <span class="k">"Weights"</span>
+                            <span class="v" id="model-weights">{weights.map(|w| format!("{w:.1} GB")).unwrap_or_else(|| "—".into())}</span>
+                            <span class="sub">{match (weights, vram) {
+                                (Some(w), Some(v)) if w > v => format!("does not fit in {v:.0} GB"),
+                                (Some(_), Some(v)) => format!("of {v:.0} GB VRAM (weights only, scales included)"),
+                                _ => "weights only, scales included".into(),
+                            }}</span>
+                        </div>
                     </div>
-                }
-            }}
+                    <div class="tags">
+                        <BasisTag basis=basis/>
+                        <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
+                        {e.class.map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
+                        {e.borrowed_from.map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
+                        {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
+                    </div>
+                    <ul class="notes">
+                        {e.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
+                    </ul>
+                </div>
+            }
+        }
+    }
+}
 
+/// The class's fitted curve with its band, the anchors, your point, and the fit's parameters.
+#[component]
+fn CurveCard(est: Memo<Estimate>) -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let spec = Signal::derive(move || model_spec(&est.get()));
+    let class = Signal::derive(move || used_class(&est.get()));
+    view! {
             <div class="card">
                 <h2 class="card-title">"The fitted curve behind the estimate"</h2>
                 <p class="sub">
@@ -469,9 +432,9 @@ pub fn ModelTab() -> impl IntoView {
                 </p>
                 <Chart spec=spec id="model-canvas" label="Fitted crossover curve with uncertainty band, measured anchors and your model's estimate"/>
                 <ul class="legend">
-                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"━"</span>"fitted curve · band 95 %"</li>
-                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"●"</span>"anchor n ≥ 2"</li>
-                    <li class="faded"><span class="glyph" style:color=move || format!("var({})", prec_col(&st.precision.get()))>"○"</span>"anchor n = 1"</li>
+                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(st.precision.get().as_str()))>"━"</span>"fitted curve · band 95 %"</li>
+                    <li><span class="glyph" style:color=move || format!("var({})", prec_col(st.precision.get().as_str()))>"●"</span>"anchor n ≥ 2"</li>
+                    <li class="faded"><span class="glyph" style:color=move || format!("var({})", prec_col(st.precision.get().as_str()))>"○"</span>"anchor n = 1"</li>
                     <li><span class="glyph" style:color=move || format!("var({})", basis_col(est.get().basis.as_str()))>"◆"</span>{move || format!("your model ({})", est.get().basis.as_str())}</li>
                 </ul>
                 {move || (est.get().batch_context_factor < 1.0).then(|| view! {
@@ -479,7 +442,33 @@ pub fn ModelTab() -> impl IntoView {
                 })}
                 <ClassFacts class=class/>
             </div>
+    }
+}
 
+/// The estimate as energy.json, written by the worker module when the reader opens it (the page's
+/// first load stays small: the worker holds the report serializer).
+#[component]
+fn ReportJsonCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().model;
+    let json_open = RwSignal::new(false);
+    let report_json = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        if !json_open.get() {
+            return;
+        }
+        let req = crate::validate::EstimateReq {
+            arch: st.arch(),
+            params_b: st.params_b.get(),
+            precision: st.precision.get(),
+            batch: st.batch.get(),
+            context: st.context.get(),
+            gpu: st.gpu.get().label(),
+            name: st.name.get(),
+        };
+        report_json.set("writing…".into());
+        crate::validate::estimate_json(&req, move |j| report_json.set(j));
+    });
+    view! {
             <div class="card">
                 <h2 class="card-title">"This estimate as energy.json"</h2>
                 <p class="sub">"Schema-valid, basis never “measured”: nothing here touched a GPU."</p>
@@ -496,6 +485,5 @@ pub fn ModelTab() -> impl IntoView {
                     <pre class="code" id="report-json">{move || report_json.get()}</pre>
                 </details>
             </div>
-        </section>
     }
 }

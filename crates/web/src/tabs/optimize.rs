@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use analysis::optimize::{Candidate, OptimizeResult, Violation, CONTEXTS};
+use analysis::optimize::{Alternative, Budget, Candidate, OptimizeResult, Violation, CONTEXTS};
 use analysis::roofline::Bound;
 use analysis::{optimize, shapes, Budgets, Dataset, Objective, OptimizeRequest, Tag, Tagged};
 
@@ -271,7 +271,7 @@ fn tiles(c: &Candidate, card_vram: f64) -> impl IntoView {
     let (m1, kwh) = per_million(e.value);
     view! {
         <div class="stats tiles">
-            {tile("Precision", c.precision.clone(), format!("ΔE {} vs FP16 at batch 1", pct(c.delta_vs_fp16_pct.value, 1)), c.delta_vs_fp16_pct.tag)}
+            {tile("Precision", c.precision.to_string(), format!("ΔE {} vs FP16 at batch 1", pct(c.delta_vs_fp16_pct.value, 1)), c.delta_vs_fp16_pct.tag)}
             {tile("Batch", c.batch.to_string(), format!("energy × {} vs batch 1", num(c.batch_factor.value, 3)), c.batch_factor.tag)}
             {tile("Context", format!("{} tokens", c.context), format!("energy × {} vs 512 tokens", num(c.context_factor.value, 2)), c.context_factor.tag)}
             {tile("Energy per 1k tokens", format!("{} J", fig(e.value)), format!("FP16 batch 1: {} J ({})", fig(c.fp16_energy_mj_per_token.value), c.fp16_energy_mj_per_token.tag.as_str()), e.tag)}
@@ -306,25 +306,24 @@ fn delta_cell(d: f64, lower_better: bool) -> impl IntoView {
     view! { <td class=cls>{pct(d, 0)}</td> }
 }
 
-fn budget_label(b: &str) -> &'static str {
+fn budget_label(b: Budget) -> &'static str {
     match b {
-        "max_latency_ms" => "latency budget",
-        "max_vram_gb" => "VRAM budget",
-        "min_tok_s" => "throughput floor",
-        "max_j_per_1k" => "energy budget",
-        "card_vram_gb" => "the card's memory",
-        _ => "a budget",
+        Budget::MaxLatencyMs => "latency budget",
+        Budget::MaxVramGb => "VRAM budget",
+        Budget::MinTokS => "throughput floor",
+        Budget::MaxJPer1k => "energy budget",
+        Budget::CardVramGb => "the card's memory",
     }
 }
 
 fn violation_text(v: &Violation) -> String {
     let unit = match v.budget {
-        "max_latency_ms" => "ms/token",
-        "min_tok_s" => "tok/s",
-        "max_j_per_1k" => "J/1k tokens",
-        _ => "GB",
+        Budget::MaxLatencyMs => "ms/token",
+        Budget::MinTokS => "tok/s",
+        Budget::MaxJPer1k => "J/1k tokens",
+        Budget::MaxVramGb | Budget::CardVramGb => "GB",
     };
-    let verb = if v.budget == "min_tok_s" {
+    let verb = if v.budget == Budget::MinTokS {
         "short of"
     } else {
         "over"
@@ -487,12 +486,97 @@ pub fn OptimizeTab() -> impl IntoView {
     }
 }
 
+/// The alternatives table: each with its Δ vs the optimum.
+fn alternatives_card(alternatives: &[Alternative]) -> impl IntoView {
+    view! {
+        <div class="card">
+            <h2 class="card-title">"Alternatives"</h2>
+            <p class="sub">"The best of each other precision, then the runners-up; Δ is relative to the recommendation (green = better on that axis)."</p>
+            <div class="table-scroll">
+                <table class="facts wide opt-table" id="alt-table">
+                    <thead>
+                        <tr>
+                            <th>"configuration"</th><th class="num">"J / 1k tok"</th><th class="num">"Δ energy"</th>
+                            <th class="num">"ms / token"</th><th class="num">"Δ latency"</th>
+                            <th class="num">"tok/s"</th><th class="num">"Δ tok/s"</th>
+                            <th class="num">"VRAM GB"</th><th class="num">"Δ VRAM"</th><th>"why listed"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {alternatives.iter().map(|a| {
+                            let c = &a.candidate;
+                            let d = &a.vs_optimum;
+                            view! {
+                                <tr>
+                                    <td>{config(c)}</td>
+                                    {cell(c.energy_mj_per_token)}
+                                    {delta_cell(d.energy_pct.value, true)}
+                                    {cell(c.latency_ms_per_token)}
+                                    {delta_cell(d.latency_pct.value, true)}
+                                    {cell(c.throughput_tok_s)}
+                                    {delta_cell(d.throughput_pct.value, false)}
+                                    {cell(c.vram.total_gb)}
+                                    {delta_cell(d.vram_pct.value, true)}
+                                    <td class="why">{a.why.clone()}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </div>
+    }
+}
+
+/// The Pareto card: the chart of every feasible configuration and the frontier's table.
+fn pareto_card(r: &OptimizeResult, spec: Spec) -> impl IntoView {
+    let n_front = r.pareto.len();
+    let optimum = r.optimum.clone();
+    view! {
+        <div class="card" id="pareto-card" data-points=n_front.to_string()>
+            <h2 class="card-title">"Energy ↔ latency: the Pareto frontier"</h2>
+            <p class="sub">
+                {format!("{n_front} configuration{} where nothing else is both lower-energy and lower-latency. ", if n_front == 1 { "" } else { "s" })}
+                "Down-left is better. Faint circles: every feasible configuration; ★: the recommendation."
+            </p>
+            <Chart spec=Signal::derive(move || spec.clone()) id="pareto-canvas" label="Pareto chart: energy per 1k tokens against latency per token for every feasible configuration, the frontier and the recommendation"/>
+            <ul class="legend">
+                <li><span class="glyph" style:color="var(--c-cloud)">"○"</span>"feasible configuration"</li>
+                <li><span class="glyph" style:color="var(--c-front)">"●"</span>"Pareto frontier (dashed line)"</li>
+                <li><span class="glyph" style:color="var(--c-star)">"★"</span>"recommended"</li>
+            </ul>
+            <div class="table-scroll">
+                <table class="facts wide opt-table" id="pareto-table" data-points=n_front.to_string()>
+                    <thead>
+                        <tr><th>"configuration"</th><th class="num">"J / 1k tok"</th><th class="num">"ms / token"</th><th class="num">"tok/s"</th><th class="num">"VRAM GB"</th><th>"bound"</th></tr>
+                    </thead>
+                    <tbody>
+                        {r.pareto.iter().map(|c| {
+                            let chosen = optimum.as_ref() == Some(c);
+                            view! {
+                                <tr class:chosen=chosen>
+                                    <td>{if chosen { format!("★ {}", config(c)) } else { config(c) }}</td>
+                                    {cell(c.energy_mj_per_token)}
+                                    {cell(c.latency_ms_per_token)}
+                                    {cell(c.throughput_tok_s)}
+                                    {cell(c.vram.total_gb)}
+                                    <td>{bound_label(c.bound.value)}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </div>
+    }
+}
+
 fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
     let obj = objective_label(r.request.objective);
     let counts = format!(
         "{} configurations searched ({} × 7 batches × {}): {} feasible, {} over the card's VRAM, {} over your budgets",
         r.counts.evaluated,
-        r.precisions.join(" / "),
+        r.precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" / "),
         if r.request.context.is_some() { "1 context".to_string() } else { format!("{} contexts", CONTEXTS.len()) },
         r.counts.feasible,
         r.counts.over_vram,
@@ -527,7 +611,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
             <div class="card result" id="opt-recommendation">
                 <h2 class="card-title">"Recommended configuration"</h2>
                 <p class="headline" id="opt-choice">
-                    <span class="swatch" style:background=format!("var({})", prec_col(&o.precision))></span>
+                    <span class="swatch" style:background=format!("var({})", prec_col(o.precision.as_str()))></span>
                     {config(o)}
                 </p>
                 <p class="sub">{format!("Objective: {obj} · best of the feasible configurations under your budgets")}</p>
@@ -555,86 +639,8 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
         }
         .into_any(),
     };
-    let alts = (!r.alternatives.is_empty()).then(|| {
-        view! {
-            <div class="card">
-                <h2 class="card-title">"Alternatives"</h2>
-                <p class="sub">"The best of each other precision, then the runners-up; Δ is relative to the recommendation (green = better on that axis)."</p>
-                <div class="table-scroll">
-                    <table class="facts wide opt-table" id="alt-table">
-                        <thead>
-                            <tr>
-                                <th>"configuration"</th><th class="num">"J / 1k tok"</th><th class="num">"Δ energy"</th>
-                                <th class="num">"ms / token"</th><th class="num">"Δ latency"</th>
-                                <th class="num">"tok/s"</th><th class="num">"Δ tok/s"</th>
-                                <th class="num">"VRAM GB"</th><th class="num">"Δ VRAM"</th><th>"why listed"</th>
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {r.alternatives.iter().map(|a| {
-                                let c = &a.candidate;
-                                let d = &a.vs_optimum;
-                                view! {
-                                    <tr>
-                                        <td>{config(c)}</td>
-                                        {cell(c.energy_mj_per_token)}
-                                        {delta_cell(d.energy_pct.value, true)}
-                                        {cell(c.latency_ms_per_token)}
-                                        {delta_cell(d.latency_pct.value, true)}
-                                        {cell(c.throughput_tok_s)}
-                                        {delta_cell(d.throughput_pct.value, false)}
-                                        {cell(c.vram.total_gb)}
-                                        {delta_cell(d.vram_pct.value, true)}
-                                        <td class="why">{a.why.clone()}</td>
-                                    </tr>
-                                }
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                </div>
-            </div>
-        }
-    });
-    let optimum = r.optimum.clone();
-    let front = (n_front > 0).then(|| {
-        view! {
-            <div class="card" id="pareto-card" data-points=n_front.to_string()>
-                <h2 class="card-title">"Energy ↔ latency: the Pareto frontier"</h2>
-                <p class="sub">
-                    {format!("{n_front} configuration{} where nothing else is both lower-energy and lower-latency. ", if n_front == 1 { "" } else { "s" })}
-                    "Down-left is better. Faint circles: every feasible configuration; ★: the recommendation."
-                </p>
-                <Chart spec=Signal::derive(move || spec.clone()) id="pareto-canvas" label="Pareto chart: energy per 1k tokens against latency per token for every feasible configuration, the frontier and the recommendation"/>
-                <ul class="legend">
-                    <li><span class="glyph" style:color="var(--c-cloud)">"○"</span>"feasible configuration"</li>
-                    <li><span class="glyph" style:color="var(--c-front)">"●"</span>"Pareto frontier (dashed line)"</li>
-                    <li><span class="glyph" style:color="var(--c-star)">"★"</span>"recommended"</li>
-                </ul>
-                <div class="table-scroll">
-                    <table class="facts wide opt-table" id="pareto-table" data-points=n_front.to_string()>
-                        <thead>
-                            <tr><th>"configuration"</th><th class="num">"J / 1k tok"</th><th class="num">"ms / token"</th><th class="num">"tok/s"</th><th class="num">"VRAM GB"</th><th>"bound"</th></tr>
-                        </thead>
-                        <tbody>
-                            {r.pareto.iter().map(|c| {
-                                let chosen = optimum.as_ref() == Some(c);
-                                view! {
-                                    <tr class:chosen=chosen>
-                                        <td>{if chosen { format!("★ {}", config(c)) } else { config(c) }}</td>
-                                        {cell(c.energy_mj_per_token)}
-                                        {cell(c.latency_ms_per_token)}
-                                        {cell(c.throughput_tok_s)}
-                                        {cell(c.vram.total_gb)}
-                                        <td>{bound_label(c.bound.value)}</td>
-                                    </tr>
-                                }
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                </div>
-            </div>
-        }
-    });
+    let alts = (!r.alternatives.is_empty()).then(|| alternatives_card(&r.alternatives));
+    let front = (n_front > 0).then(|| pareto_card(&r, spec));
     view! {
         <p class="fine opt-model-line">{model_line}</p>
         {main}

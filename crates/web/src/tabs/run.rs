@@ -7,11 +7,14 @@
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
+use analysis::curves::{ExtraPoint, PointOrigin};
+use analysis::estimate::ClassId;
 use analysis::{default_classes, find_class, fit_classes, ClassPoint, CurveClass, Dataset, Point};
 use report::share::{self, SharePoint};
+use report::{Arch, Precision};
 
-use super::model::{anchor_marks, class_layers};
 use super::{basis_col, prec_col, BasisTag, CopyButton};
+use crate::chart::layers::{anchor_marks, class_layers};
 use crate::chart::{Chart, Mark, Shape, Spec};
 use crate::url::Query;
 use crate::util::{self, pct, size_b};
@@ -50,18 +53,49 @@ impl Entry {
     }
 }
 
-/// Where a point goes on the chart: (arch, precision, N, ΔE).
-pub type Placement = (String, String, f64, f64);
+/// Where a point goes on the chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placement {
+    /// The class the point belongs to, when it names a known architecture and precision.
+    pub class: Option<ClassId>,
+    /// The architecture as the point names it (lower case), for labels.
+    pub arch: String,
+    /// The precision as the point names it, for labels.
+    pub precision: String,
+    /// Model size, B parameters.
+    pub n: f64,
+    /// ΔE vs FP16, %.
+    pub delta: f64,
+}
 
-/// Where a point goes on the chart, when it has a size, a ΔE and an architecture.
+/// Where a point goes on the chart, when it has a size, a ΔE and an architecture. The point's
+/// text is parsed into [`Arch`] and [`Precision`] here, once.
 pub fn placement(p: &SharePoint) -> Option<Placement> {
     let n = p.params_b.filter(|x| x.is_finite() && *x > 0.0)?;
-    let d = p.vs_fp16_pct.filter(|x| x.is_finite())?;
+    let delta = p.vs_fp16_pct.filter(|x| x.is_finite())?;
     let arch = p.arch.trim().to_ascii_lowercase();
     if arch.is_empty() {
         return None;
     }
-    Some((arch, p.precision.trim().to_string(), n, d))
+    let precision = p.precision.trim().to_string();
+    let class = arch
+        .parse::<Arch>()
+        .ok()
+        .zip(precision.parse::<Precision>().ok())
+        .map(|(arch, precision)| ClassId { arch, precision });
+    Some(Placement {
+        class,
+        arch,
+        precision,
+        n,
+        delta,
+    })
+}
+
+/// The published class of a placement, if there is one.
+fn published_class(pl: &Placement) -> Option<&'static CurveClass> {
+    let c = pl.class?;
+    find_class(default_classes(), c.arch, c.precision)
 }
 
 #[derive(Clone, Copy)]
@@ -196,8 +230,9 @@ impl RunState {
         }
     }
 
-    /// The user's measured points as extra anchors: (arch, precision, point).
-    pub fn extra_anchors(&self) -> Vec<(String, String, ClassPoint)> {
+    /// The user's measured points as extra anchors (those that name a known architecture and
+    /// precision: a class needs both).
+    pub fn extra_anchors(&self) -> Vec<ExtraPoint> {
         self.entries.with(|es| {
             es.iter()
                 .filter_map(|e| {
@@ -205,74 +240,102 @@ impl RunState {
                     if p.basis != "measured" {
                         return None;
                     }
-                    let (arch, precision, n, d) = placement(&p)?;
-                    Some((
-                        arch,
-                        precision,
-                        ClassPoint {
-                            point: Point { n, delta: d },
+                    let pl = placement(&p)?;
+                    let class = pl.class?;
+                    Some(ExtraPoint {
+                        arch: class.arch,
+                        precision: class.precision,
+                        point: ClassPoint {
+                            point: Point {
+                                n: pl.n,
+                                delta: pl.delta,
+                            },
                             gpu: p.gpu.clone(),
                             model: p.model.clone(),
                             n: Some(1),
                             cv_pct: None,
                             source: format!("your report: {}", e.name),
-                            origin: "user",
+                            origin: PointOrigin::User,
                         },
-                    ))
+                    })
                 })
                 .collect()
         })
     }
 }
 
-/// Refit every class with `extra`; returns the classes and the time it took (ms).
-pub fn refit(extra: &[(String, String, ClassPoint)]) -> (Vec<CurveClass>, f64) {
+/// Refit every class with `extra`, timing it.
+pub fn refit(extra: &[ExtraPoint]) -> Refit {
     let t0 = util::now_ms();
     let classes = fit_classes(Dataset::embedded(), extra);
     let ms = util::now_ms() - t0;
-    (classes, ms)
+    Refit {
+        classes,
+        added: extra.len(),
+        ms,
+    }
+}
+
+/// A valid point of one entry, with the entry's name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedPoint {
+    /// The overlay point.
+    pub point: SharePoint,
+    /// The entry it came from (file name, "pasted JSON", "overlay link 1").
+    pub name: String,
 }
 
 /// Spec of the overlay chart: every class that has a point, its curve and band, the dataset
 /// anchors (muted), your points coloured by basis, and — with the toggle — the refitted curve.
-pub fn overlay_spec(points: &[(SharePoint, String)], refitted: Option<&[CurveClass]>) -> Spec {
+pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> Spec {
     let mut spec = Spec {
         x_label: "model size (B parameters, log scale)".into(),
         y_label: "ΔE vs FP16 (%)".into(),
         shade: true,
         ..Spec::default()
     };
-    let mut keys: Vec<(String, String)> = Vec::new();
-    let placed: Vec<(&SharePoint, &String, Placement)> = points
+    let mut keys: Vec<ClassId> = Vec::new();
+    let placed: Vec<(&NamedPoint, Placement)> = points
         .iter()
-        .filter_map(|(p, name)| placement(p).map(|pl| (p, name, pl)))
+        .filter_map(|np| placement(&np.point).map(|pl| (np, pl)))
         .collect();
-    for (_, _, (a, p, _, _)) in &placed {
-        let k = (a.clone(), p.to_ascii_uppercase());
-        if !keys.contains(&k) && find_class(default_classes(), a, p).is_some() {
-            keys.push(k);
+    for (_, pl) in &placed {
+        if let Some(k) = pl.class.filter(|k| !keys.contains(k)) {
+            if published_class(pl).is_some() {
+                keys.push(k);
+            }
         }
     }
     if keys.is_empty() && placed.is_empty() {
-        keys.push(("ada".into(), "NF4".into()));
+        keys.push(ClassId {
+            arch: Arch::Ada,
+            precision: Precision::Nf4,
+        });
     }
     let (mut x0, mut x1) = (0.3f64, 30.0f64);
-    for (_, _, (_, _, n, _)) in &placed {
-        x0 = x0.min(n / 1.5);
-        x1 = x1.max(n * 1.5);
+    for (_, pl) in &placed {
+        x0 = x0.min(pl.n / 1.5);
+        x1 = x1.max(pl.n * 1.5);
     }
     spec.x_range = (x0.max(0.05), x1.min(1000.0));
     let xr = spec.x_range;
-    for (a, p) in keys.iter().take(4) {
-        if let Some(c) = find_class(default_classes(), a, p) {
+    for k in keys.iter().take(4) {
+        if let Some(c) = find_class(default_classes(), k.arch, k.precision) {
             let tag = if keys.len() > 1 {
-                format!("{a} {p} ")
+                format!("{k} ")
             } else {
                 String::new()
             };
-            class_layers(c, &mut spec, xr, prec_col(p), false, &tag);
+            class_layers(
+                c,
+                &mut spec,
+                xr,
+                prec_col(k.precision.as_str()),
+                false,
+                &tag,
+            );
             anchor_marks(c, &mut spec, "--muted");
-            if let Some(rc) = refitted.and_then(|r| find_class(r, a, p)) {
+            if let Some(rc) = refitted.and_then(|r| find_class(r, k.arch, k.precision)) {
                 if rc.points.len() != c.points.len() {
                     let before_bands = spec.bands.len();
                     class_layers(rc, &mut spec, xr, "--fg", true, &format!("{tag}refit "));
@@ -281,7 +344,8 @@ pub fn overlay_spec(points: &[(SharePoint, String)], refitted: Option<&[CurveCla
             }
         }
     }
-    for (p, name, (_, _, n, d)) in placed {
+    for (np, pl) in placed {
+        let (p, name, n, d) = (&np.point, &np.name, pl.n, pl.delta);
         spec.marks.push(Mark {
             x: n,
             y: d,
@@ -329,34 +393,93 @@ const COMMANDS: [(&str, &str); 4] = [
     ),
 ];
 
+/// The refit behind the "include my points" toggle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refit {
+    /// Every class, refitted with the user's measured points.
+    pub classes: Vec<CurveClass>,
+    /// How many points joined.
+    pub added: usize,
+    /// How long the refit took in this browser, ms.
+    pub ms: f64,
+}
+
 #[component]
 pub fn RunTab() -> impl IntoView {
     let st = expect_context::<crate::AppState>().run;
-    let paste = RwSignal::new(String::new());
-    let refit_ms = RwSignal::new(None::<f64>);
-
     let points = Memo::new(move |_| {
         st.entries.with(|es| {
             es.iter()
-                .filter_map(|e| e.point().map(|p| (p, e.name.clone())))
+                .filter_map(|e| {
+                    e.point().map(|point| NamedPoint {
+                        point,
+                        name: e.name.clone(),
+                    })
+                })
                 .collect::<Vec<_>>()
         })
     });
-    let refitted = Memo::new(move |_| {
-        if !st.include_fit.get() {
-            return None;
+    let refitted = Memo::new(move |_| st.include_fit.get().then(|| refit(&st.extra_anchors())));
+    // The timing goes out as a side effect of the refit, not from inside the memo.
+    Effect::new(move |_| {
+        if let Some(ms) = refitted.with(|r| r.as_ref().map(|r| r.ms)) {
+            util::publish_metric("refitMs", ms);
         }
-        let extra = st.extra_anchors();
-        let (classes, ms) = refit(&extra);
-        refit_ms.set(Some(ms));
-        util::publish_metric("refitMs", ms);
-        Some((classes, extra.len()))
     });
     let spec = Signal::derive(move || {
         let pts = points.get();
-        refitted.with(|r| overlay_spec(&pts, r.as_ref().map(|(c, _)| c.as_slice())))
+        refitted.with(|r| overlay_spec(&pts, r.as_ref().map(|r| r.classes.as_slice())))
     });
 
+    view! {
+        <section class="tab-run">
+            <CommandList/>
+            <div class="card">
+                <h2 class="card-title">"2 · Check your reports here"</h2>
+                <p class="sub">"Drop one or several energy.json files (upstream ecocompute-energy/1.x reports work too), pick them, or paste JSON or an overlay link. Everything stays in this tab."</p>
+                <DropZone/>
+                <PasteBox/>
+                <ReportCards/>
+            </div>
+            <OverlayCard spec=spec refitted=refitted/>
+        </section>
+    }
+}
+
+/// Step 1: the meter's commands, each with a copy button.
+#[component]
+fn CommandList() -> impl IntoView {
+    view! {
+        <div class="card">
+            <h2 class="card-title">"1 · Run the meter"</h2>
+            <p class="sub">
+                "The meter samples GPU-package power through NVML during real decoding and writes an "
+                <code>"energy.json"</code>
+                " with the same fields this page reads. Without a GPU it still writes a report, labelled interpolated or extrapolated — never measured."
+            </p>
+            {COMMANDS
+                .iter()
+                .map(|(what, cmd)| {
+                    let cmd_s = cmd.to_string();
+                    view! {
+                        <div class="cmd">
+                            <span class="cmd-what">{*what}</span>
+                            <div class="cmd-row">
+                                <pre class="code"><code>{*cmd}</code></pre>
+                                <CopyButton text=Signal::derive(move || cmd_s.clone()) label="Copy"/>
+                            </div>
+                        </div>
+                    }
+                })
+                .collect_view()}
+        </div>
+    }
+}
+
+/// The drop zone and file picker: every file becomes an entry.
+#[component]
+fn DropZone() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().run;
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
         st.dragging.set(false);
@@ -376,6 +499,32 @@ pub fn RunTab() -> impl IntoView {
         }
         input.set_value("");
     };
+    view! {
+        <div
+            class="dropzone"
+            id="dropzone"
+            class:dragging=move || st.dragging.get()
+            on:dragover=move |ev: web_sys::DragEvent| {
+                ev.prevent_default();
+                st.dragging.set(true);
+            }
+            on:dragleave=move |_| st.dragging.set(false)
+            on:drop=on_drop
+        >
+            <p class="drop-title">"Drop energy.json files here"</p>
+            <label class="file-label">
+                <span>"or choose files"</span>
+                <input id="file-input" type="file" multiple accept=".json,application/json" on:change=on_pick/>
+            </label>
+        </div>
+    }
+}
+
+/// The paste box (a report or an overlay link) with its check and clear-all buttons.
+#[component]
+fn PasteBox() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().run;
+    let paste = RwSignal::new(String::new());
     let on_paste_check = move |_| {
         let text = paste.get_untracked();
         let t = text.trim();
@@ -389,138 +538,117 @@ pub fn RunTab() -> impl IntoView {
         }
         paste.set(String::new());
     };
-
     view! {
-        <section class="tab-run">
-            <div class="card">
-                <h2 class="card-title">"1 · Run the meter"</h2>
-                <p class="sub">
-                    "The meter samples GPU-package power through NVML during real decoding and writes an "
-                    <code>"energy.json"</code>
-                    " with the same fields this page reads. Without a GPU it still writes a report, labelled interpolated or extrapolated — never measured."
-                </p>
-                {COMMANDS
-                    .iter()
-                    .map(|(what, cmd)| {
-                        let cmd_s = cmd.to_string();
-                        view! {
-                            <div class="cmd">
-                                <span class="cmd-what">{*what}</span>
-                                <div class="cmd-row">
-                                    <pre class="code"><code>{*cmd}</code></pre>
-                                    <CopyButton text=Signal::derive(move || cmd_s.clone()) label="Copy"/>
-                                </div>
-                            </div>
-                        }
-                    })
-                    .collect_view()}
-            </div>
-
-            <div class="card">
-                <h2 class="card-title">"2 · Check your reports here"</h2>
-                <p class="sub">"Drop one or several energy.json files (upstream ecocompute-energy/1.x reports work too), pick them, or paste JSON or an overlay link. Everything stays in this tab."</p>
-                <div
-                    class="dropzone"
-                    id="dropzone"
-                    class:dragging=move || st.dragging.get()
-                    on:dragover=move |ev: web_sys::DragEvent| {
-                        ev.prevent_default();
-                        st.dragging.set(true);
-                    }
-                    on:dragleave=move |_| st.dragging.set(false)
-                    on:drop=on_drop
-                >
-                    <p class="drop-title">"Drop energy.json files here"</p>
-                    <label class="file-label">
-                        <span>"or choose files"</span>
-                        <input id="file-input" type="file" multiple accept=".json,application/json" on:change=on_pick/>
-                    </label>
-                </div>
-                <label class="paste">
-                    <span>"…or paste a report or an overlay link"</span>
-                    <textarea
-                        id="paste-box"
-                        rows="4"
-                        spellcheck="false"
-                        placeholder="{ \"schema_version\": … }  or  https://…?tab=run&overlay=…"
-                        prop:value=move || paste.get()
-                        on:input=move |ev| paste.set(event_target_value(&ev))
-                    ></textarea>
-                </label>
-                <div class="actions">
-                    <button class="btn primary" id="paste-check" on:click=on_paste_check>"Check pasted text"</button>
-                    <button
-                        class="btn"
-                        id="clear-all"
-                        on:click=move |_| st.entries.set(Vec::new())
-                        disabled=move || st.entries.with(|e| e.is_empty())
-                    >
-                        "Clear all"
-                    </button>
-                </div>
-                <ul class="entries" id="entries">
-                    <For
-                        each=move || st.entries.get()
-                        key=|e| (e.id, matches!(e.state, EntryState::Checking))
-                        children=move |e| view! { <EntryCard e=e/> }
-                    />
-                </ul>
-            </div>
-
-            <div class="card">
-                <h2 class="card-title">"3 · Your points on the fitted curves"</h2>
-                <p class="sub">
-                    "Each valid report is drawn at (size, ΔE recomputed from its energies) on the fitted curve of its architecture and precision, coloured by basis. Grey circles: the published anchors."
-                </p>
-                <div class="chart-controls">
-                    <super::Toggle id="include-fit" checked=st.include_fit label="Include my measured points in the fit"/>
-                </div>
-                <Chart spec=spec id="overlay-canvas" label="Your reports drawn on the fitted crossover curves"/>
-                <ul class="legend">
-                    {report::Basis::ALL
-                        .iter()
-                        .map(|b| view! {
-                            <li><span class="glyph" style:color=format!("var({})", basis_col(b.as_str()))>"◆"</span>{b.as_str()}</li>
-                        })
-                        .collect_view()}
-                    <li><span class="glyph" style:color="var(--muted)">"●"</span>"published anchors"</li>
-                    <Show when=move || st.include_fit.get()>
-                        <li><span class="glyph" style:color="var(--fg)">"┅"</span>"refit with your measured points"</li>
-                    </Show>
-                </ul>
-                <Show when=move || refitted.with(|r| r.is_some())>
-                    <CrossoverMoves refitted=Signal::derive(move || refitted.get()) ms=refit_ms/>
-                </Show>
-            </div>
-        </section>
+        <label class="paste">
+            <span>"…or paste a report or an overlay link"</span>
+            <textarea
+                id="paste-box"
+                rows="4"
+                spellcheck="false"
+                placeholder="{ \"schema_version\": … }  or  https://…?tab=run&overlay=…"
+                prop:value=move || paste.get()
+                on:input=move |ev| paste.set(event_target_value(&ev))
+            ></textarea>
+        </label>
+        <div class="actions">
+            <button class="btn primary" id="paste-check" on:click=on_paste_check>"Check pasted text"</button>
+            <button
+                class="btn"
+                id="clear-all"
+                on:click=move |_| st.entries.set(Vec::new())
+                disabled=move || st.entries.with(|e| e.is_empty())
+            >
+                "Clear all"
+            </button>
+        </div>
     }
 }
 
+/// One card per entry, in the order they were added.
 #[component]
-fn CrossoverMoves(
-    refitted: Signal<Option<(Vec<CurveClass>, usize)>>,
-    ms: RwSignal<Option<f64>>,
-) -> impl IntoView {
+fn ReportCards() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().run;
+    view! {
+        <ul class="entries" id="entries">
+            <For
+                each=move || st.entries.get()
+                key=|e| (e.id, matches!(e.state, EntryState::Checking))
+                children=move |e| view! { <EntryCard e=e/> }
+            />
+        </ul>
+    }
+}
+
+/// Step 3: the overlay chart, its legend and the refit toggle.
+#[component]
+fn OverlayCard(spec: Signal<Spec>, refitted: Memo<Option<Refit>>) -> impl IntoView {
+    let st = expect_context::<crate::AppState>().run;
+    view! {
+        <div class="card">
+            <h2 class="card-title">"3 · Your points on the fitted curves"</h2>
+            <p class="sub">
+                "Each valid report is drawn at (size, ΔE recomputed from its energies) on the fitted curve of its architecture and precision, coloured by basis. Grey circles: the published anchors."
+            </p>
+            <div class="chart-controls">
+                <super::Toggle id="include-fit" checked=st.include_fit label="Include my measured points in the fit"/>
+            </div>
+            <Chart spec=spec id="overlay-canvas" label="Your reports drawn on the fitted crossover curves"/>
+            <ul class="legend">
+                {report::Basis::ALL
+                    .iter()
+                    .map(|b| view! {
+                        <li><span class="glyph" style:color=format!("var({})", basis_col(b.as_str()))>"◆"</span>{b.as_str()}</li>
+                    })
+                    .collect_view()}
+                <li><span class="glyph" style:color="var(--muted)">"●"</span>"published anchors"</li>
+                <Show when=move || st.include_fit.get()>
+                    <li><span class="glyph" style:color="var(--fg)">"┅"</span>"refit with your measured points"</li>
+                </Show>
+            </ul>
+            <Show when=move || refitted.with(|r| r.is_some())>
+                <CrossoverMoves refitted=Signal::derive(move || refitted.get())/>
+            </Show>
+        </div>
+    }
+}
+
+/// One row of the "how the crossover moves" table.
+struct MoveRow {
+    class: String,
+    published: String,
+    with_yours: String,
+    users: usize,
+}
+
+#[component]
+fn CrossoverMoves(refitted: Signal<Option<Refit>>) -> impl IntoView {
     move || {
-        refitted.get().map(|(classes, added)| {
-            let rows: Vec<_> = classes
+        refitted.get().map(|r| {
+            let fmt = |x: Option<f64>| {
+                x.map(|v| size_b((v * 100.0).round() / 100.0))
+                    .unwrap_or_else(|| "none".into())
+            };
+            let rows: Vec<MoveRow> = r
+                .classes
                 .iter()
-                .filter(|c| c.points.iter().any(|p| p.origin == "user"))
-                .map(|c| {
-                    let before = find_class(default_classes(), &c.arch, &c.precision);
-                    let fmt = |x: Option<f64>| x.map(|v| size_b((v * 100.0).round() / 100.0)).unwrap_or_else(|| "none".into());
-                    let users = c.points.iter().filter(|p| p.origin == "user").count();
-                    (
-                        c.label(),
-                        before.map(|b| fmt(b.crossover_b)).unwrap_or_else(|| "no curve".into()),
-                        fmt(c.crossover_b),
-                        users,
-                    )
+                .filter(|c| c.points.iter().any(|p| p.origin == PointOrigin::User))
+                .map(|c| MoveRow {
+                    class: c.label(),
+                    published: find_class(default_classes(), c.arch, c.precision)
+                        .map(|b| fmt(b.crossover_b))
+                        .unwrap_or_else(|| "no curve".into()),
+                    with_yours: fmt(c.crossover_b),
+                    users: c
+                        .points
+                        .iter()
+                        .filter(|p| p.origin == PointOrigin::User)
+                        .count(),
                 })
                 .collect();
+            let ms = r.ms;
             view! {
                 <div class="moves" id="crossover-moves">
-                    {if added == 0 {
+                    {if r.added == 0 {
                         view! { <p class="fine">"None of your points is a measured one yet: interpolated, extrapolated and unavailable points never join a fit."</p> }.into_any()
                     } else {
                         view! {
@@ -528,12 +656,12 @@ fn CrossoverMoves(
                                 <caption>"How the crossover moves with your points"</caption>
                                 <thead><tr><th>"class"</th><th>"published"</th><th>"with yours"</th><th>"your points"</th></tr></thead>
                                 <tbody>
-                                    {rows.into_iter().map(|(l, b, a, n)| view! { <tr><td>{l}</td><td>{b}</td><td>{a}</td><td>{n}</td></tr> }).collect_view()}
+                                    {rows.into_iter().map(|m| view! { <tr><td>{m.class}</td><td>{m.published}</td><td>{m.with_yours}</td><td>{m.users}</td></tr> }).collect_view()}
                                 </tbody>
                             </table>
                         }.into_any()
                     }}
-                    <p class="fine">{move || ms.get().map(|m| format!("All classes refitted in {m:.1} ms in this browser.")).unwrap_or_default()}</p>
+                    <p class="fine">{format!("All classes refitted in {ms:.1} ms in this browser.")}</p>
                 </div>
             }
         })
@@ -636,8 +764,9 @@ fn PointSummary(p: Option<SharePoint>, warnings: Vec<validate::Finding>) -> impl
     };
     let placed = placement(&p);
     let where_ = match &placed {
-        Some((a, pr, _, _)) => {
-            if find_class(default_classes(), a, pr).is_some() {
+        Some(pl) => {
+            let (a, pr) = (&pl.arch, &pl.precision);
+            if published_class(pl).is_some() {
                 format!("drawn on the {a} {pr} curve")
             } else {
                 format!("drawn alone: no published {a} {pr} curve yet")

@@ -5,6 +5,7 @@
 use leptos::prelude::*;
 
 use analysis::{Anchor, Dataset};
+use report::Precision;
 
 use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
@@ -43,23 +44,36 @@ pub fn gpus() -> Vec<String> {
     v
 }
 
-pub fn models(gpu: &str) -> Vec<(String, f64)> {
-    let mut v: Vec<(String, f64)> = Vec::new();
+/// A model measured on a card, as the model picker lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestedModel {
+    /// Model name as published.
+    pub name: String,
+    /// Its size, B parameters.
+    pub params_b: f64,
+}
+
+/// The models measured on `gpu` at batch 1, smallest first.
+pub fn models(gpu: &str) -> Vec<TestedModel> {
+    let mut v: Vec<TestedModel> = Vec::new();
     for a in ds().anchors.iter().filter(|a| usable(a) && a.gpu == gpu) {
-        if !v.iter().any(|(m, _)| *m == a.model) {
-            v.push((a.model.clone(), a.params_b));
+        if !v.iter().any(|m| m.name == a.model) {
+            v.push(TestedModel {
+                name: a.model.clone(),
+                params_b: a.params_b,
+            });
         }
     }
-    crate::util::sort_by_key(&mut v, |x| (x.1, x.0.clone()));
+    crate::util::sort_by_key(&mut v, |m| (m.params_b, m.name.clone()));
     v
 }
 
 fn default_model(gpu: &str) -> String {
     let ms = models(gpu);
     ms.iter()
-        .find(|(m, _)| m == "Qwen2-7B")
+        .find(|m| m.name == "Qwen2-7B")
         .or_else(|| ms.last())
-        .map(|(m, _)| m.clone())
+        .map(|m| m.name.clone())
         .unwrap_or_default()
 }
 
@@ -81,8 +95,8 @@ impl TestedState {
             .and_then(|m| {
                 models(&gpu)
                     .into_iter()
-                    .find(|(x, _)| x == m.trim())
-                    .map(|x| x.0)
+                    .find(|x| x.name == m.trim())
+                    .map(|x| x.name)
             })
             .unwrap_or_else(|| default_model(&gpu));
         let hidden = q
@@ -171,17 +185,17 @@ fn brief(gpu: &str, model: &str) -> String {
         .anchors
         .iter()
         .find(|a| a.gpu == gpu)
-        .map(|a| arch_label(&a.arch))
+        .map(|a| arch_label(a.arch.as_str()))
         .unwrap_or_default();
     out.push_str(&format!(
         "Quantization energy check — {model} on {gpu} ({arch})\n"
     ));
     for s in sessions(gpu, model) {
-        for a in s.rows.iter().filter(|a| a.precision != "FP16") {
+        for a in s.rows.iter().filter(|a| a.precision != Precision::Fp16) {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(&a.precision, d, interval(a)),
+                    verdict(&a.precision_label(), d, interval(a)),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -223,36 +237,32 @@ fn batched_rows(gpu: &str) -> usize {
 /// Top of the zoomed y axis of the crossover chart (%); savings never go below −100 %.
 pub const ZOOM_TOP: f64 = 150.0;
 
-/// Crossover chart of measured points only.
-pub fn crossover_spec(
-    gpu: &str,
-    model: &str,
-    all_cards: bool,
-    hidden: &[String],
-    zoom: bool,
-) -> (Spec, Vec<LegendItem>) {
-    struct Series {
-        gpu: String,
-        precision: String,
-        session: String,
-        rows: Vec<&'static Anchor>,
-    }
+/// One series of the crossover chart: a card, a precision and a session.
+struct Series {
+    gpu: String,
+    precision: String,
+    session: String,
+    rows: Vec<&'static Anchor>,
+}
+
+/// The series to draw: batch-1 non-FP16 rows with a Δ, of `gpu` (or every card), without the
+/// hidden precisions; the picked card first, then by card and precision.
+fn collect_series(gpu: &str, all_cards: bool, hidden: &[String]) -> Vec<Series> {
     let mut series: Vec<Series> = Vec::new();
     for a in ds().anchors.iter().filter(|a| {
         usable(a)
-            && a.precision != "FP16"
+            && a.precision != Precision::Fp16
             && a.delta_pct().is_some()
             && (all_cards || a.gpu == gpu)
-            && !hidden.contains(&a.precision)
+            && !hidden.contains(&a.precision_label())
     }) {
-        match series
-            .iter_mut()
-            .find(|s| s.gpu == a.gpu && s.precision == a.precision && s.session == a.session)
-        {
+        match series.iter_mut().find(|s| {
+            s.gpu == a.gpu && s.precision == a.precision_label() && s.session == a.session
+        }) {
             Some(s) => s.rows.push(a),
             None => series.push(Series {
                 gpu: a.gpu.clone(),
-                precision: a.precision.clone(),
+                precision: a.precision_label(),
                 session: a.session.clone(),
                 rows: vec![a],
             }),
@@ -261,6 +271,50 @@ pub fn crossover_spec(
     crate::util::sort_by_key(&mut series, |s| {
         (s.gpu != gpu, s.gpu.clone(), prec_rank(&s.precision))
     });
+    series
+}
+
+/// Points beyond the zoomed top are pinned to the edge as ▲, their tooltip saying where they are.
+fn pin_to_zoom(spec: &mut Spec) {
+    let (lo, hi) = spec.y_range;
+    let top = hi.min(ZOOM_TOP);
+    for m in spec.marks.iter_mut().filter(|m| m.y > top) {
+        m.tip
+            .push_str(&format!("\n(above the zoomed chart: ΔE {})", pct(m.y, 1)));
+        m.y = top - (top - lo) * 0.015;
+        m.shape = Shape::Triangle;
+    }
+    spec.y_range = (lo, top);
+}
+
+/// Tooltip of a measured point: model, card, precision, session, stack, Δ, n, CV, source.
+fn anchor_tip(a: &Anchor, d: f64) -> String {
+    format!(
+        "{} · {}\n{} · {} · session {}\nstack: {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
+        a.model,
+        size_b(a.params_b),
+        a.gpu,
+        a.precision_label(),
+        a.session,
+        stack_short(&a.stack),
+        pct(d, 1),
+        a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
+        a.cv_pct
+            .map(|c| format!(" · CV {c:.1} %"))
+            .unwrap_or_else(|| " · CV not published".into()),
+        a.source
+    )
+}
+
+/// Crossover chart of measured points only.
+pub fn crossover_spec(
+    gpu: &str,
+    model: &str,
+    all_cards: bool,
+    hidden: &[String],
+    zoom: bool,
+) -> (Spec, Vec<LegendItem>) {
+    let series = collect_series(gpu, all_cards, hidden);
     // One marker shape per (card, session), so sessions of one card stay apart.
     let mut shape_keys: Vec<(String, String)> = Vec::new();
     let mut spec = Spec {
@@ -325,21 +379,7 @@ pub fn crossover_spec(
                 r: if selected_card { 5.0 } else { 4.0 },
                 ring: a.gpu == gpu && a.model == model,
                 err: None,
-                tip: format!(
-                    "{} · {}\n{} · {} · session {}\nstack: {}\nΔE {} vs FP16 (measured)\nn = {}{}\nsource: {}",
-                    a.model,
-                    size_b(a.params_b),
-                    a.gpu,
-                    a.precision,
-                    a.session,
-                    stack_short(&a.stack),
-                    pct(d, 1),
-                    a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
-                    a.cv_pct
-                        .map(|c| format!(" · CV {c:.1} %"))
-                        .unwrap_or_else(|| " · CV not published".into()),
-                    a.source
-                ),
+                tip: anchor_tip(a, d),
             });
         }
         let n_max = s.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
@@ -368,15 +408,7 @@ pub fn crossover_spec(
     }
     spec.fit_y(30.0);
     if zoom {
-        let (lo, hi) = spec.y_range;
-        let top = hi.min(ZOOM_TOP);
-        for m in spec.marks.iter_mut().filter(|m| m.y > top) {
-            m.tip
-                .push_str(&format!("\n(above the zoomed chart: ΔE {})", pct(m.y, 1)));
-            m.y = top - (top - lo) * 0.015;
-            m.shape = Shape::Triangle;
-        }
-        spec.y_range = (lo, top);
+        pin_to_zoom(&mut spec);
     }
     (spec, legend)
 }
@@ -417,49 +449,25 @@ pub fn Legend(#[prop(into)] items: Signal<Vec<LegendItem>>) -> impl IntoView {
 
 #[component]
 pub fn TestedTab() -> impl IntoView {
+    view! {
+        <section class="tab-tested">
+            <Pickers/>
+            <EnergyCard/>
+            <CrossoverCard/>
+        </section>
+    }
+}
+
+/// The card and model pickers.
+#[component]
+fn Pickers() -> impl IntoView {
     let st = expect_context::<crate::AppState>().tested;
     let on_gpu = move |ev: web_sys::Event| {
         let g = event_target_value(&ev);
         st.model.set(default_model(&g));
         st.gpu.set(g);
     };
-    let chart = Memo::new(move |_| {
-        crossover_spec(
-            &st.gpu.get(),
-            &st.model.get(),
-            st.all_cards.get(),
-            &st.hidden.get(),
-            st.zoom.get(),
-        )
-    });
-    let spec = Signal::derive(move || chart.get().0);
-    let legend = Signal::derive(move || chart.get().1);
-    let precisions = Memo::new(move |_| {
-        let g = st.gpu.get();
-        let all = st.all_cards.get();
-        let mut v: Vec<String> = Vec::new();
-        for a in ds()
-            .anchors
-            .iter()
-            .filter(|a| usable(a) && a.precision != "FP16" && (all || a.gpu == g))
-        {
-            if !v.contains(&a.precision) {
-                v.push(a.precision.clone());
-            }
-        }
-        crate::util::sort_by_key(&mut v, |p| prec_rank(p));
-        v
-    });
-    let brief_text = Signal::derive(move || brief(&st.gpu.get(), &st.model.get()));
-    let permalink = Signal::derive(move || {
-        // Track the inputs so the copied link is the current one.
-        st.gpu.track();
-        st.model.track();
-        crate::util::current_url()
-    });
-
     view! {
-        <section class="tab-tested">
             <div class="pickers">
                 <label>
                     <span>"GPU card"</span>
@@ -471,7 +479,7 @@ pub fn TestedTab() -> impl IntoView {
                                     .anchors
                                     .iter()
                                     .find(|a| a.gpu == g)
-                                    .map(|a| arch_label(&a.arch))
+                                    .map(|a| arch_label(a.arch.as_str()))
                                     .unwrap_or_default();
                                 let vram = ds().gpu(&g).map(|x| format!(" · {:.0} GB", x.vram_gb)).unwrap_or_default();
                                 let stack = if ds().anchors.iter().any(|a| a.gpu == g && a.stack.contains("candle")) {
@@ -495,15 +503,31 @@ pub fn TestedTab() -> impl IntoView {
                         {move || {
                             models(&st.gpu.get())
                                 .into_iter()
-                                .map(|(m, n)| {
-                                    view! { <option value=m.clone()>{format!("{m} ({})", size_b(n))}</option> }
+                                .map(|m| {
+                                    view! { <option value=m.name.clone()>{format!("{} ({})", m.name, size_b(m.params_b))}</option> }
                                 })
                                 .collect_view()
                         }}
                     </select>
                 </label>
             </div>
+    }
+}
 
+/// Energy per 1M tokens of every precision measured for the picked card and model, by session,
+/// with the decision brief and permalink.
+#[component]
+fn EnergyCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    let brief_text = Signal::derive(move || brief(&st.gpu.get(), &st.model.get()));
+    let permalink = Signal::derive(move || {
+        // Track the inputs so the copied link is the current one.
+        st.gpu.track();
+        st.model.track();
+        crate::util::current_url()
+    });
+
+    view! {
             <div class="card">
                 <h2 class="card-title">"Energy per 1 million generated tokens"</h2>
                 {move || {
@@ -536,7 +560,42 @@ pub fn TestedTab() -> impl IntoView {
                     "Compare deltas within a session; absolute energies drift between sessions and hosts."
                 </p>
             </div>
+    }
+}
 
+/// The crossover chart of measured points, its precision filters and legend.
+#[component]
+fn CrossoverCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    let chart = Memo::new(move |_| {
+        crossover_spec(
+            &st.gpu.get(),
+            &st.model.get(),
+            st.all_cards.get(),
+            &st.hidden.get(),
+            st.zoom.get(),
+        )
+    });
+    let spec = Signal::derive(move || chart.get().0);
+    let legend = Signal::derive(move || chart.get().1);
+    let precisions = Memo::new(move |_| {
+        let g = st.gpu.get();
+        let all = st.all_cards.get();
+        let mut v: Vec<String> = Vec::new();
+        for a in ds()
+            .anchors
+            .iter()
+            .filter(|a| usable(a) && a.precision != Precision::Fp16 && (all || a.gpu == g))
+        {
+            let label = a.precision_label();
+            if !v.contains(&label) {
+                v.push(label);
+            }
+        }
+        crate::util::sort_by_key(&mut v, |p| prec_rank(p));
+        v
+    });
+    view! {
             <div class="card">
                 <h2 class="card-title">"Crossover: measured points only"</h2>
                 <p class="sub">
@@ -593,15 +652,66 @@ pub fn TestedTab() -> impl IntoView {
                     "For a fitted curve with its uncertainty, use " <a href="?tab=model">"Your model"</a> "."
                 </p>
             </div>
-        </section>
+    }
+}
+
+/// One bar of a session: a precision's energy, its Δ vs FP16 and the run count.
+struct Bar {
+    label: String,
+    col: &'static str,
+    e: f64,
+    delta: Option<f64>,
+    /// 95 % interval of `delta` from the run-to-run spread.
+    interval: Option<(f64, f64)>,
+    n: Option<u32>,
+    cv: Option<f64>,
+    baseline: bool,
+}
+
+/// A bar's row: label, bar scaled to `max_e`, energy, Δ with its interval, n chip.
+fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
+    let (main, kwh) = per_million(b.e);
+    let w = format!("{:.1}%", b.e / max_e * 100.0);
+    let delta_txt = match (b.baseline, b.delta) {
+        (true, _) => "baseline".to_string(),
+        (false, Some(d)) => pct(d, 1),
+        (false, None) => "—".into(),
+    };
+    let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
+    let delta_title = half
+        .map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
+    let cls = match b.delta.map(|d| direction(d, b.interval)) {
+        Some(Direction::Saves) => "delta good",
+        Some(Direction::Costs) => "delta bad",
+        _ => "delta",
+    };
+    view! {
+        <div class="bar-row" role="listitem">
+            <span class="bar-label" style:color=format!("var({})", b.col)>{b.label.clone()}</span>
+            <span class="bar-track">
+                <span class="bar-fill" style:width=w style:background=format!("var({})", b.col)></span>
+            </span>
+            <span class="bar-value">
+                <strong>{main}</strong>
+                <span class="sub">{kwh}</span>
+            </span>
+            <span class=cls title=delta_title>
+                {delta_txt}
+                {half.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
+            </span>
+            <NChip n=b.n cv=b.cv/>
+        </div>
     }
 }
 
 #[component]
 fn SessionBlock(s: SessionRows) -> impl IntoView {
     let mut rows: Vec<&Anchor> = s.rows.clone();
-    crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision));
-    let fp16_row = rows.iter().find(|a| a.precision == "FP16").copied();
+    crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision_label()));
+    let fp16_row = rows
+        .iter()
+        .find(|a| a.precision == Precision::Fp16)
+        .copied();
     let paired = rows.iter().find_map(|a| a.fp16_energy_mj);
     let baseline = fp16_row.and_then(|a| a.energy_mj).or(paired);
     let max_e = rows
@@ -617,17 +727,6 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
     let stack = first.map(|a| a.stack.clone()).unwrap_or_default();
     let source = first.map(|a| a.source.clone()).unwrap_or_default();
 
-    struct Bar {
-        label: String,
-        col: &'static str,
-        e: f64,
-        delta: Option<f64>,
-        /// 95 % interval of `delta` from the run-to-run spread.
-        interval: Option<(f64, f64)>,
-        n: Option<u32>,
-        cv: Option<f64>,
-        baseline: bool,
-    }
     let mut bars: Vec<Bar> = Vec::new();
     if let Some(b) = baseline {
         bars.push(Bar {
@@ -646,17 +745,18 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
         });
     }
     let mut seen: Vec<String> = Vec::new();
-    for a in rows.iter().filter(|a| a.precision != "FP16") {
+    for a in rows.iter().filter(|a| a.precision != Precision::Fp16) {
         let Some(e) = a.energy_mj else { continue };
-        let repeat = seen.iter().filter(|p| **p == a.precision).count();
-        seen.push(a.precision.clone());
+        let label = a.precision_label();
+        let repeat = seen.iter().filter(|p| **p == label).count();
+        seen.push(label.clone());
         bars.push(Bar {
             label: if repeat > 0 {
-                format!("{} (run {})", a.precision, repeat + 1)
+                format!("{label} (run {})", repeat + 1)
             } else {
-                a.precision.clone()
+                label.clone()
             },
-            col: prec_col(&a.precision),
+            col: prec_col(&label),
             e,
             delta: a.delta_pct(),
             interval: interval(a),
@@ -689,39 +789,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
             <div class="bars" role="list">
                 {bars
                     .into_iter()
-                    .map(|b| {
-                        let (main, kwh) = per_million(b.e);
-                        let w = format!("{:.1}%", b.e / max_e * 100.0);
-                        let delta_txt = match (b.baseline, b.delta) {
-                            (true, _) => "baseline".to_string(),
-                            (false, Some(d)) => pct(d, 1),
-                            (false, None) => "—".into(),
-                        };
-                        let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
-                        let delta_title = half.map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
-                        let cls = match b.delta.map(|d| direction(d, b.interval)) {
-                            Some(Direction::Saves) => "delta good",
-                            Some(Direction::Costs) => "delta bad",
-                            _ => "delta",
-                        };
-                        view! {
-                            <div class="bar-row" role="listitem">
-                                <span class="bar-label" style:color=format!("var({})", b.col)>{b.label.clone()}</span>
-                                <span class="bar-track">
-                                    <span class="bar-fill" style:width=w style:background=format!("var({})", b.col)></span>
-                                </span>
-                                <span class="bar-value">
-                                    <strong>{main}</strong>
-                                    <span class="sub">{kwh}</span>
-                                </span>
-                                <span class=cls title=delta_title>
-                                    {delta_txt}
-                                    {half.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
-                                </span>
-                                <NChip n=b.n cv=b.cv/>
-                            </div>
-                        }
-                    })
+                    .map(|b| bar_row(b, max_e))
                     .collect_view()}
             </div>
             <div class="verdicts">

@@ -7,13 +7,16 @@
 //! the point selected with the arrow keys (keyboard focus on the canvas).
 
 use leptos::prelude::*;
-use plotters::coord::combinators::BindKeyPoints;
 use plotters::prelude::*;
 use plotters_canvas::CanvasBackend;
 use wasm_bindgen::JsCast;
 use web_sys::CanvasRenderingContext2d;
 
 use crate::util;
+
+mod frame;
+pub mod layers;
+mod paint;
 
 /// A colour slot: the name of a CSS custom property holding `#rrggbb` (so dark and light themes
 /// and the HTML legends share one palette).
@@ -263,6 +266,9 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize, log: bool) -> Vec<f64> {
 }
 
 /// Draw `spec` on `canvas` (sized to its CSS box × devicePixelRatio). Returns the hit list.
+///
+/// plotters draws the frame ([`frame`]); the data layers are painted on the same context in
+/// z-order by [`paint`]: shading, bands, vertical lines, background marks, lines, marks.
 pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>> {
     let w = util::window();
     let dpr = w.device_pixel_ratio().max(1.0);
@@ -271,8 +277,6 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     canvas.set_width((css_w * dpr).round() as u32);
     canvas.set_height((css_h * dpr).round() as u32);
     let narrow = css_w < 520.0;
-    let s = |v: f64| (v * dpr).round();
-    let si = |v: f64| (v * dpr).round() as u32;
     let th = theme();
     let ctx: CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
 
@@ -285,90 +289,31 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     // The y axis is linear in `ty(y)`: identity, or ln for a log axis (ticks keep data values).
     let y_log = spec.y_log && y0 > 0.0;
     let ty = move |y: f64| if y_log { y.max(1e-12).ln() } else { y };
-    // A log y axis gets its grid and labels drawn below (plotters' own y ticks are linear).
-    let y_keys: Vec<f64> = if y_log {
-        nice_ticks(y0, y1, 0, true)
-    } else {
-        Vec::new()
+    let style = frame::Style {
+        dpr,
+        narrow,
+        label_px: if narrow { 11.0 } else { 12.0 },
+        font: "system-ui, sans-serif",
     };
-    let keys: Vec<f64> = if spec.x_ticks.is_empty() {
-        X_TICKS
-            .iter()
-            .copied()
-            .filter(|x| *x >= x0 * 0.999 && *x <= x1 * 1.001)
-            .filter(|x| !narrow || ![0.2, 1.5, 14.0, 20.0, 70.0].contains(x))
-            .collect()
-    } else {
-        spec.x_ticks.clone()
-    };
-    let font = "system-ui, sans-serif";
-    let label_px = if narrow { 11.0 } else { 12.0 };
-    let mut chart = ChartBuilder::on(&root)
-        .margin_top(si(14.0))
-        .margin_right(si(if narrow { 10.0 } else { 18.0 }))
-        .margin_bottom(si(6.0))
-        .margin_left(si(6.0))
-        .x_label_area_size(si(44.0))
-        .y_label_area_size(si(if narrow { 62.0 } else { 78.0 }))
-        .build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), ty(y0)..ty(y1))
-        .ok()?;
-    let label_style = TextStyle::from((font, s(label_px)).into_font()).color(&th.muted);
-    let desc_style = TextStyle::from((font, s(label_px + 1.0)).into_font()).color(&th.fg);
-    let y_plain = spec.y_plain;
-    let y_fmt = |y: &f64| {
-        let v = if y.abs() < 1e-9 { 0.0 } else { *y };
-        if y_plain {
-            return tick_label(v);
-        }
-        let t = format!("{v:.0}");
-        if v > 0.0 {
-            format!("+{t}%")
-        } else {
-            format!("{}%", t.replacen('-', "−", 1))
-        }
-    };
-    chart
-        .configure_mesh()
-        .x_desc(spec.x_label.as_str())
-        .y_desc(spec.y_label.as_str())
-        .x_label_formatter(&|x: &f64| tick_label(*x))
-        .y_label_formatter(&y_fmt)
-        .y_labels(if y_log {
-            0
-        } else if narrow {
-            6
-        } else {
-            8
-        })
-        .label_style(label_style)
-        .axis_desc_style(desc_style)
-        .bold_line_style(th.grid.stroke_width(si(1.0)))
-        .light_line_style(TRANSPARENT)
-        .axis_style(th.grid.stroke_width(si(1.0)))
-        .draw()
-        .ok()?;
-
+    let chart = frame::build(&root, spec, &style, &th, y_log, ty)?;
     let px = |x: f64, y: f64| {
         let (a, b) = chart.backend_coord(&(x.clamp(x0, x1), ty(y)));
         (a as f64, b as f64)
     };
     let (left, top) = px(x0, y1);
     let (right, bottom) = px(x1, y0);
-    if !y_keys.is_empty() {
-        ctx.set_font(&format!("{}px {font}", s(label_px)));
-        ctx.set_text_align("right");
-        ctx.set_text_baseline("middle");
-        for k in &y_keys {
-            let (_, y) = px(x0, *k);
-            ctx.set_stroke_style_str(&rgba(th.grid, 1.0));
-            ctx.set_line_width(s(1.0));
-            ctx.begin_path();
-            ctx.move_to(left, y.round() + 0.5);
-            ctx.line_to(right, y.round() + 0.5);
-            ctx.stroke();
-            ctx.set_fill_style_str(&rgba(th.muted, 1.0));
-            let _ = ctx.fill_text(&tick_label(*k), left - s(6.0), y);
-        }
+    let plot = paint::Plot {
+        ctx: &ctx,
+        th: &th,
+        px: &px,
+        style: &style,
+        left,
+        top,
+        right,
+        bottom,
+    };
+    if y_log {
+        plot.log_y_grid(&nice_ticks(y0, y1, 0, true), x0);
     }
     ctx.save();
     // plotters leaves its last text baseline / alignment on the context.
@@ -376,227 +321,17 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     ctx.begin_path();
     ctx.rect(left, top, right - left, bottom - top);
     ctx.clip();
-
     if spec.shade && y0 < 0.0 && y1 > 0.0 {
-        let (_, zy) = px(x0, 0.0);
-        ctx.set_fill_style_str(&rgba(th.bad, 0.07));
-        ctx.fill_rect(left, top, right - left, zy - top);
-        ctx.set_fill_style_str(&rgba(th.good, 0.08));
-        ctx.fill_rect(left, zy, right - left, bottom - zy);
-        ctx.set_stroke_style_str(&rgba(th.fg, 0.55));
-        ctx.set_line_width(s(1.2));
-        let dash = js_sys::Array::of2(&s(5.0).into(), &s(4.0).into());
-        let _ = ctx.set_line_dash(&dash);
-        ctx.begin_path();
-        ctx.move_to(left, zy);
-        ctx.line_to(right, zy);
-        ctx.stroke();
-        let _ = ctx.set_line_dash(&js_sys::Array::new());
-        // Labels in the plot's left corners, on a card-coloured plate so data stays readable.
-        ctx.set_font(&format!("600 {}px {font}", s(label_px)));
-        ctx.set_text_align("left");
-        let plate = |ctx: &CanvasRenderingContext2d, text: &str, x: f64, y: f64, col: RGBColor| {
-            let w = ctx.measure_text(text).map(|m| m.width()).unwrap_or(0.0);
-            ctx.set_fill_style_str(&rgba(th.bg, 0.82));
-            ctx.fill_rect(
-                x - s(4.0),
-                y - s(label_px + 1.0),
-                w + s(8.0),
-                s(label_px + 7.0),
-            );
-            ctx.set_fill_style_str(&rgba(col, 1.0));
-            let _ = ctx.fill_text(text, x, y);
-        };
-        plate(
-            &ctx,
-            "↑ costs more than FP16",
-            left + s(8.0),
-            top + s(label_px + 6.0),
-            th.bad,
-        );
-        plate(
-            &ctx,
-            "↓ saves energy vs FP16",
-            left + s(8.0),
-            bottom - s(8.0),
-            th.good,
-        );
+        plot.shade(x0);
     }
-
-    for b in &spec.bands {
-        if b.pts.len() < 2 {
-            continue;
-        }
-        let c = css_color(b.col);
-        ctx.set_fill_style_str(&rgba(c, 0.18));
-        ctx.begin_path();
-        let (sx, sy) = px(b.pts[0].0, b.pts[0].2);
-        ctx.move_to(sx, sy);
-        for p in &b.pts[1..] {
-            let (x, y) = px(p.0, p.2);
-            ctx.line_to(x, y);
-        }
-        for p in b.pts.iter().rev() {
-            let (x, y) = px(p.0, p.1);
-            ctx.line_to(x, y);
-        }
-        ctx.close_path();
-        ctx.fill();
-    }
-
-    for (vi, v) in spec.vlines.iter().enumerate() {
-        if v.x < x0 || v.x > x1 {
-            continue;
-        }
-        let c = css_color(v.col);
-        let (x, _) = px(v.x, 0.0);
-        ctx.set_stroke_style_str(&rgba(c, 0.8));
-        ctx.set_line_width(s(1.0));
-        let dash = js_sys::Array::of2(&s(2.0).into(), &s(3.0).into());
-        let _ = ctx.set_line_dash(&dash);
-        ctx.begin_path();
-        ctx.move_to(x, top);
-        ctx.line_to(x, bottom);
-        ctx.stroke();
-        let _ = ctx.set_line_dash(&js_sys::Array::new());
-        ctx.set_font(&format!("600 {}px {font}", s(label_px)));
-        ctx.set_fill_style_str(&rgba(c, 1.0));
-        let right_half = x > (left + right) / 2.0;
-        ctx.set_text_align(if right_half { "right" } else { "left" });
-        let dx = if right_half { -s(5.0) } else { s(5.0) };
-        // Below the corner label ("costs more than FP16"), one row per vertical line.
-        let row = (vi as f64 + 1.0) * (label_px + 7.0);
-        let _ = ctx.fill_text(&v.label, x + dx, top + s(label_px + 4.0 + row));
-    }
-
-    let mut bg_hits = Vec::with_capacity(spec.bg_marks.len());
-    for m in &spec.bg_marks {
-        if let Some(h) = draw_mark(&ctx, &px, m, &th, s, dpr) {
-            bg_hits.push(h);
-        }
-    }
-
-    for l in &spec.lines {
-        if l.pts.len() < 2 {
-            continue;
-        }
-        let c = css_color(l.col);
-        ctx.set_stroke_style_str(&rgba(c, l.alpha));
-        ctx.set_line_width(s(l.width));
-        ctx.set_line_join("round");
-        if l.dash {
-            let dash = js_sys::Array::of2(&s(6.0).into(), &s(4.0).into());
-            let _ = ctx.set_line_dash(&dash);
-        }
-        ctx.begin_path();
-        let (sx, sy) = px(l.pts[0].0, l.pts[0].1);
-        ctx.move_to(sx, sy);
-        for p in &l.pts[1..] {
-            let (x, y) = px(p.0, p.1);
-            ctx.line_to(x, y);
-        }
-        ctx.stroke();
-        let _ = ctx.set_line_dash(&js_sys::Array::new());
-    }
-
-    let mut hits = Vec::with_capacity(spec.marks.len() + bg_hits.len());
-    for m in &spec.marks {
-        if let Some(h) = draw_mark(&ctx, &px, m, &th, s, dpr) {
-            hits.push(h);
-        }
-    }
+    plot.bands(&spec.bands);
+    plot.vlines(&spec.vlines, x0, x1);
+    let bg_hits = plot.marks(&spec.bg_marks);
+    plot.lines(&spec.lines);
+    let mut hits = plot.marks(&spec.marks);
     hits.extend(bg_hits);
     ctx.restore();
     Some(hits)
-}
-
-/// One marker (with its error bar and ring); its hit in CSS px.
-fn draw_mark(
-    ctx: &CanvasRenderingContext2d,
-    px: &dyn Fn(f64, f64) -> (f64, f64),
-    m: &Mark,
-    th: &Theme,
-    s: impl Fn(f64) -> f64,
-    dpr: f64,
-) -> Option<Hit> {
-    if !(m.x.is_finite() && m.y.is_finite()) {
-        return None;
-    }
-    let c = css_color(m.col);
-    let (x, y) = px(m.x, m.y);
-    if let Some((lo, hi)) = m.err {
-        let (_, ylo) = px(m.x, lo);
-        let (_, yhi) = px(m.x, hi);
-        ctx.set_stroke_style_str(&rgba(c, 0.9));
-        ctx.set_line_width(s(2.0));
-        ctx.begin_path();
-        ctx.move_to(x, ylo);
-        ctx.line_to(x, yhi);
-        ctx.move_to(x - s(6.0), ylo);
-        ctx.line_to(x + s(6.0), ylo);
-        ctx.move_to(x - s(6.0), yhi);
-        ctx.line_to(x + s(6.0), yhi);
-        ctx.stroke();
-    }
-    let r = s(m.r);
-    ctx.begin_path();
-    match m.shape {
-        Shape::Circle => {
-            let _ = ctx.arc(x, y, r, 0.0, std::f64::consts::TAU);
-        }
-        Shape::Square => ctx.rect(x - r * 0.9, y - r * 0.9, r * 1.8, r * 1.8),
-        Shape::Triangle => {
-            ctx.move_to(x, y - r * 1.15);
-            ctx.line_to(x + r * 1.05, y + r * 0.8);
-            ctx.line_to(x - r * 1.05, y + r * 0.8);
-            ctx.close_path();
-        }
-        Shape::Star => {
-            for i in 0..10 {
-                let a = std::f64::consts::PI * (i as f64 / 5.0 - 0.5);
-                let rr = if i % 2 == 0 { r * 1.6 } else { r * 0.7 };
-                let (sx, sy) = (x + rr * a.cos(), y + rr * a.sin());
-                if i == 0 {
-                    ctx.move_to(sx, sy);
-                } else {
-                    ctx.line_to(sx, sy);
-                }
-            }
-            ctx.close_path();
-        }
-        Shape::Diamond => {
-            ctx.move_to(x, y - r * 1.2);
-            ctx.line_to(x + r * 1.2, y);
-            ctx.line_to(x, y + r * 1.2);
-            ctx.line_to(x - r * 1.2, y);
-            ctx.close_path();
-        }
-    }
-    if m.filled {
-        ctx.set_fill_style_str(&rgba(c, 1.0));
-        ctx.fill();
-        ctx.set_stroke_style_str(&rgba(th.bg, 0.9));
-        ctx.set_line_width(s(1.0));
-        ctx.stroke();
-    } else {
-        ctx.set_fill_style_str(&rgba(th.bg, 1.0));
-        ctx.fill();
-        ctx.set_stroke_style_str(&rgba(c, 1.0));
-        ctx.set_line_width(s(2.0));
-        ctx.stroke();
-    }
-    if m.ring {
-        ctx.begin_path();
-        let _ = ctx.arc(x, y, r + s(5.0), 0.0, std::f64::consts::TAU);
-        ctx.set_stroke_style_str(&rgba(th.fg, 0.9));
-        ctx.set_line_width(s(1.5));
-        ctx.stroke();
-    }
-    Some(Hit {
-        x: x / dpr,
-        y: y / dpr,
-        tip: m.tip.clone(),
-    })
 }
 
 /// Index of the hit nearest to (x, y) within `radius` CSS px.
