@@ -33,10 +33,13 @@ enum Command {
     Estimate(cmd::estimate::EstimateArgs),
     /// The fitted crossover table per architecture and precision.
     Crossover {
+        /// Only this architecture (turing, ampere, ada, hopper, blackwell, volta).
         #[arg(long)]
-        arch: Option<String>,
+        arch: Option<report::Arch>,
+        /// Only this precision (e.g. NF4, INT8, Q4_K).
         #[arg(long)]
-        precision: Option<String>,
+        precision: Option<report::Precision>,
+        /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
     },
@@ -103,11 +106,7 @@ fn main() -> ExitCode {
             arch,
             precision,
             json,
-        } => ok(cmd::crossover::run(
-            arch.as_deref(),
-            precision.as_deref(),
-            json,
-        )),
+        } => ok(cmd::crossover::run(arch, precision, json)),
         #[cfg(feature = "gpu")]
         Command::Measure(args) => cmd::measure::run(&args),
         #[cfg(feature = "gpu")]

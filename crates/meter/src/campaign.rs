@@ -3,6 +3,7 @@
 
 use analysis::stats::mean;
 use anyhow::{Context, Result};
+use report::{Arch, Precision};
 use std::path::{Path, PathBuf};
 
 /// The `*.json` files of a directory, sorted by name.
@@ -47,7 +48,7 @@ pub struct ReportCsvRow {
     /// `workload.params_b`.
     pub params_b: Option<f64>,
     /// `workload.precision`.
-    pub precision: String,
+    pub precision: Option<Precision>,
     /// `workload.batch_size`.
     pub batch: u32,
     /// `protocol.seed`.
@@ -108,7 +109,7 @@ impl ReportCsvRow {
             file,
             model: rep.workload.model_name.clone(),
             params_b: rep.workload.params_b,
-            precision: rep.workload.precision.clone(),
+            precision: rep.workload.parsed_precision(),
             batch: rep.workload.batch_size,
             seed: protocol.and_then(|p| p.seed),
             basis: rep.results.basis,
@@ -148,14 +149,14 @@ pub fn aggregate_csv(dir: &Path) -> Result<String> {
 pub struct AnchorRow {
     /// Card name as the reports give it.
     pub gpu: String,
-    /// Architecture class (`hopper`).
-    pub arch: String,
+    /// Architecture class.
+    pub arch: Arch,
     /// Model name, without the synthetic-weights suffix.
     pub model: String,
     /// Size, billions of parameters.
     pub params_b: f64,
-    /// Precision (schema spelling).
-    pub precision: String,
+    /// Precision.
+    pub precision: Precision,
     /// Batch size.
     pub batch: u64,
     /// Mean counter energy per token, mJ.
@@ -186,7 +187,7 @@ impl AnchorRow {
 
     /// The FP16 baseline row of its runs.
     pub fn is_fp16(&self) -> bool {
-        self.precision == "FP16"
+        self.precision == Precision::Fp16
     }
 
     /// Curves are batch-1 single-stream; FP16 and batch-sweep rows feed the absolute energy and
@@ -289,13 +290,13 @@ pub struct AnchorsCsvRow {
     /// Card (catalog name).
     pub gpu: String,
     /// Architecture class.
-    pub gpu_arch: String,
+    pub gpu_arch: Arch,
     /// Model.
     pub model: String,
     /// Size, billions of parameters.
     pub params_b: f64,
     /// Precision.
-    pub precision: String,
+    pub precision: Precision,
     /// Batch size.
     pub batch_size: u64,
     /// mJ per token.
@@ -361,10 +362,10 @@ impl AnchorsCsvRow {
             .map(|g| g.name.clone())
             .unwrap_or_else(|| r.gpu.clone());
         AnchorsCsvRow {
-            gpu_arch: r.arch.clone(),
+            gpu_arch: r.arch,
             model: r.model.clone(),
             params_b: r.params_b,
-            precision: r.precision.clone(),
+            precision: r.precision,
             batch_size: r.batch,
             energy_per_token_mj: r.energy_mj,
             fp16_energy_per_token_mj: r.fp16_mj,
@@ -404,19 +405,13 @@ pub fn anchors_csv(
 /// same runs' FP16 arms.
 pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
     use std::fmt::Write;
-    let order = |p: &str| {
-        ["FP16", "BF16", "Q8_0", "Q4_K", "Q4_0"]
-            .iter()
-            .position(|x| *x == p)
-            .unwrap_or(9)
-    };
     let mut rows: Vec<&AnchorRow> = rows.iter().collect();
     rows.sort_by(|a, b| {
         a.batch
             .cmp(&b.batch)
             .then(a.params_b.total_cmp(&b.params_b))
             .then_with(|| a.model.cmp(&b.model))
-            .then(order(&a.precision).cmp(&order(&b.precision)))
+            .then(a.precision.display_rank().cmp(&b.precision.display_rank()))
     });
     let mut out = format!(
         "| model | params B | batch | precision | n | cards | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < {}) | ΔE vs FP16 % |\n\
@@ -476,7 +471,7 @@ struct RunArm {
 #[derive(Debug, Clone, PartialEq)]
 struct ConfigKey {
     model: String,
-    precision: String,
+    precision: Precision,
     batch: u64,
 }
 
@@ -484,7 +479,7 @@ struct ConfigKey {
 #[derive(Debug, Clone, Default)]
 struct ModelMeta {
     gpu: String,
-    arch: String,
+    arch: Option<Arch>,
     params_b: f64,
 }
 
@@ -509,9 +504,14 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
         if arm.status != report::ArmStatus::Ok {
             continue;
         }
+        // Reports are validated, but an arm's precision is free text there: one we cannot name
+        // cannot be pooled with anything.
+        let Ok(precision) = arm.precision.parse::<Precision>() else {
+            continue;
+        };
         let key = ConfigKey {
             model: model.clone(),
-            precision: arm.precision.clone(),
+            precision,
             batch,
         };
         if arms.iter().any(|a| a.key == key && a.run == run) {
@@ -558,7 +558,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
                 model,
                 ModelMeta {
                     gpu: rep.system_under_test.gpu.clone(),
-                    arch: rep.system_under_test.gpu_arch.clone(),
+                    arch: rep.effective_arch(),
                     params_b: rep.workload.params_b.unwrap_or(0.0),
                 },
             ));
@@ -585,7 +585,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         .iter()
         .filter(|a| {
             a.key.model == key.model
-                && a.key.precision == "FP16"
+                && a.key.precision == Precision::Fp16
                 && a.key.batch == key.batch
                 && runs.contains(&&a.run)
         })
@@ -613,10 +613,10 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         .unwrap_or_default();
     Some(AnchorRow {
         gpu: m.gpu,
-        arch: m.arch,
+        arch: m.arch?,
         model: key.model.clone(),
         params_b: m.params_b,
-        precision: key.precision.clone(),
+        precision: key.precision,
         batch: key.batch,
         energy_mj: mean(&e),
         fp16_mj: mean(&fp16),

@@ -1,6 +1,7 @@
 //! Decode engines behind a trait: candle (`crate::candle`) and a fake for tests.
 
 use crate::meter::FakeMeter;
+use report::Precision;
 
 pub trait Decoder {
     /// Prefill `prompt_len` fixed tokens for `batch` sequences, then decode exactly `new_tokens`
@@ -26,9 +27,9 @@ pub trait Decoder {
 }
 
 pub trait DecoderFactory {
-    fn load(&mut self, precision: &str) -> anyhow::Result<Box<dyn Decoder>>;
+    fn load(&mut self, precision: Precision) -> anyhow::Result<Box<dyn Decoder>>;
     /// Device bytes the arm needs: weights + KV cache + activations + runtime overhead.
-    fn required_bytes(&self, precision: &str, batch: usize, context: usize) -> u64;
+    fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64;
     /// The perplexity text as token ids, and how they were made (the model's tokenizer file, or
     /// byte ids where the weights come without one).
     fn tokenize(&self, text: &str) -> anyhow::Result<(Vec<u32>, String)>;
@@ -39,15 +40,15 @@ pub trait DecoderFactory {
 pub struct FakeDecoderFactory {
     pub meter: FakeMeter,
     /// (precision, seconds per generated token)
-    pub step_s: Vec<(String, f64)>,
-    pub fail_load: Vec<String>,
-    pub fail_decode_after: Option<(String, usize)>,
+    pub step_s: Vec<(Precision, f64)>,
+    pub fail_load: Vec<Precision>,
+    pub fail_decode_after: Option<(Precision, usize)>,
     pub bytes: u64,
-    pub loads: Vec<String>,
+    pub loads: Vec<Precision>,
     /// (precision, nats per predicted token) for `nll`; 2.0 where not listed.
-    pub nll_per_token: Vec<(String, f64)>,
+    pub nll_per_token: Vec<(Precision, f64)>,
     /// Precisions whose `nll` fails.
-    pub fail_nll: Vec<String>,
+    pub fail_nll: Vec<Precision>,
     pub fail_tokenize: bool,
 }
 
@@ -55,7 +56,7 @@ impl FakeDecoderFactory {
     pub fn new(meter: FakeMeter) -> Self {
         FakeDecoderFactory {
             meter,
-            step_s: vec![("F16".into(), 0.010), ("Q4_K".into(), 0.008)],
+            step_s: vec![(Precision::Fp16, 0.010), (Precision::Q4K, 0.008)],
             fail_load: Vec::new(),
             fail_decode_after: None,
             bytes: 1 << 30,
@@ -70,7 +71,7 @@ impl FakeDecoderFactory {
 struct FakeDecoder {
     meter: FakeMeter,
     step_s: f64,
-    precision: String,
+    precision: Precision,
     fail_after: Option<usize>,
     calls: usize,
     nll_per_token: Result<f64, String>,
@@ -114,40 +115,40 @@ impl Decoder for FakeDecoder {
 }
 
 impl DecoderFactory for FakeDecoderFactory {
-    fn load(&mut self, precision: &str) -> anyhow::Result<Box<dyn Decoder>> {
-        self.loads.push(precision.to_string());
-        if self.fail_load.iter().any(|p| p == precision) {
+    fn load(&mut self, precision: Precision) -> anyhow::Result<Box<dyn Decoder>> {
+        self.loads.push(precision);
+        if self.fail_load.contains(&precision) {
             anyhow::bail!("scripted load failure for {precision}");
         }
         let step_s = self
             .step_s
             .iter()
-            .find(|(p, _)| p == precision)
+            .find(|(p, _)| *p == precision)
             .map(|(_, s)| *s)
             .unwrap_or(0.01);
         Ok(Box::new(FakeDecoder {
             meter: self.meter.clone(),
             step_s,
-            precision: precision.to_string(),
+            precision,
             fail_after: self
                 .fail_decode_after
                 .as_ref()
-                .filter(|(p, _)| p == precision)
+                .filter(|(p, _)| *p == precision)
                 .map(|(_, n)| *n),
             calls: 0,
-            nll_per_token: if self.fail_nll.iter().any(|p| p == precision) {
+            nll_per_token: if self.fail_nll.contains(&precision) {
                 Err(format!("scripted scoring failure for {precision}"))
             } else {
                 Ok(self
                     .nll_per_token
                     .iter()
-                    .find(|(p, _)| p == precision)
+                    .find(|(p, _)| *p == precision)
                     .map(|(_, n)| *n)
                     .unwrap_or(2.0))
             },
         }))
     }
-    fn required_bytes(&self, _precision: &str, _batch: usize, _context: usize) -> u64 {
+    fn required_bytes(&self, _precision: Precision, _batch: usize, _context: usize) -> u64 {
         self.bytes
     }
     fn tokenize(&self, text: &str) -> anyhow::Result<(Vec<u32>, String)> {

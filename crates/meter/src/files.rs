@@ -6,7 +6,7 @@ use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
 
-use crate::run_report::report_precision;
+use report::Precision;
 
 /// A file-name-safe form of user text: ASCII letters, digits, `.` and `-` kept, the rest `_` (no
 /// path separators can survive).
@@ -90,12 +90,8 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
 }
 
 /// `<model>_<PRECISION>_b<batch>`, every part file-name safe.
-pub fn file_stem(model: &str, precision: &str, batch: usize) -> String {
-    format!(
-        "{}_{}_b{batch}",
-        safe_name(model),
-        report_precision(precision)
-    )
+pub fn file_stem(model: &str, precision: Precision, batch: usize) -> String {
+    format!("{}_{}_b{batch}", safe_name(model), precision.as_str())
 }
 
 #[cfg(test)]
@@ -111,9 +107,12 @@ mod tests {
 
     #[test]
     fn file_stems_are_safe() {
-        assert_eq!(file_stem("Qwen2-0.5B", "F16", 1), "Qwen2-0.5B_FP16_b1");
         assert_eq!(
-            file_stem("../../etc/x y", "Q4_K", 4),
+            file_stem("Qwen2-0.5B", Precision::Fp16, 1),
+            "Qwen2-0.5B_FP16_b1"
+        );
+        assert_eq!(
+            file_stem("../../etc/x y", Precision::Q4K, 4),
             ".._.._etc_x_y_Q4_K_b4"
         );
     }

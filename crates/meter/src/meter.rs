@@ -42,7 +42,7 @@ impl MeterError {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct DeviceInfo {
     pub name: String,
-    pub arch: Option<String>,
+    pub arch: Option<report::Arch>,
     pub uuid: Option<String>,
     pub driver: Option<String>,
     pub cuda: Option<String>,
@@ -161,7 +161,7 @@ impl EnergyMeter for FakeMeter {
         lost(&s)?;
         Ok(DeviceInfo {
             name: "Fake GPU".into(),
-            arch: Some("hopper".into()),
+            arch: Some(report::Arch::Hopper),
             uuid: Some("GPU-fake-0000".into()),
             driver: Some("0.0".into()),
             cuda: Some("0.0".into()),

@@ -96,14 +96,11 @@ impl EnergyMeter for NvmlMeter {
     fn info(&mut self) -> Result<DeviceInfo, MeterError> {
         let dev = &self.device;
         let name = dev.name()?;
-        let arch = match dev.architecture() {
-            Ok(a) => {
-                let s = a.to_string().to_ascii_lowercase();
-                (s != "unknown").then_some(s)
-            }
-            Err(_) => None,
-        }
-        .or_else(|| report::arch_from_gpu_name(&name).map(|a| a.as_str().to_string()));
+        let arch = dev
+            .architecture()
+            .ok()
+            .and_then(|a| a.to_string().parse::<report::Arch>().ok())
+            .or_else(|| report::arch_from_gpu_name(&name));
         let cuda = self
             .nvml
             .sys_cuda_driver_version()
@@ -143,7 +140,9 @@ impl EnergyMeter for NvmlMeter {
         let device = self.nvml.device_by_index(self.device.index().unwrap_or(0));
         let instant = self.instant;
         Box::new(move || {
-            let dev = device.as_ref().map_err(|e| MeterError::Read(e.to_string()))?;
+            let dev = device
+                .as_ref()
+                .map_err(|e| MeterError::Read(e.to_string()))?;
             if instant {
                 instant_power_w(dev)
             } else {
@@ -161,7 +160,7 @@ pub fn probe(index: u32) -> Result<Vec<String>, MeterError> {
         format!("name              {}", info.name),
         format!(
             "architecture      {}",
-            info.arch.clone().unwrap_or_else(|| "unknown".into())
+            info.arch.map_or("unknown", |a| a.as_str())
         ),
         format!(
             "uuid              {}",

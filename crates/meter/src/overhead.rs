@@ -13,11 +13,12 @@ use crate::protocol::{metered_window, WindowError};
 use analysis::stats::t95;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use report::Precision;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OverheadConfig {
-    pub precision: String,
+    pub precision: Precision,
     pub pairs: usize,
     /// Decode calls (each `tokens` new tokens) per window.
     pub iterations: usize,
@@ -158,7 +159,7 @@ pub fn run(
     }
     let device = meter.info()?;
     let decode_err = |e: anyhow::Error| OverheadError::Decode(format!("{}: {e:#}", cfg.precision));
-    let mut dec = decoders.load(&cfg.precision).map_err(decode_err)?;
+    let mut dec = decoders.load(cfg.precision).map_err(decode_err)?;
     for _ in 0..cfg.warmup {
         dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
             .map_err(decode_err)?;

@@ -3,6 +3,7 @@
 //! done, so a sweep resumes where it stopped.
 
 use anyhow::{bail, Context, Result};
+use report::Precision;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -27,7 +28,7 @@ pub struct Defaults {
     #[serde(default = "d_warmup")]
     pub warmup: usize,
     #[serde(default = "d_baseline")]
-    pub baseline: String,
+    pub baseline: Precision,
     #[serde(default = "d_repeats")]
     pub repeats: usize,
     #[serde(default = "d_cooldown")]
@@ -45,8 +46,8 @@ fn d_iterations() -> usize {
 fn d_warmup() -> usize {
     2
 }
-fn d_baseline() -> String {
-    "F16".into()
+fn d_baseline() -> Precision {
+    Precision::Fp16
 }
 fn d_repeats() -> usize {
     3
@@ -77,13 +78,13 @@ impl Default for Defaults {
 pub struct RunSpec {
     pub synthetic: Option<String>,
     pub model: Option<PathBuf>,
-    pub precisions: Vec<String>,
+    pub precisions: Vec<Precision>,
     #[serde(default = "one_batch")]
     pub batch: Vec<usize>,
     pub repeats: Option<usize>,
     pub tokens: Option<usize>,
     pub iterations: Option<usize>,
-    pub baseline: Option<String>,
+    pub baseline: Option<Precision>,
 }
 
 fn one_batch() -> Vec<usize> {
@@ -152,7 +153,7 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
     // carries its precision in the stem, a several-precision run gets it appended per report.
     let mut stem = format!("{}_b{b}_r{rep}", crate::files::safe_name(&name));
     if let [p] = r.precisions.as_slice() {
-        stem = format!("{stem}_{}", crate::run_report::report_precision(p));
+        stem = format!("{stem}_{}", p.as_str());
     }
     let mut args = vec!["measure".to_string()];
     match (&r.synthetic, &r.model) {
@@ -162,9 +163,13 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
     }
     args.extend([
         "--precision".into(),
-        r.precisions.join(","),
+        r.precisions
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
         "--baseline".into(),
-        r.baseline.clone().unwrap_or_else(|| d.baseline.clone()),
+        r.baseline.unwrap_or(d.baseline).as_str().into(),
         "--batch".into(),
         b.to_string(),
         "--tokens".into(),
@@ -191,10 +196,7 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             if r.precisions.len() == 1 {
                 out.join(format!("{stem}.json"))
             } else {
-                out.join(format!(
-                    "{stem}_{}.json",
-                    crate::run_report::report_precision(p)
-                ))
+                out.join(format!("{stem}_{}.json", p.as_str()))
             }
         })
         .collect();

@@ -8,6 +8,7 @@ use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
 use crate::sampler::{Sampler, Trace};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use report::Precision;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -35,9 +36,9 @@ impl Default for CooldownConfig {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProtocolConfig {
     /// The arms to measure besides the baseline (one report each).
-    pub precisions: Vec<String>,
+    pub precisions: Vec<Precision>,
     /// The FP16-class baseline arm (F16 for candle). `None` measures only the requested arm.
-    pub baseline: Option<String>,
+    pub baseline: Option<Precision>,
     pub tokens: usize,
     pub iterations: usize,
     pub warmup: usize,
@@ -113,8 +114,8 @@ pub struct Tokenized {
 impl Default for ProtocolConfig {
     fn default() -> Self {
         ProtocolConfig {
-            precisions: vec!["Q4_K".into()],
-            baseline: Some("F16".into()),
+            precisions: vec![Precision::Q4K],
+            baseline: Some(Precision::Fp16),
             tokens: 256,
             iterations: 10,
             warmup: 2,
@@ -188,7 +189,7 @@ pub use analysis::stats::cv_pct;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ArmResult {
-    pub precision: String,
+    pub precision: Precision,
     pub outcome: Result<ArmMeasurement, String>,
 }
 
@@ -197,7 +198,7 @@ pub struct Outcome {
     pub device: DeviceInfo,
     pub idle_power_w: f64,
     pub idle_temp_c: Option<f64>,
-    pub arm_order: Vec<String>,
+    pub arm_order: Vec<Precision>,
     pub arms: Vec<ArmResult>,
     pub free_vram_bytes: u64,
     pub required_vram_bytes: u64,
@@ -206,7 +207,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn arm(&self, precision: &str) -> Option<&ArmResult> {
+    pub fn arm(&self, precision: Precision) -> Option<&ArmResult> {
         self.arms.iter().find(|a| a.precision == precision)
     }
 }
@@ -220,7 +221,7 @@ pub enum ProtocolError {
          ({pct:.0} % of {free_gb:.2} GB free VRAM) may be used — nothing was loaded"
     )]
     DoesNotFit {
-        precision: String,
+        precision: Precision,
         need_gb: f64,
         limit_gb: f64,
         free_gb: f64,
@@ -294,10 +295,10 @@ pub fn run(
     if !device.energy_counter {
         return Err(ProtocolError::NoCounter(device.name));
     }
-    let mut arms: Vec<String> = Vec::new();
+    let mut arms: Vec<Precision> = Vec::new();
     for p in cfg.precisions.iter().chain(cfg.baseline.iter()) {
-        if !arms.iter().any(|a| a.eq_ignore_ascii_case(p)) {
-            arms.push(p.clone());
+        if !arms.contains(p) {
+            arms.push(*p);
         }
     }
     // Pre-flight before anything is loaded.
@@ -306,11 +307,11 @@ pub fn run(
     let limit = free as f64 * cfg.vram_fraction;
     let mut required = 0u64;
     for a in &arms {
-        let need = decoders.required_bytes(a, cfg.batch, context);
+        let need = decoders.required_bytes(*a, cfg.batch, context);
         required = required.max(need);
         if need as f64 > limit {
             return Err(ProtocolError::DoesNotFit {
-                precision: a.clone(),
+                precision: *a,
                 need_gb: need as f64 / 1e9,
                 limit_gb: limit / 1e9,
                 free_gb: free as f64 / 1e9,
@@ -341,7 +342,7 @@ pub fn run(
     for precision in &arms {
         let outcome = run_arm(
             cfg,
-            precision,
+            *precision,
             meter,
             decoders,
             clock.clone(),
@@ -352,18 +353,18 @@ pub fn run(
                 .map(|(p, t)| (t, p.seq_len)),
         );
         if let Err(e) = &outcome {
-            tracing::warn!(precision, error = %e, "arm failed");
+            tracing::warn!(%precision, error = %e, "arm failed");
         }
         let lost = matches!(&outcome, Err(ArmError::Meter(e)) if e.is_lost());
         results.push(ArmResult {
-            precision: precision.clone(),
+            precision: *precision,
             outcome: outcome.map_err(|e| e.to_string()),
         });
         if lost {
             // The GPU is gone: the remaining arms cannot run; say so for each.
             for rest in arms.iter().skip(results.len()) {
                 results.push(ArmResult {
-                    precision: rest.clone(),
+                    precision: *rest,
                     outcome: Err("not run: the GPU disappeared during an earlier arm".into()),
                 });
             }
@@ -435,7 +436,7 @@ impl From<WindowError> for ArmError {
 
 fn run_arm(
     cfg: &ProtocolConfig,
-    precision: &str,
+    precision: Precision,
     meter: &mut dyn EnergyMeter,
     decoders: &mut dyn DecoderFactory,
     clock: Arc<dyn Clock>,

@@ -4,7 +4,7 @@ use crate::protocol::{
     ArmMeasurement, CooldownResult, Outcome, PerplexityConfig, PerplexityScore, ProtocolConfig,
 };
 use anyhow::{bail, Result};
-use report::Report;
+use report::{Precision, Report};
 
 /// What the report says about the weights.
 #[derive(Debug, Clone)]
@@ -32,15 +32,6 @@ pub struct RunContext {
     pub host: String,
 }
 
-/// Our report's precision name for an engine precision (`F16` → `FP16`).
-pub fn report_precision(p: &str) -> String {
-    match p.to_ascii_uppercase().as_str() {
-        "F16" => "FP16".into(),
-        "F32" => "FP32".into(),
-        other => other.to_string(),
-    }
-}
-
 fn r(v: f64, dp: i32) -> f64 {
     let m = 10f64.powi(dp);
     (v * m).round() / m
@@ -64,9 +55,9 @@ fn counter_over_trace(a: &ArmMeasurement) -> Option<f64> {
 }
 
 /// One arm of the run as the report's `protocol.arms[]` entry.
-fn arm_entry(precision: &str, m: &Result<ArmMeasurement, String>) -> report::Arm {
+fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, String>) -> report::Arm {
     let a = match m {
-        Err(e) => return report::Arm::failed(report_precision(precision), e.clone()),
+        Err(e) => return report::Arm::failed(precision.as_str(), e.clone()),
         Ok(a) => a,
     };
     let trace = a.trace.as_ref();
@@ -105,7 +96,7 @@ fn arm_entry(precision: &str, m: &Result<ArmMeasurement, String>) -> report::Arm
                 ..Default::default()
             },
         }),
-        ..report::Arm::ok(report_precision(precision))
+        ..report::Arm::ok(precision.as_str())
     }
 }
 
@@ -156,7 +147,7 @@ fn quality_note(
 fn quality_block(
     cfg: &ProtocolConfig,
     out: &Outcome,
-    precision: &str,
+    precision: Precision,
     requested: &Result<ArmMeasurement, String>,
     baseline: Option<&Result<ArmMeasurement, String>>,
     weights: &WeightsInfo,
@@ -173,10 +164,7 @@ fn quality_block(
             quantized_from_float: false,
             ..
         }
-    ) && !matches!(
-        report_precision(precision).as_str(),
-        "FP16" | "BF16" | "FP32"
-    );
+    ) && !precision.is_float();
     if independent && base.is_some() {
         base = Some(Err(
             "the quantized arm's synthetic weights were drawn independently of the \
@@ -238,7 +226,7 @@ fn quality_block(
 /// The results note: which arms were measured, what failed, idle power, cooldown.
 fn results_note(
     out: &Outcome,
-    precision: &str,
+    precision: Precision,
     requested: &Result<ArmMeasurement, String>,
     baseline: Option<&Result<ArmMeasurement, String>>,
 ) -> String {
@@ -247,7 +235,7 @@ fn results_note(
     match (requested, baseline) {
         (Ok(_), Some(Ok(_))) => notes.push(format!(
             "Both arms measured in this run, in the order {}.",
-            out.arm_order.iter().map(|p| report_precision(p)).collect::<Vec<_>>().join(" → ")
+            out.arm_order.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" → ")
         )),
         (Ok(_), Some(Err(e))) => notes.push(format!(
             "The FP16 baseline arm failed ({e}); this arm's energy is measured, but no Δ vs FP16 is reported."
@@ -255,7 +243,7 @@ fn results_note(
         (Ok(_), None) => notes.push("No baseline arm was run: no Δ vs FP16.".into()),
         (Err(e), _) => notes.push(format!(
             "The {} arm failed ({e}): no energy is reported for it{}.",
-            report_precision(precision),
+            precision,
             if base_ok { "; the FP16 arm's figure is kept as fp16_energy_per_token_mj" } else { "" }
         )),
     }
@@ -352,7 +340,12 @@ fn protocol_block(
         warmup: Some(cfg.warmup as u32),
         iterations: Some(cfg.iterations as u32),
         tokens_per_iteration: Some(cfg.tokens as u32),
-        arm_order: Some(out.arm_order.iter().map(|p| report_precision(p)).collect()),
+        arm_order: Some(
+            out.arm_order
+                .iter()
+                .map(|p| p.as_str().to_string())
+                .collect(),
+        ),
         seed: Some(cfg.seed),
         cooldown: ok.map(|a| cooldown_block(&a.cooldown)),
         preflight: Some(report::Preflight {
@@ -364,7 +357,7 @@ fn protocol_block(
         arms: Some(
             out.arms
                 .iter()
-                .map(|a| arm_entry(&a.precision, &a.outcome))
+                .map(|a| arm_entry(a.precision, &a.outcome))
                 .collect(),
         ),
         extra: Default::default(),
@@ -397,7 +390,7 @@ pub fn build_report(
     cfg: &ProtocolConfig,
     out: &Outcome,
     ctx: &RunContext,
-    precision: &str,
+    precision: Precision,
 ) -> Result<Report> {
     let requested = out
         .arm(precision)
@@ -406,7 +399,7 @@ pub fn build_report(
     let baseline = cfg
         .baseline
         .as_ref()
-        .and_then(|b| out.arm(b))
+        .and_then(|b| out.arm(*b))
         .map(|a| a.outcome.clone());
     let ok = requested.as_ref().ok();
     let base_ok = baseline.as_ref().and_then(|b| b.as_ref().ok());
@@ -419,9 +412,9 @@ pub fn build_report(
     let gpu_arch = out
         .device
         .arch
-        .clone()
-        .or_else(|| report::arch_from_gpu_name(&out.device.name).map(|a| a.as_str().to_string()))
-        .unwrap_or_else(|| "unknown".into());
+        .or_else(|| report::arch_from_gpu_name(&out.device.name))
+        .map_or("unknown", |a| a.as_str())
+        .to_string();
     let report = Report {
         schema_version: report::SCHEMA_VERSION.into(),
         benchmark: "quantenergy-decode-energy".into(),
@@ -437,7 +430,7 @@ pub fn build_report(
         workload: report::Workload {
             model_name: ctx.model_name.clone(),
             params_b: Some(r(ctx.params_b, 4)),
-            precision: report_precision(precision),
+            precision: precision.as_str().into(),
             batch_size: cfg.batch as u32,
             context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
             extra: extra([("prompt_tokens", cfg.prompt_len.into())]),

@@ -7,7 +7,7 @@ use crate::files::{file_stem, hostname, sha256_file, utc_now, write_atomic};
 use crate::meter::{EnergyMeter, RealClock};
 use crate::nvml_meter::NvmlMeter;
 use crate::protocol::{self, ProtocolConfig};
-use crate::run_report::{build_report, report_precision, RunContext, WeightsInfo};
+use crate::run_report::{build_report, RunContext, WeightsInfo};
 use anyhow::{anyhow, bail, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -192,12 +192,12 @@ pub fn write_reports(
 ) -> Result<MeasureResult> {
     let mut reports = Vec::new();
     let mut measured = false;
-    for p in &cfg.precisions {
+    for &p in &cfg.precisions {
         let rep = build_report(cfg, outcome, ctx, p)?;
         measured |= rep.results.basis == report::Basis::Measured;
         let stem = match &opts.name {
             Some(n) if cfg.precisions.len() == 1 => n.clone(),
-            Some(n) => format!("{n}_{}", report_precision(p)),
+            Some(n) => format!("{n}_{}", p.as_str()),
             None => file_stem(
                 model_name.split(' ').next().unwrap_or(model_name),
                 p,
@@ -228,7 +228,7 @@ pub fn run_overhead(
         bail!("overhead times decode windows only; --perplexity belongs to `quantenergy measure`");
     }
     let cfg = crate::overhead::OverheadConfig {
-        precision: precision.clone(),
+        precision: *precision,
         pairs,
         iterations: p.iterations,
         tokens: p.tokens,
@@ -255,7 +255,7 @@ pub fn run_overhead(
             "{}_overhead",
             file_stem(
                 model_name.split(' ').next().unwrap_or(&model_name),
-                &cfg.precision,
+                cfg.precision,
                 cfg.batch
             )
         )
@@ -293,24 +293,24 @@ fn fallback(
         }
     };
     let gpu = opts.gpu.clone().unwrap_or_else(|| "no GPU detected".into());
-    let arch = opts
-        .gpu
-        .as_deref()
-        .and_then(report::arch_from_gpu_name)
-        .map(|a| a.as_str().to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let arch = opts.gpu.as_deref().and_then(report::arch_from_gpu_name);
     let ds = analysis::Dataset::embedded();
     let mut reports = Vec::new();
-    for p in &cfg.precisions {
-        let input = analysis::EstimateInput {
-            arch: arch.clone(),
-            params_b,
-            precision: report_precision(p),
-            batch: cfg.batch as u32,
-            context: (cfg.prompt_len + cfg.tokens) as u32,
+    for &p in &cfg.precisions {
+        let mut rep = match arch {
+            Some(arch) => {
+                let input = analysis::EstimateInput {
+                    arch,
+                    params_b,
+                    precision: p,
+                    batch: cfg.batch as u32,
+                    context: (cfg.prompt_len + cfg.tokens) as u32,
+                };
+                let e = analysis::estimate(ds, analysis::default_classes(), &input);
+                analysis::estimate_report(&e, &gpu, &model_name)
+            }
+            None => no_card_report(&gpu, &model_name, params_b, p, cfg),
         };
-        let e = analysis::estimate(ds, analysis::default_classes(), &input);
-        let mut rep = analysis::estimate_report(&e, &gpu, &model_name);
         let note = rep.results.note.take().unwrap_or_default();
         rep.results.note = Some(format!("Not measured: {reason}. {note}"));
         rep.measurement_source = Some(format!(
@@ -333,4 +333,68 @@ fn fallback(
         reports,
         measured: false,
     })
+}
+
+/// No GPU and no `--gpu` to estimate for: a report that says so, with no figure.
+fn no_card_report(
+    gpu: &str,
+    model_name: &str,
+    params_b: f64,
+    precision: report::Precision,
+    cfg: &ProtocolConfig,
+) -> report::Report {
+    report::Report {
+        schema_version: report::SCHEMA_VERSION.into(),
+        benchmark: "quantenergy-estimate".into(),
+        scenario: if cfg.batch <= 1 {
+            "SingleStream"
+        } else {
+            "Offline"
+        }
+        .into(),
+        timestamp_utc: Some(utc_now()),
+        system_under_test: report::SystemUnderTest {
+            gpu: gpu.into(),
+            gpu_arch: "unknown".into(),
+            accelerator_count: 1,
+            host: None,
+            extra: Default::default(),
+        },
+        workload: report::Workload {
+            model_name: model_name.into(),
+            params_b: Some(params_b),
+            precision: precision.as_str().into(),
+            batch_size: cfg.batch as u32,
+            context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
+            extra: Default::default(),
+        },
+        measurement: report::Measurement {
+            method: "none: no GPU to measure and no card named to estimate for".into(),
+            sample_rate_hz: 0,
+            tokens_per_run: None,
+            iterations: None,
+            warmup: None,
+            extra: Default::default(),
+        },
+        measurement_source: None,
+        results: report::Results {
+            total_energy_joules: None,
+            tokens_generated: None,
+            energy_per_token_mj: None,
+            fp16_energy_per_token_mj: None,
+            vs_fp16_energy_pct: None,
+            avg_power_watts: None,
+            throughput_tokens_per_s: None,
+            basis: report::Basis::Unavailable,
+            note: Some("No estimate: pass --gpu NAME to estimate for a card.".into()),
+            extra: Default::default(),
+        },
+        quality: None,
+        stack: None,
+        energy: None,
+        protocol: None,
+        environment: None,
+        weights: None,
+        extra: Default::default(),
+    }
 }

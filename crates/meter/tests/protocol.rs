@@ -8,12 +8,18 @@ use meter::files::write_atomic;
 use meter::meter::{FakeClock, FakeMeter};
 use meter::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError};
 use meter::run_report::{build_report, RunContext, WeightsInfo};
+use report::Precision;
 use std::sync::Arc;
+
+/// A precision from its name (test shorthand).
+fn p(s: &str) -> Precision {
+    s.parse().unwrap()
+}
 
 fn cfg(precisions: &[&str]) -> ProtocolConfig {
     ProtocolConfig {
-        precisions: precisions.iter().map(|s| s.to_string()).collect(),
-        baseline: Some("F16".into()),
+        precisions: precisions.iter().map(|s| p(s)).collect(),
+        baseline: Some(p("F16")),
         tokens: 20,
         iterations: 3,
         warmup: 1,
@@ -75,8 +81,8 @@ fn both_arms_measured_give_a_measured_delta_from_the_counter() {
     let c = cfg(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     assert_eq!(out.arms.len(), 2);
-    let q = out.arm("Q4_K").unwrap().outcome.as_ref().unwrap();
-    let b = out.arm("F16").unwrap().outcome.as_ref().unwrap();
+    let q = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
+    let b = out.arm(p("F16")).unwrap().outcome.as_ref().unwrap();
     // 300 W × 8 ms per token = 2.4 J/token = 2400 mJ; F16: 10 ms → 3000 mJ.
     assert!(
         (q.mj_per_token() - 2400.0).abs() / 2400.0 < 0.01,
@@ -89,7 +95,7 @@ fn both_arms_measured_give_a_measured_delta_from_the_counter() {
         b.mj_per_token()
     );
     assert_eq!(q.tokens_generated, 60);
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let d = rep.results.vs_fp16_energy_pct.unwrap();
     assert!((d - -20.0).abs() < 1.0, "{d}");
@@ -105,11 +111,7 @@ fn both_arms_measured_give_a_measured_delta_from_the_counter() {
         arm_order,
         out.arm_order
             .iter()
-            .map(|p| if p == "F16" {
-                "FP16".to_string()
-            } else {
-                p.clone()
-            })
+            .map(|p| p.as_str().to_string())
             .collect::<Vec<_>>()
     );
 }
@@ -165,11 +167,11 @@ fn cooldown_waits_for_power_and_temperature_and_records_convergence() {
 fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
-    f.fail_load = vec!["F16".into()];
+    f.fail_load = vec![p("F16")];
     let c = cfg(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
-    assert!(out.arm("F16").unwrap().outcome.is_err());
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    assert!(out.arm(p("F16")).unwrap().outcome.is_err());
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(
         rep.results.basis,
         report::Basis::Measured,
@@ -187,9 +189,9 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     // The requested arm fails mid-window: unavailable, the FP16 figure kept and labelled.
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
-    f.fail_decode_after = Some(("Q4_K".into(), 2));
+    f.fail_decode_after = Some((p("Q4_K"), 2));
     let out = run(&c, &m, &mut f).unwrap();
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
     assert!(rep.results.fp16_energy_per_token_mj.is_some());
@@ -204,7 +206,7 @@ fn failing_power_reads_are_counted_not_hidden() {
     let mut f = FakeDecoderFactory::new(m.clone());
     let c = cfg(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
-    let q = out.arm("Q4_K").unwrap().outcome.as_ref().unwrap();
+    let q = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
     let trace = q.trace.as_ref().unwrap();
     assert!(trace.failed_reads > 0);
     // The counter figure is unaffected by trace read failures.
@@ -221,7 +223,7 @@ fn a_stuck_counter_fails_the_arm_instead_of_reporting_zero() {
         let e = a.outcome.as_ref().unwrap_err();
         assert!(e.contains("did not move"), "{e}");
     }
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
 }
@@ -318,7 +320,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
     // Perplexity on the same weights: the quantized arm is the F32 arm's weights, quantized.
     f.quantize_synthetic_floats = true;
     let mut c = cfg(&["Q4_0"]);
-    c.baseline = Some("F32".into());
+    c.baseline = Some(p("F32"));
     c.tokens = 4;
     c.iterations = 2;
     c.perplexity = Some(PerplexityConfig::embedded(40, 20));
@@ -353,7 +355,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
         },
         ..ctx()
     };
-    let rep = build_report(&c, &out, &same_weights, "Q4_0").unwrap();
+    let rep = build_report(&c, &out, &same_weights, p("Q4_0")).unwrap();
     assert_eq!(
         rep.weights
             .as_ref()
@@ -385,7 +387,7 @@ fn trace_overhead_ab_alternates_windows_on_one_loaded_model() {
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
     let cfg = OverheadConfig {
-        precision: "F16".into(),
+        precision: p("F16"),
         pairs: 4,
         iterations: 2,
         tokens: 20,
@@ -397,7 +399,7 @@ fn trace_overhead_ab_alternates_windows_on_one_loaded_model() {
     };
     let mut mm = m.clone();
     let r = overhead::run(&cfg, &mut mm, &mut f, Arc::new(FakeClock(m.clone()))).unwrap();
-    assert_eq!(f.loads, vec!["F16"], "loaded once");
+    assert_eq!(f.loads, vec![p("F16")], "loaded once");
     assert_eq!(r.windows.len(), 8);
     for p in 0..4 {
         let ws: Vec<_> = r.windows.iter().filter(|w| w.pair == p).collect();
@@ -445,7 +447,7 @@ fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
         assert!((h.steal_pct - 25.0).abs() < 0.5, "{h:?}");
         assert!((h.process_cpu_cores - 1.0).abs() < 0.01, "{h:?}");
     }
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     let v = serde_json::to_value(&rep).unwrap();
     let arms = v.pointer("/protocol/arms").unwrap().as_array().unwrap();
     assert!(arms
@@ -463,7 +465,7 @@ fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
         .arms
         .iter()
         .all(|a| a.outcome.as_ref().unwrap().host.is_none()));
-    let v = serde_json::to_value(build_report(&c, &out, &ctx(), "Q4_K").unwrap()).unwrap();
+    let v = serde_json::to_value(build_report(&c, &out, &ctx(), p("Q4_K")).unwrap()).unwrap();
     assert!(v
         .pointer("/protocol/arms/0/host_cpu_steal_pct")
         .is_none_or(|x| x.is_null()));
@@ -473,13 +475,13 @@ fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
 fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
-    f.nll_per_token = vec![("F16".into(), 2.0), ("Q4_K".into(), 2.1)];
+    f.nll_per_token = vec![(p("F16"), 2.0), (p("Q4_K"), 2.1)];
     let mut c = cfg(&["Q4_K"]);
     c.perplexity = Some(PerplexityConfig::embedded(300, 128));
     let out = run(&c, &m, &mut f).unwrap();
     // Scoring advances the fake GPU's clock like decoding; the energy per token is the same as
     // without scoring (3000 mJ at F16), so it was not inside the window.
-    let b = out.arm("F16").unwrap().outcome.as_ref().unwrap();
+    let b = out.arm(p("F16")).unwrap().outcome.as_ref().unwrap();
     assert!(
         (b.mj_per_token() - 3000.0).abs() / 3000.0 < 0.01,
         "{}",
@@ -492,7 +494,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
 
     // Synthetic quantized arms not quantized from the float weights drew their own random weights:
     // their perplexity stands, but no Δ against a different model.
-    let q = build_report(&c, &out, &ctx(), "Q4_K")
+    let q = build_report(&c, &out, &ctx(), p("Q4_K"))
         .unwrap()
         .quality
         .unwrap();
@@ -507,7 +509,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
     assert!(why.contains("drawn independently"), "{why}");
     assert!(q.note.unwrap().contains("Synthetic weights"));
 
-    let rep = build_report(&c, &out, &real_ctx(), "Q4_K").unwrap();
+    let rep = build_report(&c, &out, &real_ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let q = rep.quality.clone().expect("quality block");
     assert_eq!(q.basis, "measured");
@@ -541,11 +543,11 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
     let m = meter();
     // The quantized arm cannot be scored: its quality is unavailable, its energy still measured.
     let mut f = FakeDecoderFactory::new(m.clone());
-    f.fail_nll = vec!["Q4_K".into()];
+    f.fail_nll = vec![p("Q4_K")];
     let mut c = cfg(&["Q4_K"]);
     c.perplexity = Some(PerplexityConfig::embedded(64, 32));
     let out = run(&c, &m, &mut f).unwrap();
-    let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let q = rep.quality.unwrap();
     assert_eq!(q.basis, "unavailable");
@@ -554,9 +556,9 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
 
     // The baseline cannot be scored: the arm's perplexity stands, with no Δ and the reason.
     let mut f = FakeDecoderFactory::new(m.clone());
-    f.fail_nll = vec!["F16".into()];
+    f.fail_nll = vec![p("F16")];
     let out = run(&c, &m, &mut f).unwrap();
-    let q = build_report(&c, &out, &real_ctx(), "Q4_K")
+    let q = build_report(&c, &out, &real_ctx(), p("Q4_K"))
         .unwrap()
         .quality
         .unwrap();
@@ -583,7 +585,7 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
             .unwrap_err();
         assert!(e.contains("tokenizing the corpus"), "{e}");
     }
-    let q = build_report(&c, &out, &ctx(), "Q4_K")
+    let q = build_report(&c, &out, &ctx(), p("Q4_K"))
         .unwrap()
         .quality
         .unwrap();

@@ -152,12 +152,15 @@ pub struct ParsePrecisionError(pub String);
 
 impl FromStr for Precision {
     type Err = ParsePrecisionError;
-    /// Case-insensitive, surrounding white space ignored; `F16` (as candle and llama.cpp name
-    /// it) is read as FP16.
+    /// Case-insensitive, surrounding white space ignored; `F16` and `F32` (as candle and
+    /// llama.cpp name them) are read as FP16 and FP32.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
         if t.eq_ignore_ascii_case("F16") {
             return Ok(Precision::Fp16);
+        }
+        if t.eq_ignore_ascii_case("F32") {
+            return Ok(Precision::Fp32);
         }
         Precision::ALL
             .into_iter()

@@ -809,18 +809,8 @@ mod tests {
         let mut r = illustrative();
         r.protocol = Some(Protocol {
             arms: Some(vec![
-                Arm {
-                    precision: "NF4".into(),
-                    status: ArmStatus::Failed,
-                    error: Some("CUDA OOM".into()),
-                    extra: Default::default(),
-                },
-                Arm {
-                    precision: "FP16".into(),
-                    status: ArmStatus::Ok,
-                    error: None,
-                    extra: Default::default(),
-                },
+                Arm::failed("NF4", "CUDA OOM"),
+                Arm::ok("FP16"),
             ]),
             ..Default::default()
         });

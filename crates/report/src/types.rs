@@ -533,6 +533,7 @@ pub struct Arm {
     /// This arm's perplexity, when the run scored it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perplexity: Option<ArmPerplexity>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -624,6 +625,7 @@ pub struct Preflight {
     /// The share of free VRAM a run may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fraction: Option<f64>,
+    /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -2,13 +2,14 @@
 
 use analysis::default_classes;
 use anyhow::{bail, Result};
+use report::{Arch, Precision};
 
 /// Print the classes matching the filters, as a table or JSON.
-pub fn run(arch: Option<&str>, precision: Option<&str>, json: bool) -> Result<()> {
+pub fn run(arch: Option<Arch>, precision: Option<Precision>, json: bool) -> Result<()> {
     let classes: Vec<_> = default_classes()
         .iter()
-        .filter(|c| arch.is_none_or(|a| c.arch.eq_ignore_ascii_case(a)))
-        .filter(|c| precision.is_none_or(|p| c.precision.eq_ignore_ascii_case(p)))
+        .filter(|c| arch.is_none_or(|a| c.arch == a))
+        .filter(|c| precision.is_none_or(|p| c.precision == p))
         .collect();
     if classes.is_empty() {
         let known: Vec<String> = default_classes().iter().map(|c| c.label()).collect();
@@ -42,7 +43,15 @@ pub fn run(arch: Option<&str>, precision: Option<&str>, json: bool) -> Result<()
     for c in classes {
         let mut notes = Vec::new();
         if !c.fit.at_bound.is_empty() {
-            notes.push(format!("on bound: {}", c.fit.at_bound.join(",")));
+            notes.push(format!(
+                "on bound: {}",
+                c.fit
+                    .at_bound
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
         }
         if c.fit.n_star_fixed {
             notes.push("N* fixed (median)".into());

@@ -4,12 +4,13 @@
 use analysis::{default_classes, estimate_report, Dataset, EstimateInput};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use report::{Arch, Precision};
 
 #[derive(Args, Debug)]
 pub struct EstimateArgs {
     /// GPU architecture (turing, ampere, ada, hopper, blackwell). Derived from --gpu when absent.
     #[arg(long)]
-    pub arch: Option<String>,
+    pub arch: Option<Arch>,
     /// GPU card name (e.g. "RTX 4090", "H200"); used for the label and to derive --arch.
     #[arg(long)]
     pub gpu: Option<String>,
@@ -18,7 +19,7 @@ pub struct EstimateArgs {
     pub params_b: f64,
     /// Precision: NF4, INT8 (bitsandbytes classes) or FP16.
     #[arg(long)]
-    pub precision: String,
+    pub precision: Precision,
     #[arg(long, default_value_t = 1)]
     pub batch: u32,
     #[arg(long, default_value_t = 2048)]
@@ -34,9 +35,8 @@ pub struct EstimateArgs {
 /// Print the estimate (or, with `--json`, a schema-valid report of it).
 pub fn run(a: &EstimateArgs) -> Result<()> {
     let arch = match (&a.arch, &a.gpu) {
-        (Some(arch), _) => arch.to_ascii_lowercase(),
+        (Some(arch), _) => *arch,
         (None, Some(gpu)) => report::arch_from_gpu_name(gpu)
-            .map(|x| x.as_str().to_string())
             .ok_or_else(|| anyhow!("cannot tell the architecture of {gpu:?}: pass --arch"))?,
         (None, None) => bail!("pass --arch or --gpu"),
     };
@@ -47,9 +47,9 @@ pub fn run(a: &EstimateArgs) -> Result<()> {
         );
     }
     let input = EstimateInput {
-        arch: arch.clone(),
+        arch,
         params_b: a.params_b,
-        precision: a.precision.to_ascii_uppercase(),
+        precision: a.precision,
         batch: a.batch.max(1),
         context: a.context.max(1),
     };

@@ -5,8 +5,21 @@ use anyhow::Result;
 use clap::Args;
 use meter::protocol::{CooldownConfig, PerplexityConfig, ProtocolConfig};
 use meter::session::{MeasureOptions, ModelSpec};
+use report::Precision;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The baseline arm: a precision, or none (`--baseline none`: no Δ is reported).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Baseline(pub Option<Precision>);
+
+fn parse_baseline(s: &str) -> Result<Baseline, report::ParsePrecisionError> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        Ok(Baseline(None))
+    } else {
+        s.parse().map(|p| Baseline(Some(p)))
+    }
+}
 
 /// How a user names a run on the command line.
 #[derive(Args, Debug, Clone)]
@@ -24,10 +37,10 @@ pub struct MeasureArgs {
     pub synthetic: Option<String>,
     /// Precision(s) to measure, comma-separated: F16, BF16, F32, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K.
     #[arg(long, value_delimiter = ',', required = true)]
-    pub precision: Vec<String>,
+    pub precision: Vec<Precision>,
     /// The baseline arm measured in the same run ("none" to skip; then no Δ is reported).
-    #[arg(long, default_value = "F16")]
-    pub baseline: String,
+    #[arg(long, default_value = "F16", value_parser = parse_baseline)]
+    pub baseline: Baseline,
     /// GPU index (NVML and CUDA).
     #[arg(long, default_value_t = 0)]
     pub device: u32,
@@ -94,13 +107,8 @@ impl MeasureArgs {
 
     fn protocol(&self) -> ProtocolConfig {
         ProtocolConfig {
-            precisions: self
-                .precision
-                .iter()
-                .map(|p| p.trim().to_ascii_uppercase())
-                .collect(),
-            baseline: (!self.baseline.eq_ignore_ascii_case("none"))
-                .then(|| self.baseline.to_ascii_uppercase()),
+            precisions: self.precision.clone(),
+            baseline: self.baseline.0,
             tokens: self.tokens,
             iterations: self.iterations,
             warmup: self.warmup,

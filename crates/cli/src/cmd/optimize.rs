@@ -17,8 +17,8 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// min-energy, min-latency, max-throughput or min-vram.
-    #[arg(long, default_value = "min-energy")]
-    pub objective: String,
+    #[arg(long, default_value = "min-energy", value_parser = parse_objective)]
+    pub objective: Objective,
     /// Budget: most milliseconds per generated token (per sequence).
     #[arg(long)]
     pub max_latency_ms: Option<f64>,
@@ -40,6 +40,13 @@ pub struct OptimizeArgs {
     /// Print the throughput calibration (every published tok/s vs the model) and the batch fit.
     #[arg(long)]
     pub calibration: bool,
+}
+
+/// `--objective`, parsed once here.
+fn parse_objective(s: &str) -> Result<Objective, String> {
+    Objective::parse(s).ok_or_else(|| {
+        format!("unknown objective {s:?}: use min-energy, min-latency, max-throughput or min-vram")
+    })
 }
 
 /// The short tag printed beside a figure.
@@ -84,12 +91,7 @@ pub fn run(a: &OptimizeArgs) -> Result<()> {
     if a.calibration {
         return print_calibration(a.json);
     }
-    let objective = analysis::Objective::parse(&a.objective).ok_or_else(|| {
-        anyhow!(
-            "unknown objective {:?}: use min-energy, min-latency, max-throughput or min-vram",
-            a.objective
-        )
-    })?;
+    let objective = a.objective;
     let req = OptimizeRequest {
         gpu: a.gpu.clone().unwrap_or_default(),
         params_b: a.params_b,
@@ -128,7 +130,7 @@ fn print_result(r: &OptimizeResult, objective: Objective) {
     );
     println!(
         "searched {} configurations ({} precisions × batch × context): {} feasible, {} over VRAM, {} over budget",
-        r.counts.evaluated, r.precisions.join("/"), r.counts.feasible, r.counts.over_vram, r.counts.over_budget
+        r.counts.evaluated, r.precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join("/"), r.counts.feasible, r.counts.over_vram, r.counts.over_budget
     );
     println!("tags: meas = measured, comp = computed, interp = interpolated, extrap = extrapolated, model = modelled");
     println!();

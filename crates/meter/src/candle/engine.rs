@@ -19,7 +19,7 @@ pub struct CandleDecoder {
     pub(crate) model: Loaded,
     pub(crate) device: Device,
     pub(crate) vocab: usize,
-    pub(crate) precision: String,
+    pub(crate) precision: Precision,
 }
 
 impl CandleDecoder {
@@ -116,7 +116,8 @@ impl Decoder for CandleDecoder {
     fn kernel(&self) -> String {
         format!(
             "candle {CANDLE_VERSION} {} {}",
-            self.precision, self.model.kernel
+            engine_name(self.precision),
+            self.model.kernel
         )
     }
 

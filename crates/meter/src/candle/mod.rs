@@ -11,6 +11,7 @@ use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
 use candle_transformers::models::{llama, quantized_llama, quantized_qwen2, qwen2};
 use rand::{RngCore, SeedableRng};
+use report::Precision;
 use std::collections::HashMap;
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -41,33 +42,48 @@ pub enum WeightSource {
     Gguf(PathBuf),
 }
 
-/// Precisions this engine runs.
+/// How this engine stores a precision's weights: a float dtype or a GGML block format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
+pub enum Format {
+    /// candle's float models (F32, F16, BF16).
     Float(DType),
+    /// candle's quantized models fed a GGUF of this block format.
     Quant(GgmlDType),
 }
 
-pub fn parse_precision(p: &str) -> Result<Precision> {
-    Ok(match p.to_ascii_uppercase().as_str() {
-        "F32" | "FP32" => Precision::Float(DType::F32),
-        "F16" | "FP16" => Precision::Float(DType::F16),
-        "BF16" => Precision::Float(DType::BF16),
-        "Q8_0" => Precision::Quant(GgmlDType::Q8_0),
-        "Q4_0" => Precision::Quant(GgmlDType::Q4_0),
-        "Q4_K" => Precision::Quant(GgmlDType::Q4K),
-        "Q5_K" => Precision::Quant(GgmlDType::Q5K),
-        "Q6_K" => Precision::Quant(GgmlDType::Q6K),
-        other => bail!("unsupported precision {other:?}: expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"),
+/// The engine format of a report precision, or why this engine cannot run it.
+pub fn format_of(p: Precision) -> Result<Format> {
+    Ok(match p {
+        Precision::Fp32 => Format::Float(DType::F32),
+        Precision::Fp16 => Format::Float(DType::F16),
+        Precision::Bf16 => Format::Float(DType::BF16),
+        Precision::Q8_0 => Format::Quant(GgmlDType::Q8_0),
+        Precision::Q4_0 => Format::Quant(GgmlDType::Q4_0),
+        Precision::Q4K => Format::Quant(GgmlDType::Q4K),
+        Precision::Q5K => Format::Quant(GgmlDType::Q5K),
+        Precision::Q6K => Format::Quant(GgmlDType::Q6K),
+        other => bail!(
+            "unsupported precision {other}: the candle engine runs FP32, FP16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"
+        ),
     })
 }
 
-/// Bytes per parameter of a precision, including block scales.
-pub fn bytes_per_param(p: Precision) -> f64 {
+/// candle's own name of a precision (`F16`, `F32`; GGML formats as the schema spells them), as
+/// the kernel labels of earlier reports have it.
+pub fn engine_name(p: Precision) -> &'static str {
     match p {
-        Precision::Float(DType::F32) => 4.0,
-        Precision::Float(_) => 2.0,
-        Precision::Quant(q) => q.type_size() as f64 / q.block_size() as f64,
+        Precision::Fp16 => "F16",
+        Precision::Fp32 => "F32",
+        other => other.as_str(),
+    }
+}
+
+/// Bytes per parameter of a precision, including block scales.
+pub fn bytes_per_param(p: Format) -> f64 {
+    match p {
+        Format::Float(DType::F32) => 4.0,
+        Format::Float(_) => 2.0,
+        Format::Quant(q) => q.type_size() as f64 / q.block_size() as f64,
     }
 }
 
@@ -102,13 +118,13 @@ impl CandleFactory {
         &self.shape
     }
 
-    fn load_candle(&mut self, precision: &str) -> Result<CandleDecoder> {
-        let p = parse_precision(precision)?;
+    fn load_candle(&mut self, precision: Precision) -> Result<CandleDecoder> {
+        let p = format_of(precision)?;
         let shape = self.shape.clone();
         let dev = self.device.clone();
         let t0 = std::time::Instant::now();
         let model = match (&self.source, p) {
-            (WeightSource::Synthetic { seed, .. }, Precision::Float(dt)) => {
+            (WeightSource::Synthetic { seed, .. }, Format::Float(dt)) => {
                 let tensors = if self.quantize_synthetic_floats {
                     // Drawn on the CPU from our own seeded generator, so the quantized arms can
                     // start from bit-identical values whatever the device's RNG does.
@@ -121,7 +137,7 @@ impl CandleFactory {
                 };
                 float_model(&shape, VarBuilder::from_tensors(tensors, dt, &dev))?
             }
-            (WeightSource::Synthetic { seed, .. }, Precision::Quant(q))
+            (WeightSource::Synthetic { seed, .. }, Format::Quant(q))
                 if self.quantize_synthetic_floats =>
             {
                 // The same values the float arms get (see above).
@@ -134,25 +150,25 @@ impl CandleFactory {
                 m.notes = notes;
                 m
             }
-            (WeightSource::Synthetic { seed, .. }, Precision::Quant(q)) => {
+            (WeightSource::Synthetic { seed, .. }, Format::Quant(q)) => {
                 let (gguf, notes) = synthetic_gguf(&shape, q, *seed)?;
                 let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
                 m.notes = notes;
                 m
             }
-            (WeightSource::HfDir(dir), Precision::Float(dt)) => {
+            (WeightSource::HfDir(dir), Format::Float(dt)) => {
                 let files = safetensor_files(dir)?;
                 // SAFETY: the files are memory-mapped read-only for the lifetime of the model.
                 let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, dt, &dev)? };
                 float_model(&shape, vb)?
             }
-            (WeightSource::HfDir(dir), Precision::Quant(q)) => {
+            (WeightSource::HfDir(dir), Format::Quant(q)) => {
                 let (gguf, notes) = quantize_hf_dir(dir, &shape, q)?;
                 let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
                 m.notes = notes;
                 m
             }
-            (WeightSource::Gguf(path), Precision::Quant(q)) => {
+            (WeightSource::Gguf(path), Format::Quant(q)) => {
                 let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
                 let ct = gguf_file::Content::read(&mut f).map_err(|e| anyhow!("{}: {e}", path.display()))?;
                 let found = dominant_type(&ct);
@@ -167,13 +183,13 @@ impl CandleFactory {
                 m.notes.push(format!("weights from GGUF file {}", path.display()));
                 m
             }
-            (WeightSource::Gguf(path), Precision::Float(_)) => bail!(
+            (WeightSource::Gguf(path), Format::Float(_)) => bail!(
                 "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
                 path.display()
             ),
         };
         tracing::info!(
-            precision,
+            %precision,
             seconds = t0.elapsed().as_secs_f64(),
             "model loaded"
         );
@@ -181,18 +197,18 @@ impl CandleFactory {
             model,
             device: dev,
             vocab: shape.vocab,
-            precision: precision.to_string(),
+            precision,
         })
     }
 }
 
 impl DecoderFactory for CandleFactory {
-    fn load(&mut self, precision: &str) -> Result<Box<dyn Decoder>> {
+    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
         Ok(Box::new(self.load_candle(precision)?))
     }
 
-    fn required_bytes(&self, precision: &str, batch: usize, context: usize) -> u64 {
-        let Ok(p) = parse_precision(precision) else {
+    fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {
+        let Ok(p) = format_of(precision) else {
             return 0;
         };
         required_bytes(&self.shape, p, batch, context)
@@ -242,12 +258,12 @@ impl DecoderFactory for CandleFactory {
 
 /// Weights + KV cache + dequantized embedding (quantized models keep it in F32) + logits +
 /// runtime overhead (CUDA context, cuBLAS workspace, allocator slack: 1.5 GB measured-ish).
-pub fn required_bytes(shape: &ModelShape, p: Precision, batch: usize, context: usize) -> u64 {
+pub fn required_bytes(shape: &ModelShape, p: Format, batch: usize, context: usize) -> u64 {
     let params = shape.param_count() as f64;
     let emb = (shape.vocab * shape.hidden) as f64;
     let (weights, kv_elem, extra) = match p {
-        Precision::Float(dt) => (params * bytes_per_param(p), dt.size_in_bytes() as f64, 0.0),
-        Precision::Quant(_) => (
+        Format::Float(dt) => (params * bytes_per_param(p), dt.size_in_bytes() as f64, 0.0),
+        Format::Quant(_) => (
             shape.linear_params() as f64 * bytes_per_param(p) + emb * 1.0625,
             4.0,
             emb * 4.0,

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// A precision from its name (test shorthand).
+fn p(s: &str) -> Precision {
+    s.parse().unwrap()
+}
+
 /// A tiny model with real structure (GQA, biases for qwen2, block-size-compatible widths).
 pub fn tiny(family: &str) -> ModelShape {
     let mut s = ModelShape {
@@ -36,13 +41,15 @@ fn every_precision_decodes_exactly_the_requested_tokens_on_cpu() {
             Device::Cpu,
         )
         .unwrap();
-        for p in ["F32", "BF16", "F16", "Q8_0", "Q4_0", "Q4_K"] {
-            let mut d = f.load(p).unwrap_or_else(|e| panic!("{family} {p}: {e:#}"));
-            assert_eq!(d.generate(2, 4, 5).unwrap(), 10, "{family} {p}");
+        for name in ["F32", "BF16", "F16", "Q8_0", "Q4_0", "Q4_K"] {
+            let mut d = f
+                .load(p(name))
+                .unwrap_or_else(|e| panic!("{family} {name}: {e:#}"));
+            assert_eq!(d.generate(2, 4, 5).unwrap(), 10, "{family} {name}");
             // A second generation starts from a clean cache.
             assert_eq!(d.generate(1, 4, 3).unwrap(), 3);
             d.synchronize().unwrap();
-            assert!(d.kernel().contains(p));
+            assert!(d.kernel().contains(name));
         }
     }
 }
@@ -57,7 +64,7 @@ fn odd_widths_fall_back_to_q8_0_and_say_so() {
     s.intermediate = 256;
     let mut f =
         CandleFactory::new(WeightSource::Synthetic { shape: s, seed: 1 }, Device::Cpu).unwrap();
-    let d = f.load("Q4_K").unwrap();
+    let d = f.load(p("Q4_K")).unwrap();
     assert!(
         d.notes().iter().any(|n| n.contains("Q8_0")),
         "{:?}",
@@ -72,18 +79,18 @@ fn hf_dir_and_gguf_file_sources_load() {
     write_synthetic_hf_dir(&shape, 3, &dir).unwrap();
     let mut f = CandleFactory::new(WeightSource::HfDir(dir.clone()), Device::Cpu).unwrap();
     assert_eq!(f.shape().layers, 2);
-    assert_eq!(f.load("F32").unwrap().generate(1, 3, 2).unwrap(), 2);
-    assert_eq!(f.load("Q8_0").unwrap().generate(1, 3, 2).unwrap(), 2);
+    assert_eq!(f.load(p("F32")).unwrap().generate(1, 3, 2).unwrap(), 2);
+    assert_eq!(f.load(p("Q8_0")).unwrap().generate(1, 3, 2).unwrap(), 2);
 
     let gguf = dir.join("tiny.gguf");
     write_synthetic_gguf(&tiny("qwen2"), GgmlDType::Q4_0, 5, &gguf).unwrap();
     let mut g = CandleFactory::new(WeightSource::Gguf(gguf), Device::Cpu).unwrap();
     assert_eq!(g.shape().family, "qwen2");
-    assert_eq!(g.load("Q4_0").unwrap().generate(1, 3, 2).unwrap(), 2);
-    let wrong = g.load("Q8_0").err().unwrap().to_string();
+    assert_eq!(g.load(p("Q4_0")).unwrap().generate(1, 3, 2).unwrap(), 2);
+    let wrong = g.load(p("Q8_0")).err().unwrap().to_string();
     assert!(wrong.contains("one quantization"), "{wrong}");
     assert!(g
-        .load("F16")
+        .load(p("F16"))
         .err()
         .unwrap()
         .to_string()
@@ -115,7 +122,7 @@ fn perplexity_through_the_kv_cache_equals_prefilling_every_prefix() {
         let (ids, how) = f.tokenize("Four score and seven years ago").unwrap();
         assert!(how.contains("byte ids"), "{how}");
         assert_eq!(ids.len(), 30);
-        let mut d = f.load_candle("F32").unwrap();
+        let mut d = f.load_candle(p("F32")).unwrap();
         let cached = d.nll(&ids).unwrap();
         let reference = nll_by_prefill(&mut d, &ids);
         assert!(cached.is_finite() && cached > 0.0, "{family}: {cached}");
@@ -128,20 +135,20 @@ fn perplexity_through_the_kv_cache_equals_prefilling_every_prefix() {
         // Quantizing the same weights moves the NLL, Q8_0 less than Q4_0; independent random
         // blocks (the energy runs' default) are a different model altogether.
         f.quantize_synthetic_floats = true;
-        let mut q8 = f.load_candle("Q8_0").unwrap();
+        let mut q8 = f.load_candle(p("Q8_0")).unwrap();
         assert!(q8
             .model
             .notes
             .iter()
             .any(|n| n.contains("float arms' seeded")));
         let d8 = (q8.nll(&ids).unwrap() - cached).abs();
-        let d4 = (f.load_candle("Q4_0").unwrap().nll(&ids).unwrap() - cached).abs();
+        let d4 = (f.load_candle(p("Q4_0")).unwrap().nll(&ids).unwrap() - cached).abs();
         assert!(
             d8 > 0.0 && d8 < d4,
             "{family}: |ΔNLL| Q8_0 {d8} vs Q4_0 {d4}"
         );
         f.quantize_synthetic_floats = false;
-        let mut ind = f.load_candle("Q8_0").unwrap();
+        let mut ind = f.load_candle(p("Q8_0")).unwrap();
         assert!(ind
             .model
             .notes
@@ -172,7 +179,7 @@ fn hf_to_gguf_conversion_keeps_the_model() {
             model,
             device: Device::Cpu,
             vocab: shape.vocab,
-            precision: "F32".into(),
+            precision: Precision::Fp32,
         };
         let ids: Vec<u32> = (0..24u32).map(|i| i * 37 % shape.vocab as u32).collect();
         let a = decoder(float).nll(&ids).unwrap();
@@ -191,7 +198,7 @@ fn perplexity_refuses_what_it_cannot_score() {
         Device::Cpu,
     )
     .unwrap();
-    let mut d = f.load("F32").unwrap();
+    let mut d = f.load(p("F32")).unwrap();
     assert!(d.nll(&[5]).unwrap_err().to_string().contains("at least 2"));
     let e = d.nll(&[1, 512]).unwrap_err().to_string();
     assert!(e.contains("outside the model's vocabulary"), "{e}");
@@ -224,7 +231,7 @@ fn real_sources_tokenize_with_their_tokenizer_json() {
     assert_eq!(ids, vec![7, 8, 9, 0]);
     assert!(how.starts_with("tokenizer.json"), "{how}");
     let mut f = f;
-    assert!(f.load("F32").unwrap().nll(&ids).unwrap().is_finite());
+    assert!(f.load(p("F32")).unwrap().nll(&ids).unwrap().is_finite());
 
     let gguf = dir.join("sub").join("tiny.gguf");
     std::fs::create_dir_all(gguf.parent().unwrap()).unwrap();
@@ -239,8 +246,8 @@ fn real_sources_tokenize_with_their_tokenizer_json() {
 fn required_bytes_by_hand() {
     let s = analysis::find_shape("qwen2-0.5b").unwrap();
     // F16, batch 1, 272 tokens: 0.494e9·2 + KV 2·24·2·64·2 B·272 + logits + 1.5e9
-    let b = required_bytes(s, Precision::Float(DType::F16), 1, 272) as f64;
+    let b = required_bytes(s, Format::Float(DType::F16), 1, 272) as f64;
     let want = s.param_count() as f64 * 2.0 + 12288.0 * 272.0 + 151936.0 * 16.0 + 1.5e9;
     assert!((b - want).abs() < 2.0, "{b} vs {want}");
-    assert!(bytes_per_param(Precision::Quant(GgmlDType::Q4_0)) == 18.0 / 32.0);
+    assert!(bytes_per_param(Format::Quant(GgmlDType::Q4_0)) == 18.0 / 32.0);
 }
