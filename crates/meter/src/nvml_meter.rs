@@ -143,7 +143,9 @@ impl EnergyMeter for NvmlMeter {
         let device = self.nvml.device_by_index(self.device.index().unwrap_or(0));
         let instant = self.instant;
         Box::new(move || {
-            let dev = device.as_ref().map_err(|e| MeterError::Read(e.to_string()))?;
+            let dev = device
+                .as_ref()
+                .map_err(|e| MeterError::Read(e.to_string()))?;
             if instant {
                 instant_power_w(dev)
             } else {

@@ -219,7 +219,7 @@ fn a_stuck_counter_fails_the_arm_instead_of_reporting_zero() {
     let out = run(&c, &m, &mut f).unwrap();
     for a in &out.arms {
         let e = a.outcome.as_ref().unwrap_err();
-        assert!(e.contains("did not move"), "{e}");
+        assert!(e.to_string().contains("did not move"), "{e}");
     }
     let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
@@ -249,11 +249,13 @@ fn a_gpu_that_disappears_ends_the_run_with_every_arm_accounted_for() {
             .outcome
             .as_ref()
             .unwrap_err()
+            .to_string()
             .contains("disappeared")
             || out.arms[1]
                 .outcome
                 .as_ref()
                 .unwrap_err()
+                .to_string()
                 .contains("removed")
     );
 }
@@ -581,7 +583,7 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
             .clone()
             .unwrap()
             .unwrap_err();
-        assert!(e.contains("tokenizing the corpus"), "{e}");
+        assert!(e.to_string().contains("tokenizing the corpus"), "{e}");
     }
     let q = build_report(&c, &out, &ctx(), "Q4_K")
         .unwrap()
