@@ -128,8 +128,32 @@ mod tests {
         );
         assert_eq!(e.to_string(), "opening /x/y.gguf");
         assert_eq!(chain(&e), "opening /x/y.gguf: no such file");
-        // A transparent wrapper adds nothing, and a cause already printed is not repeated.
+        // A transparent wrapper adds nothing; a cause follows its context.
         let e = Error::Meter(MeterError::Lost("gone".into()));
         assert_eq!(chain(&e), "the GPU disappeared: gone");
+        let e = Error::OverheadNeedsGpu(MeterError::Unavailable("no driver".into()));
+        assert_eq!(
+            chain(&e),
+            "the trace overhead can only be measured on a GPU: no GPU meter available: no driver"
+        );
+        // A decode error keeps its path and cause through the library's error.
+        let e = Error::from(DecodeError::Io {
+            action: "reading",
+            path: "/m/config.json".into(),
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        });
+        assert_eq!(chain(&e), "reading /m/config.json: denied");
+    }
+
+    /// An error that prints its cause in its own message and also exposes it as its source (as
+    /// `MeterError::Nvml` does).
+    #[derive(Debug, thiserror::Error)]
+    #[error("NVML: {0}")]
+    struct PrintsItsCause(#[from] std::io::Error);
+
+    #[test]
+    fn chain_does_not_repeat_a_cause_the_message_already_ends_with() {
+        let e = PrintsItsCause(std::io::Error::other("GPU is lost"));
+        assert_eq!(chain(&e), "NVML: GPU is lost");
     }
 }

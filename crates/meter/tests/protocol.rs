@@ -6,7 +6,9 @@ use meter::candle::{CandleFactory, WeightSource};
 use meter::decoder::FakeDecoderFactory;
 use meter::files::write_atomic;
 use meter::meter::{FakeClock, FakeMeter};
-use meter::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError};
+use meter::protocol::{
+    self, ArmFailure, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError, ScoreError,
+};
 use meter::run_report::{build_report, RunContext, WeightsInfo};
 use std::sync::Arc;
 
@@ -169,7 +171,26 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     let c = cfg(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     assert!(out.arm("F16").unwrap().outcome.is_err());
+    // The failure is typed, and its text is what the report says.
+    let failure = out.arm("F16").unwrap().outcome.clone().unwrap_err();
+    assert_eq!(
+        failure,
+        ArmFailure::Load {
+            precision: "F16".into(),
+            error: "scripted load failure for F16".into()
+        }
+    );
+    assert_eq!(
+        failure.to_string(),
+        "load F16: scripted load failure for F16"
+    );
     let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
+    let arms = rep.protocol.as_ref().unwrap().arms.as_ref().unwrap();
+    let f16 = arms.iter().find(|a| a.precision == "FP16").unwrap();
+    assert_eq!(
+        f16.error.as_deref(),
+        Some("load F16: scripted load failure for F16")
+    );
     assert_eq!(
         rep.results.basis,
         report::Basis::Measured,
@@ -189,6 +210,13 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     let mut f = FakeDecoderFactory::new(m.clone());
     f.fail_decode_after = Some(("Q4_K".into(), 2));
     let out = run(&c, &m, &mut f).unwrap();
+    assert_eq!(
+        out.arm("Q4_K").unwrap().outcome.as_ref().unwrap_err(),
+        &ArmFailure::Decode {
+            precision: "Q4_K".into(),
+            error: "scripted decode failure on call 3".into()
+        }
+    );
     let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
@@ -220,6 +248,7 @@ fn a_stuck_counter_fails_the_arm_instead_of_reporting_zero() {
     for a in &out.arms {
         let e = a.outcome.as_ref().unwrap_err();
         assert!(e.to_string().contains("did not move"), "{e}");
+        assert!(matches!(e, ArmFailure::CounterStuck { .. }), "{e:?}");
     }
     let rep = build_report(&c, &out, &ctx(), "Q4_K").unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
@@ -257,6 +286,18 @@ fn a_gpu_that_disappears_ends_the_run_with_every_arm_accounted_for() {
                 .unwrap_err()
                 .to_string()
                 .contains("removed")
+    );
+    // The arm that lost the GPU says so; the next was never run, and says why.
+    let first = out.arms[0].outcome.as_ref().unwrap_err();
+    assert!(first.is_gpu_lost(), "{first:?}");
+    assert_eq!(
+        first.to_string(),
+        "meter: the GPU disappeared: fake GPU removed"
+    );
+    assert_eq!(out.arms[1].outcome, Err(ArmFailure::NotRunGpuLost));
+    assert_eq!(
+        ArmFailure::NotRunGpuLost.to_string(),
+        "not run: the GPU disappeared during an earlier arm"
     );
 }
 
@@ -584,6 +625,12 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
             .unwrap()
             .unwrap_err();
         assert!(e.to_string().contains("tokenizing the corpus"), "{e}");
+        assert_eq!(
+            e,
+            ScoreError::Tokenize {
+                error: "scripted tokenizer failure".into()
+            }
+        );
     }
     let q = build_report(&c, &out, &ctx(), "Q4_K")
         .unwrap()
