@@ -397,12 +397,15 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
         ..ctx()
     };
     let rep = build_report(&c, &out, &same_weights, "Q4_0").unwrap();
+    // A typed field of `report::Weights` (no longer in `extra`), and in the JSON as before.
     assert_eq!(
-        rep.weights
-            .as_ref()
+        rep.weights.as_ref().unwrap().quantized_from_float,
+        Some(true)
+    );
+    assert_eq!(
+        serde_json::to_value(&rep)
             .unwrap()
-            .extra
-            .get("quantized_from_float"),
+            .pointer("/weights/quantized_from_float"),
         Some(&serde_json::json!(true))
     );
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
@@ -541,12 +544,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
         .unwrap();
     assert_eq!(q.basis, "measured");
     assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
-    let why = q
-        .extra
-        .get("delta_note")
-        .and_then(|v| v.as_str())
-        .unwrap()
-        .to_string();
+    let why = q.delta_note.clone().unwrap();
     assert!(why.contains("drawn independently"), "{why}");
     assert!(q.note.unwrap().contains("Synthetic weights"));
 
@@ -605,7 +603,7 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
         .unwrap();
     assert_eq!(q.basis, "measured");
     assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
-    let why = q.extra.get("delta_note").and_then(|v| v.as_str()).unwrap();
+    let why = q.delta_note.as_deref().unwrap();
     assert!(
         why.contains("no Δ vs FP16") && why.contains("scoring failure for F16"),
         "{why}"
