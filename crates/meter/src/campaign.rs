@@ -1,20 +1,28 @@
 //! A campaign's results: one row per report (`aggregate.csv`), and the aggregation of a
 //! directory of measured reports into `data/anchors.csv` rows with the rules that judge each row.
 
+use crate::error::{Error, Result};
 use analysis::stats::mean;
-use anyhow::{Context, Result};
 use report::{Arch, Precision};
 use std::path::{Path, PathBuf};
 
 /// The `*.json` files of a directory, sorted by name.
 fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
+        .map_err(|e| Error::io("reading", dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// What an in-memory CSV writer wrote, as text.
+fn csv_text(w: csv::Writer<Vec<u8>>) -> Result<String> {
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    Ok(String::from_utf8(bytes)?)
 }
 
 /// The valid reports of a directory (an invalid or unreadable file is skipped: it never
@@ -140,7 +148,7 @@ pub fn aggregate_csv(dir: &Path) -> Result<String> {
     for (file, rep) in valid_reports(dir)? {
         w.serialize(ReportCsvRow::of(file, &rep))?;
     }
-    Ok(String::from_utf8(w.into_inner()?)?)
+    csv_text(w)
 }
 
 /// One aggregated configuration of a campaign: the mean over independent runs of one (model,
@@ -397,7 +405,7 @@ pub fn anchors_csv(
     for r in rows {
         w.serialize(AnchorsCsvRow::of(r, prov, targets))?;
     }
-    Ok(String::from_utf8(w.into_inner()?)?)
+    csv_text(w)
 }
 
 /// The campaign's full table for docs/MEASUREMENTS.md: one line per configuration, both energies,

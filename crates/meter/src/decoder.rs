@@ -1,7 +1,112 @@
-//! Decode engines behind a trait: candle (`crate::candle`) and a fake for tests.
+//! Decode engines behind a trait: candle (`crate::candle`) and a fake for tests, and the
+//! [`DecodeError`] both return.
 
 use crate::meter::FakeMeter;
 use report::Precision;
+use std::path::PathBuf;
+
+/// Why a decode engine could not load a model, decode, synchronize, tokenize or score. Its
+/// `Display` names what failed (the path, the field, the precision); the cause, where there is
+/// one, is its [`std::error::Error::source`] (see [`crate::error::chain`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The engine does not run this precision.
+    #[error(
+        "unsupported precision {0}: the candle engine runs FP32, FP16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"
+    )]
+    UnsupportedPrecision(Precision),
+    /// The engine has no model for this family.
+    #[error("unsupported model family {0:?} (llama, qwen2)")]
+    UnsupportedFamily(String),
+    /// A model file or directory could not be opened, read or written; `action` is what was
+    /// being done ("opening", "reading", "writing", "creating").
+    #[error("{action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Hugging Face directory without weights.
+    #[error("{}: no *.safetensors files", .0.display())]
+    NoSafetensors(PathBuf),
+    /// `config.json` is not JSON.
+    #[error("{}: not JSON", path.display())]
+    ConfigJson {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `config.json` lacks a field the shape needs (or it is not an integer).
+    #[error("{}: missing integer `{field}`", path.display())]
+    ConfigField { path: PathBuf, field: String },
+    /// `config.json` names a `model_type` the engine does not run.
+    #[error("{}: model_type {model_type:?} is not supported (llama, mistral, qwen2)", path.display())]
+    UnsupportedModelType { path: PathBuf, model_type: String },
+    /// A file that should be GGUF cannot be parsed as GGUF.
+    #[error("{}: not a GGUF file", path.display())]
+    NotGguf {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A GGUF file lacks a metadata key or tensor the shape needs.
+    #[error("{}: missing {key}", path.display())]
+    GgufMissing { path: PathBuf, key: String },
+    /// A GGUF file of an architecture the engine does not run.
+    #[error("{}: GGUF architecture {arch:?} is not supported (llama, qwen2)", path.display())]
+    UnsupportedGgufArchitecture { path: PathBuf, arch: String },
+    /// A GGUF file holds one quantization; another was asked for. `found` is the format of most
+    /// of its 2-D block weights (`None`: it has none).
+    #[error(
+        "{} holds {} weights, not {requested}: a GGUF file is one quantization",
+        path.display(),
+        found.as_deref().unwrap_or("no quantized block")
+    )]
+    WrongQuantization {
+        path: PathBuf,
+        found: Option<String>,
+        requested: Precision,
+    },
+    /// A float arm asked of a (quantized) GGUF file.
+    #[error(
+        "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
+        path.display()
+    )]
+    NeedsFloatWeights { path: PathBuf, precision: Precision },
+    /// Perplexity needs the model's `tokenizer.json` and there is none.
+    #[error(
+        "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
+        path.display(),
+        if *beside_gguf { " beside the GGUF file" } else { "" }
+    )]
+    NoTokenizer { path: PathBuf, beside_gguf: bool },
+    /// The tokenizer failed; `action` is what it was doing ("loading", "configuring",
+    /// "tokenizing with").
+    #[error("{action} {}", path.display())]
+    Tokenizer {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `generate` was asked for no new token.
+    #[error("new_tokens must be ≥ 1")]
+    NoNewTokens,
+    /// `nll` was given fewer than 2 tokens (nothing to predict).
+    #[error("perplexity needs at least 2 tokens, got {0}")]
+    TooFewTokens(usize),
+    /// `nll` was given a token id the model cannot embed.
+    #[error("token id {id} is outside the model's vocabulary of {vocab}")]
+    TokenOutOfVocabulary { id: u32, vocab: usize },
+    /// candle itself failed (a tensor op, a CUDA call, a safetensors or GGUF read …).
+    #[cfg(feature = "candle")]
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    /// A failure scripted into [`FakeDecoderFactory`] (tests).
+    #[error("{0}")]
+    Scripted(String),
+}
 
 pub trait Decoder {
     /// Prefill `prompt_len` fixed tokens for `batch` sequences, then decode exactly `new_tokens`
@@ -12,9 +117,9 @@ pub trait Decoder {
         batch: usize,
         prompt_len: usize,
         new_tokens: usize,
-    ) -> anyhow::Result<usize>;
+    ) -> Result<usize, DecodeError>;
     /// Block until the device has finished all queued work (window edges must be synchronized).
-    fn synchronize(&mut self) -> anyhow::Result<()>;
+    fn synchronize(&mut self) -> Result<(), DecodeError>;
     /// What runs the matmuls, e.g. "candle 0.11.1 F16 cuBLAS" or "candle Q4_K mmvq".
     fn kernel(&self) -> String;
     /// Anything the report must say about this arm (e.g. per-tensor format fallbacks).
@@ -23,16 +128,16 @@ pub trait Decoder {
     }
     /// Teacher-forced negative log-likelihood of one sequence, fresh cache: the sum over
     /// `ids[1..]` of −ln p(idₜ | ids[..t]) in nats (`ids.len() − 1` predictions).
-    fn nll(&mut self, ids: &[u32]) -> anyhow::Result<f64>;
+    fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError>;
 }
 
 pub trait DecoderFactory {
-    fn load(&mut self, precision: Precision) -> anyhow::Result<Box<dyn Decoder>>;
+    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError>;
     /// Device bytes the arm needs: weights + KV cache + activations + runtime overhead.
     fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64;
     /// The perplexity text as token ids, and how they were made (the model's tokenizer file, or
     /// byte ids where the weights come without one).
-    fn tokenize(&self, text: &str) -> anyhow::Result<(Vec<u32>, String)>;
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError>;
 }
 
 /// A fake engine: each token costs `step_s` of virtual time on a [`FakeMeter`], during which the
@@ -83,10 +188,13 @@ impl Decoder for FakeDecoder {
         batch: usize,
         _prompt_len: usize,
         new_tokens: usize,
-    ) -> anyhow::Result<usize> {
+    ) -> Result<usize, DecodeError> {
         self.calls += 1;
         if self.fail_after.is_some_and(|n| self.calls > n) {
-            anyhow::bail!("scripted decode failure on call {}", self.calls);
+            return Err(DecodeError::Scripted(format!(
+                "scripted decode failure on call {}",
+                self.calls
+            )));
         }
         // Advance virtual time token by token, yielding real time so the sampler thread sees
         // the window.
@@ -97,28 +205,30 @@ impl Decoder for FakeDecoder {
         std::thread::sleep(std::time::Duration::from_millis(2));
         Ok(batch * new_tokens)
     }
-    fn synchronize(&mut self) -> anyhow::Result<()> {
+    fn synchronize(&mut self) -> Result<(), DecodeError> {
         Ok(())
     }
     fn kernel(&self) -> String {
         format!("fake {}", self.precision)
     }
-    fn nll(&mut self, ids: &[u32]) -> anyhow::Result<f64> {
+    fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError> {
         // Scoring keeps the fake GPU busy like decoding does, so a test can tell whether it
         // fell inside the energy window.
         self.meter.advance(self.step_s * ids.len() as f64);
         match &self.nll_per_token {
             Ok(n) => Ok(n * ids.len().saturating_sub(1) as f64),
-            Err(e) => anyhow::bail!("{e}"),
+            Err(e) => Err(DecodeError::Scripted(e.clone())),
         }
     }
 }
 
 impl DecoderFactory for FakeDecoderFactory {
-    fn load(&mut self, precision: Precision) -> anyhow::Result<Box<dyn Decoder>> {
+    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError> {
         self.loads.push(precision);
         if self.fail_load.contains(&precision) {
-            anyhow::bail!("scripted load failure for {precision}");
+            return Err(DecodeError::Scripted(format!(
+                "scripted load failure for {precision}"
+            )));
         }
         let step_s = self
             .step_s
@@ -151,9 +261,9 @@ impl DecoderFactory for FakeDecoderFactory {
     fn required_bytes(&self, _precision: Precision, _batch: usize, _context: usize) -> u64 {
         self.bytes
     }
-    fn tokenize(&self, text: &str) -> anyhow::Result<(Vec<u32>, String)> {
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError> {
         if self.fail_tokenize {
-            anyhow::bail!("scripted tokenizer failure");
+            return Err(DecodeError::Scripted("scripted tokenizer failure".into()));
         }
         Ok((
             text.bytes().map(u32::from).collect(),

@@ -1,7 +1,7 @@
 //! Small file and host helpers shared by the meter's writers: atomic writes, safe file names,
 //! file digests, the UTC time stamp and the host name.
 
-use anyhow::{Context, Result};
+use crate::error::{Error, Result};
 use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
@@ -22,10 +22,11 @@ pub fn safe_name(s: &str) -> String {
         .collect()
 }
 
+/// The SHA-256 (lower-case hex) and length in bytes of a file.
 pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
     let mut h = sha2::Sha256::new();
-    let n = std::io::copy(&mut f, &mut h)?;
+    let n = std::io::copy(&mut f, &mut h).map_err(|e| Error::io("reading", path, e))?;
     Ok((format!("{:x}", h.finalize()), n))
 }
 
@@ -69,18 +70,18 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
     let name = path
         .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?
+        .ok_or_else(|| Error::NoFileName(path.to_path_buf()))?
         .to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| -> Result<()> {
-        let mut f =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
+        f.write_all(contents)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| Error::io("writing", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming to", path, e))?;
         Ok(())
     })();
     if result.is_err() {

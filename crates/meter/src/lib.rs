@@ -16,11 +16,18 @@
 //! | [`campaign`] | per-report CSV, aggregation into anchors rows, the campaign targets | – |
 //! | `session` | `measure` / `overhead` end to end on a GPU, or the labelled no-GPU estimate | `nvml` + `candle` |
 //! | [`files`] | atomic writes, safe file names, digests, time stamps | – |
+//! | [`error`] | the library's [`Error`], and [`error::chain`] to render an error with its causes | – |
+//!
+//! Errors are typed: [`decoder::DecodeError`] from the decode engines, [`meter::MeterError`] from
+//! the meter, [`protocol::ArmFailure`] / [`protocol::ScoreError`] for an arm (or its perplexity
+//! score) that has no figure, [`protocol::ProtocolError`] / [`overhead::OverheadError`] for a run
+//! that cannot start, and [`Error`] for everything else the library's public functions do.
 
 pub mod campaign;
 #[cfg(feature = "candle")]
 pub mod candle;
 pub mod decoder;
+pub mod error;
 pub mod files;
 pub mod meter;
 #[cfg(feature = "nvml")]
@@ -32,3 +39,5 @@ pub mod run_report;
 pub mod sampler;
 #[cfg(all(feature = "nvml", feature = "candle"))]
 pub mod session;
+
+pub use error::{Error, Result};

@@ -7,7 +7,7 @@
 //! The figure is the paired throughput loss `(tok/s off − tok/s on) / tok/s off` in %, its mean
 //! over pairs and a Student-t 95 % interval. The target (issue 5) is < 0.5 %.
 
-use crate::decoder::DecoderFactory;
+use crate::decoder::{DecodeError, DecoderFactory};
 use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
 use crate::protocol::{metered_window, WindowError};
 use analysis::stats::t95;
@@ -92,8 +92,13 @@ pub struct OverheadResult {
 pub enum OverheadError {
     #[error(transparent)]
     Meter(#[from] MeterError),
-    #[error("{0}")]
-    Decode(String),
+    /// The decoder failed loading, warming up, decoding or synchronizing the arm.
+    #[error("{precision} arm")]
+    Decode {
+        precision: Precision,
+        #[source]
+        source: DecodeError,
+    },
     #[error(transparent)]
     Window(#[from] WindowError),
     #[error("need at least 2 pairs and 1 iteration per window (got {0} pairs, {1} iterations)")]
@@ -158,7 +163,10 @@ pub fn run(
         return Err(OverheadError::TooFew(cfg.pairs, cfg.iterations));
     }
     let device = meter.info()?;
-    let decode_err = |e: anyhow::Error| OverheadError::Decode(format!("{}: {e:#}", cfg.precision));
+    let decode_err = |source: DecodeError| OverheadError::Decode {
+        precision: cfg.precision,
+        source,
+    };
     let mut dec = decoders.load(cfg.precision).map_err(decode_err)?;
     for _ in 0..cfg.warmup {
         dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)

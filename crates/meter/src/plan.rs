@@ -2,7 +2,7 @@
 //! context and allocator per repeat, so repeats are independent); a job whose reports exist is
 //! done, so a sweep resumes where it stopped.
 
-use anyhow::{bail, Context, Result};
+use crate::error::{Error, Result};
 use report::Precision;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -99,17 +99,15 @@ pub struct Job {
     pub expected: Vec<PathBuf>,
 }
 
+/// Parse and check a plan: every run names exactly one model and at least one precision.
 pub fn parse_plan(text: &str) -> Result<Plan> {
-    let plan: Plan = toml::from_str(text).context("plan.toml")?;
+    let plan: Plan = toml::from_str(text).map_err(Error::PlanToml)?;
     for (i, r) in plan.runs.iter().enumerate() {
         if r.synthetic.is_some() == r.model.is_some() {
-            bail!(
-                "plan.toml: run {}: give exactly one of `synthetic` or `model`",
-                i + 1
-            );
+            return Err(Error::PlanModel { run: i + 1 });
         }
         if r.precisions.is_empty() {
-            bail!("plan.toml: run {}: `precisions` is empty", i + 1);
+            return Err(Error::PlanPrecisions { run: i + 1 });
         }
     }
     Ok(plan)
@@ -261,15 +259,24 @@ repeats = 1
 
     #[test]
     fn bad_plans_say_what_is_wrong() {
+        use crate::error::chain;
         let e = parse_plan("out = \"x\"\n[[run]]\nprecisions = [\"Q4_0\"]\n").unwrap_err();
-        assert!(format!("{e:#}").contains("exactly one of"));
+        assert!(chain(&e).contains("exactly one of"));
+        assert_eq!(
+            e.to_string(),
+            "plan.toml: run 1: give exactly one of `synthetic` or `model`"
+        );
         let e =
             parse_plan("out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = []\n").unwrap_err();
-        assert!(format!("{e:#}").contains("empty"));
+        assert!(chain(&e).contains("empty"));
         let e = parse_plan(
             "out = \"x\"\nbogus = 1\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n",
         )
         .unwrap_err();
-        assert!(format!("{e:#}").contains("bogus"), "{e:#}");
+        let text = chain(&e);
+        assert!(
+            text.starts_with("plan.toml: ") && text.contains("bogus"),
+            "{text}"
+        );
     }
 }

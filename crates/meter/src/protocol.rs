@@ -3,7 +3,8 @@
 //! freed between arms. Hardware-free: it talks only to [`EnergyMeter`], [`DecoderFactory`] and
 //! [`Clock`], so every branch is tested with fakes.
 
-use crate::decoder::DecoderFactory;
+use crate::decoder::{DecodeError, DecoderFactory};
+use crate::error::chain;
 use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
 use crate::sampler::{Sampler, Trace};
 use rand::seq::SliceRandom;
@@ -158,7 +159,7 @@ pub struct ArmMeasurement {
     /// Hypervisor steal and this process's CPU use during the window (where `/proc` is readable).
     pub host: Option<HostWindow>,
     /// Perplexity scored after the window closed (`None` when not asked for).
-    pub perplexity: Option<Result<PerplexityScore, String>>,
+    pub perplexity: Option<Result<PerplexityScore, ScoreError>>,
 }
 
 impl ArmMeasurement {
@@ -190,7 +191,99 @@ pub use analysis::stats::cv_pct;
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ArmResult {
     pub precision: Precision,
-    pub outcome: Result<ArmMeasurement, String>,
+    pub outcome: Result<ArmMeasurement, ArmFailure>,
+}
+
+/// Why an arm has no measurement. Its `Display` is the text the report's `protocol.arms[].error`
+/// and notes carry. The underlying errors are kept as their rendered text (with their causes, see
+/// [`crate::error::chain`]), so an outcome stays `Clone`, comparable and serializable.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ArmFailure {
+    /// The decoder could not load the arm's model.
+    #[error("load {precision}: {error}")]
+    Load { precision: Precision, error: String },
+    /// A warmup or timed generation failed.
+    #[error("decode {precision}: {error}")]
+    Decode { precision: Precision, error: String },
+    /// Waiting for the device to finish its queued work failed.
+    #[error("synchronize: {error}")]
+    Synchronize { error: String },
+    /// A meter read failed (the GPU is still there): the window means nothing.
+    #[error("meter: {error}")]
+    MeterRead { error: String },
+    /// The GPU went away during this arm: the run ends here.
+    #[error("meter: {error}")]
+    GpuLost { error: String },
+    /// The energy counter did not move during the window (never reported as a zero).
+    #[error(
+        "the energy counter did not move during a {seconds:.2} s window ({start_mj} mJ → {end_mj} mJ); refusing to report a zero"
+    )]
+    CounterStuck {
+        seconds: f64,
+        start_mj: u64,
+        end_mj: u64,
+    },
+    /// Not run: the GPU disappeared during an earlier arm of the run.
+    #[error("not run: the GPU disappeared during an earlier arm")]
+    NotRunGpuLost,
+    /// Not run at all (the run has no arm of this precision).
+    #[error("not run")]
+    NotRun,
+}
+
+impl ArmFailure {
+    /// The GPU is gone: the run's remaining arms cannot run.
+    pub fn is_gpu_lost(&self) -> bool {
+        matches!(self, ArmFailure::GpuLost { .. })
+    }
+}
+
+impl From<MeterError> for ArmFailure {
+    fn from(e: MeterError) -> Self {
+        let error = e.to_string();
+        if e.is_lost() {
+            ArmFailure::GpuLost { error }
+        } else {
+            ArmFailure::MeterRead { error }
+        }
+    }
+}
+
+impl From<WindowError> for ArmFailure {
+    fn from(e: WindowError) -> Self {
+        match e {
+            // A meter error keeps telling a lost GPU from a failed read (see `run`).
+            WindowError::Meter(m) => m.into(),
+            WindowError::CounterStuck(seconds, start_mj, end_mj) => ArmFailure::CounterStuck {
+                seconds,
+                start_mj,
+                end_mj,
+            },
+        }
+    }
+}
+
+/// Why an arm has no perplexity score (its energy figure stands regardless). Like
+/// [`ArmFailure`], a decoder's error is kept as its rendered text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScoreError {
+    /// The decoder could not tokenize the corpus (every arm of the run says so).
+    #[error("tokenizing the corpus: {error}")]
+    Tokenize { error: String },
+    /// The corpus gave fewer than 2 tokens.
+    #[error("the corpus gave {0} token(s); at least 2 are needed")]
+    TooFewTokens(usize),
+    /// The decoder failed while scoring a window.
+    #[error("scoring: {error}")]
+    Scoring { error: String },
+    /// No window had 2 tokens to score.
+    #[error("nothing to score: the corpus is shorter than 2 tokens")]
+    NothingToScore,
+    /// The mean NLL is not finite, negative, or too large to exponentiate.
+    #[error("the model's mean NLL came out as {0} nats: not a usable perplexity")]
+    Unusable(f64),
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -203,7 +296,7 @@ pub struct Outcome {
     pub free_vram_bytes: u64,
     pub required_vram_bytes: u64,
     /// The perplexity corpus's tokens, or why there are none (then every arm's score says so).
-    pub perplexity: Option<Result<Tokenized, String>>,
+    pub perplexity: Option<Result<Tokenized, ScoreError>>,
 }
 
 impl Outcome {
@@ -322,13 +415,10 @@ pub fn run(
     let perplexity = cfg.perplexity.as_ref().map(|p| {
         let (mut ids, how) = decoders
             .tokenize(&p.text)
-            .map_err(|e| format!("tokenizing the corpus: {e:#}"))?;
+            .map_err(|e| ScoreError::Tokenize { error: chain(&e) })?;
         ids.truncate(p.max_tokens);
         if ids.len() < 2 {
-            return Err(format!(
-                "the corpus gave {} token(s); at least 2 are needed",
-                ids.len()
-            ));
+            return Err(ScoreError::TooFewTokens(ids.len()));
         }
         Ok(Tokenized { ids, how })
     });
@@ -355,17 +445,17 @@ pub fn run(
         if let Err(e) = &outcome {
             tracing::warn!(%precision, error = %e, "arm failed");
         }
-        let lost = matches!(&outcome, Err(ArmError::Meter(e)) if e.is_lost());
+        let lost = outcome.as_ref().is_err_and(ArmFailure::is_gpu_lost);
         results.push(ArmResult {
             precision: *precision,
-            outcome: outcome.map_err(|e| e.to_string()),
+            outcome,
         });
         if lost {
             // The GPU is gone: the remaining arms cannot run; say so for each.
             for rest in arms.iter().skip(results.len()) {
                 results.push(ArmResult {
                     precision: *rest,
-                    outcome: Err("not run: the GPU disappeared during an earlier arm".into()),
+                    outcome: Err(ArmFailure::NotRunGpuLost),
                 });
             }
             break;
@@ -389,23 +479,23 @@ pub fn score_perplexity(
     dec: &mut dyn crate::decoder::Decoder,
     ids: &[u32],
     seq_len: usize,
-) -> Result<PerplexityScore, String> {
+) -> Result<PerplexityScore, ScoreError> {
     let mut nll = 0.0;
     let mut predicted = 0usize;
     let mut windows = 0usize;
     for w in ids.chunks(seq_len.max(2)).filter(|w| w.len() >= 2) {
-        nll += dec.nll(w).map_err(|e| format!("scoring: {e:#}"))?;
+        nll += dec
+            .nll(w)
+            .map_err(|e| ScoreError::Scoring { error: chain(&e) })?;
         predicted += w.len() - 1;
         windows += 1;
     }
     if predicted == 0 {
-        return Err("nothing to score: the corpus is shorter than 2 tokens".into());
+        return Err(ScoreError::NothingToScore);
     }
     let mean_nll = nll / predicted as f64;
     if !mean_nll.is_finite() || mean_nll < 0.0 || !mean_nll.exp().is_finite() {
-        return Err(format!(
-            "the model's mean NLL came out as {mean_nll} nats: not a usable perplexity"
-        ));
+        return Err(ScoreError::Unusable(mean_nll));
     }
     Ok(PerplexityScore {
         mean_nll,
@@ -414,24 +504,9 @@ pub fn score_perplexity(
     })
 }
 
-#[derive(Debug, thiserror::Error)]
-enum ArmError {
-    #[error("meter: {0}")]
-    Meter(#[from] MeterError),
-    #[error("{0}")]
-    Decode(String),
-    #[error(transparent)]
-    Window(WindowError),
-}
-
-impl From<WindowError> for ArmError {
-    fn from(e: WindowError) -> Self {
-        match e {
-            // Kept as a meter error, so a lost GPU still ends the run (see `run`).
-            WindowError::Meter(m) => ArmError::Meter(m),
-            stuck => ArmError::Window(stuck),
-        }
-    }
+/// A decoder's synchronize failure as an arm failure.
+fn sync_failure(e: DecodeError) -> ArmFailure {
+    ArmFailure::Synchronize { error: chain(&e) }
 }
 
 fn run_arm(
@@ -441,22 +516,25 @@ fn run_arm(
     decoders: &mut dyn DecoderFactory,
     clock: Arc<dyn Clock>,
     (idle_w, idle_c): (f64, Option<f64>),
-    perplexity: Option<(&Result<Tokenized, String>, usize)>,
-) -> Result<ArmMeasurement, ArmError> {
+    perplexity: Option<(&Result<Tokenized, ScoreError>, usize)>,
+) -> Result<ArmMeasurement, ArmFailure> {
     let t_load = clock.now_s();
-    let mut dec = decoders
-        .load(precision)
-        .map_err(|e| ArmError::Decode(format!("load {precision}: {e:#}")))?;
+    let mut dec = decoders.load(precision).map_err(|e| ArmFailure::Load {
+        precision,
+        error: chain(&e),
+    })?;
     let load_s = clock.now_s() - t_load;
     let decode = |dec: &mut Box<dyn crate::decoder::Decoder>| {
         dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
-            .map_err(|e| ArmError::Decode(format!("decode {precision}: {e:#}")))
+            .map_err(|e| ArmFailure::Decode {
+                precision,
+                error: chain(&e),
+            })
     };
     for _ in 0..cfg.warmup {
         decode(&mut dec)?;
     }
-    dec.synchronize()
-        .map_err(|e| ArmError::Decode(format!("synchronize: {e:#}")))?;
+    dec.synchronize().map_err(sync_failure)?;
     let cooldown = cool_down(meter, clock.as_ref(), idle_w, idle_c, &cfg.cooldown)?;
     let temp_start_c = meter.temperature_c().ok();
 
@@ -465,14 +543,13 @@ fn run_arm(
         meter,
         &clock,
         cfg.trace.then_some(cfg.sample_hz),
-        || -> Result<_, ArmError> {
+        || -> Result<_, ArmFailure> {
             let mut tokens = 0u64;
             let mut iteration_s = Vec::with_capacity(cfg.iterations);
             for _ in 0..cfg.iterations {
                 let ti = clock.now_s();
                 tokens += decode(&mut dec)? as u64;
-                dec.synchronize()
-                    .map_err(|e| ArmError::Decode(format!("synchronize: {e:#}")))?;
+                dec.synchronize().map_err(sync_failure)?;
                 iteration_s.push(clock.now_s() - ti);
             }
             Ok((tokens, iteration_s))

@@ -1,9 +1,10 @@
 //! Turn a protocol [`Outcome`] into an `energy.json` report, and write it atomically.
 
+use crate::error::{Error, Result};
 use crate::protocol::{
-    ArmMeasurement, CooldownResult, Outcome, PerplexityConfig, PerplexityScore, ProtocolConfig,
+    ArmFailure, ArmMeasurement, CooldownResult, Outcome, PerplexityConfig, PerplexityScore,
+    ProtocolConfig,
 };
-use anyhow::{bail, Result};
 use report::{Precision, Report};
 
 /// What the report says about the weights.
@@ -55,9 +56,9 @@ fn counter_over_trace(a: &ArmMeasurement) -> Option<f64> {
 }
 
 /// One arm of the run as the report's `protocol.arms[]` entry.
-fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, String>) -> report::Arm {
+fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, ArmFailure>) -> report::Arm {
     let a = match m {
-        Err(e) => return report::Arm::failed(precision.as_str(), e.clone()),
+        Err(e) => return report::Arm::failed(precision.as_str(), e.to_string()),
         Ok(a) => a,
     };
     let trace = a.trace.as_ref();
@@ -92,7 +93,7 @@ fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, String>) -> report
                 ..Default::default()
             },
             Err(e) => report::ArmPerplexity {
-                error: Some(e.clone()),
+                error: Some(e.to_string()),
                 ..Default::default()
             },
         }),
@@ -100,13 +101,14 @@ fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, String>) -> report
     }
 }
 
-/// An arm's perplexity score, or why there is none.
-fn arm_score(m: &Result<ArmMeasurement, String>) -> Result<PerplexityScore, String> {
+/// An arm's perplexity score, or why there is none (the text the report gives).
+fn arm_score(m: &Result<ArmMeasurement, ArmFailure>) -> Result<PerplexityScore, String> {
     match m {
-        Ok(a) => a
-            .perplexity
-            .clone()
-            .unwrap_or_else(|| Err("not scored".into())),
+        Ok(a) => match &a.perplexity {
+            Some(Ok(s)) => Ok(s.clone()),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("not scored".into()),
+        },
         Err(e) => Err(format!("the arm failed ({e})")),
     }
 }
@@ -116,7 +118,7 @@ fn quality_note(
     p: &PerplexityConfig,
     how: Option<&str>,
     synthetic: bool,
-    requested: &Result<ArmMeasurement, String>,
+    requested: &Result<ArmMeasurement, ArmFailure>,
 ) -> String {
     let sha256 = p.sha256();
     let mut note = format!(
@@ -148,8 +150,8 @@ fn quality_block(
     cfg: &ProtocolConfig,
     out: &Outcome,
     precision: Precision,
-    requested: &Result<ArmMeasurement, String>,
-    baseline: Option<&Result<ArmMeasurement, String>>,
+    requested: &Result<ArmMeasurement, ArmFailure>,
+    baseline: Option<&Result<ArmMeasurement, ArmFailure>>,
     weights: &WeightsInfo,
 ) -> Option<report::Quality> {
     let (p, tokens) = cfg.perplexity.as_ref().zip(out.perplexity.as_ref())?;
@@ -227,8 +229,8 @@ fn quality_block(
 fn results_note(
     out: &Outcome,
     precision: Precision,
-    requested: &Result<ArmMeasurement, String>,
-    baseline: Option<&Result<ArmMeasurement, String>>,
+    requested: &Result<ArmMeasurement, ArmFailure>,
+    baseline: Option<&Result<ArmMeasurement, ArmFailure>>,
 ) -> String {
     let base_ok = baseline.is_some_and(|b| b.is_ok());
     let mut notes = Vec::new();
@@ -395,7 +397,7 @@ pub fn build_report(
     let requested = out
         .arm(precision)
         .map(|a| a.outcome.clone())
-        .unwrap_or_else(|| Err("not run".into()));
+        .unwrap_or(Err(ArmFailure::NotRun));
     let baseline = cfg
         .baseline
         .as_ref()
@@ -480,15 +482,12 @@ pub fn build_report(
     let text = serde_json::to_string(&report)?;
     let v = report::validate_str(&text);
     if !v.errors.is_empty() {
-        let msgs: Vec<String> = v
-            .errors
-            .iter()
-            .map(|e| format!("{}: {}", e.path, e.message))
-            .collect();
-        bail!(
-            "internal error: the report we built does not validate:\n  {}",
-            msgs.join("\n  ")
-        );
+        return Err(Error::InvalidReport(
+            v.errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.message))
+                .collect(),
+        ));
     }
     Ok(report)
 }

@@ -3,12 +3,13 @@
 //! measured.
 
 use crate::candle::{CandleFactory, WeightSource, CANDLE_VERSION};
+use crate::decoder::DecodeError;
+use crate::error::{chain, Error, Result};
 use crate::files::{file_stem, hostname, sha256_file, utc_now, write_atomic};
 use crate::meter::{EnergyMeter, RealClock};
 use crate::nvml_meter::NvmlMeter;
 use crate::protocol::{self, ProtocolConfig};
 use crate::run_report::{build_report, RunContext, WeightsInfo};
-use anyhow::{anyhow, bail, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,14 +45,11 @@ impl MeasureOptions {
     pub fn source(&self) -> Result<WeightSource> {
         match &self.model {
             ModelSpec::Synthetic(name) => {
-                let shape = analysis::find_shape(name).ok_or_else(|| {
-                    let known: Vec<&str> =
-                        analysis::shapes().iter().map(|s| s.name.as_str()).collect();
-                    anyhow!(
-                        "unknown architecture {name:?} for --synthetic; known: {}",
-                        known.join(", ")
-                    )
-                })?;
+                let shape =
+                    analysis::find_shape(name).ok_or_else(|| Error::UnknownArchitecture {
+                        name: name.clone(),
+                        known: analysis::shapes().iter().map(|s| s.name.clone()).collect(),
+                    })?;
                 Ok(WeightSource::Synthetic {
                     shape: shape.clone(),
                     seed: self.protocol.seed,
@@ -61,10 +59,7 @@ impl MeasureOptions {
             ModelSpec::Path(path) if path.extension().is_some_and(|e| e == "gguf") => {
                 Ok(WeightSource::Gguf(path.clone()))
             }
-            ModelSpec::Path(path) => bail!(
-                "{}: expected a model directory or a .gguf file",
-                path.display()
-            ),
+            ModelSpec::Path(path) => Err(Error::NotAModel(path.clone())),
         }
     }
 }
@@ -86,7 +81,8 @@ fn weights_info(
         ),
         WeightSource::HfDir(dir) => {
             let mut files = Vec::new();
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map_err(|e| Error::io("reading", dir, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
                     p.extension().is_some_and(|x| x == "safetensors")
@@ -133,12 +129,9 @@ pub struct MeasureResult {
 /// The device the decoder runs on: CUDA when built with it, else nothing we may measure.
 fn decode_device(index: u32) -> Result<candle_core::Device> {
     if cfg!(feature = "cuda") {
-        Ok(candle_core::Device::new_cuda(index as usize)?)
+        Ok(candle_core::Device::new_cuda(index as usize).map_err(DecodeError::from)?)
     } else {
-        bail!(
-            "this binary was built without the `cuda` feature: the decoder would run on the CPU while \
-             NVML metered an idle GPU (build with scripts/build-cuda.sh)"
-        )
+        Err(Error::NoCuda)
     }
 }
 
@@ -147,7 +140,7 @@ pub fn run_measure(opts: &MeasureOptions) -> Result<MeasureResult> {
     let source = opts.source()?;
     let meter = NvmlMeter::open(opts.device).map_err(|e| e.to_string());
     let device = match &meter {
-        Ok(_) => decode_device(opts.device).map_err(|e| format!("{e:#}")),
+        Ok(_) => decode_device(opts.device).map_err(|e| chain(&e)),
         Err(e) => Err(e.clone()),
     };
     match (meter, device) {
@@ -219,13 +212,10 @@ pub fn run_overhead(
 ) -> Result<(PathBuf, crate::overhead::OverheadResult)> {
     let p = &opts.protocol;
     let [precision] = p.precisions.as_slice() else {
-        bail!(
-            "overhead measures one precision at a time (got {:?})",
-            p.precisions
-        );
+        return Err(Error::OverheadPrecisions(p.precisions.clone()));
     };
     if p.perplexity.is_some() {
-        bail!("overhead times decode windows only; --perplexity belongs to `quantenergy measure`");
+        return Err(Error::OverheadPerplexity);
     }
     let cfg = crate::overhead::OverheadConfig {
         precision: *precision,
@@ -240,8 +230,7 @@ pub fn run_overhead(
     };
     let source = opts.source()?;
     let (model_name, _) = weights_info(&source, false)?;
-    let mut meter = NvmlMeter::open(opts.device)
-        .map_err(|e| anyhow!("{e}: the trace overhead can only be measured on a GPU"))?;
+    let mut meter = NvmlMeter::open(opts.device).map_err(Error::OverheadNeedsGpu)?;
     let device = decode_device(opts.device)?;
     let mut factory = CandleFactory::new(source, device)?;
     let result = crate::overhead::run(

@@ -6,7 +6,9 @@ use meter::candle::{CandleFactory, WeightSource};
 use meter::decoder::FakeDecoderFactory;
 use meter::files::write_atomic;
 use meter::meter::{FakeClock, FakeMeter};
-use meter::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError};
+use meter::protocol::{
+    self, ArmFailure, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError, ScoreError,
+};
 use meter::run_report::{build_report, RunContext, WeightsInfo};
 use report::Precision;
 use std::sync::Arc;
@@ -171,7 +173,26 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     let c = cfg(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     assert!(out.arm(p("F16")).unwrap().outcome.is_err());
+    // The failure is typed, and its text is what the report says.
+    let failure = out.arm(p("F16")).unwrap().outcome.clone().unwrap_err();
+    assert_eq!(
+        failure,
+        ArmFailure::Load {
+            precision: p("F16"),
+            error: "scripted load failure for FP16".into()
+        }
+    );
+    assert_eq!(
+        failure.to_string(),
+        "load FP16: scripted load failure for FP16"
+    );
     let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let arms = rep.protocol.as_ref().unwrap().arms.as_ref().unwrap();
+    let f16 = arms.iter().find(|a| a.precision == "FP16").unwrap();
+    assert_eq!(
+        f16.error.as_deref(),
+        Some("load FP16: scripted load failure for FP16")
+    );
     assert_eq!(
         rep.results.basis,
         report::Basis::Measured,
@@ -191,6 +212,13 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     let mut f = FakeDecoderFactory::new(m.clone());
     f.fail_decode_after = Some((p("Q4_K"), 2));
     let out = run(&c, &m, &mut f).unwrap();
+    assert_eq!(
+        out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap_err(),
+        &ArmFailure::Decode {
+            precision: p("Q4_K"),
+            error: "scripted decode failure on call 3".into()
+        }
+    );
     let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
@@ -221,7 +249,8 @@ fn a_stuck_counter_fails_the_arm_instead_of_reporting_zero() {
     let out = run(&c, &m, &mut f).unwrap();
     for a in &out.arms {
         let e = a.outcome.as_ref().unwrap_err();
-        assert!(e.contains("did not move"), "{e}");
+        assert!(e.to_string().contains("did not move"), "{e}");
+        assert!(matches!(e, ArmFailure::CounterStuck { .. }), "{e:?}");
     }
     let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
@@ -251,12 +280,26 @@ fn a_gpu_that_disappears_ends_the_run_with_every_arm_accounted_for() {
             .outcome
             .as_ref()
             .unwrap_err()
+            .to_string()
             .contains("disappeared")
             || out.arms[1]
                 .outcome
                 .as_ref()
                 .unwrap_err()
+                .to_string()
                 .contains("removed")
+    );
+    // The arm that lost the GPU says so; the next was never run, and says why.
+    let first = out.arms[0].outcome.as_ref().unwrap_err();
+    assert!(first.is_gpu_lost(), "{first:?}");
+    assert_eq!(
+        first.to_string(),
+        "meter: the GPU disappeared: fake GPU removed"
+    );
+    assert_eq!(out.arms[1].outcome, Err(ArmFailure::NotRunGpuLost));
+    assert_eq!(
+        ArmFailure::NotRunGpuLost.to_string(),
+        "not run: the GPU disappeared during an earlier arm"
     );
 }
 
@@ -356,12 +399,15 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
         ..ctx()
     };
     let rep = build_report(&c, &out, &same_weights, p("Q4_0")).unwrap();
+    // A typed field of `report::Weights` (no longer in `extra`), and in the JSON as before.
     assert_eq!(
-        rep.weights
-            .as_ref()
+        rep.weights.as_ref().unwrap().quantized_from_float,
+        Some(true)
+    );
+    assert_eq!(
+        serde_json::to_value(&rep)
             .unwrap()
-            .extra
-            .get("quantized_from_float"),
+            .pointer("/weights/quantized_from_float"),
         Some(&serde_json::json!(true))
     );
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
@@ -500,12 +546,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
         .unwrap();
     assert_eq!(q.basis, "measured");
     assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
-    let why = q
-        .extra
-        .get("delta_note")
-        .and_then(|v| v.as_str())
-        .unwrap()
-        .to_string();
+    let why = q.delta_note.clone().unwrap();
     assert!(why.contains("drawn independently"), "{why}");
     assert!(q.note.unwrap().contains("Synthetic weights"));
 
@@ -564,7 +605,7 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
         .unwrap();
     assert_eq!(q.basis, "measured");
     assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
-    let why = q.extra.get("delta_note").and_then(|v| v.as_str()).unwrap();
+    let why = q.delta_note.as_deref().unwrap();
     assert!(
         why.contains("no Δ vs FP16") && why.contains("scoring failure for F16"),
         "{why}"
@@ -583,7 +624,13 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
             .clone()
             .unwrap()
             .unwrap_err();
-        assert!(e.contains("tokenizing the corpus"), "{e}");
+        assert!(e.to_string().contains("tokenizing the corpus"), "{e}");
+        assert_eq!(
+            e,
+            ScoreError::Tokenize {
+                error: "scripted tokenizer failure".into()
+            }
+        );
     }
     let q = build_report(&c, &out, &ctx(), p("Q4_K"))
         .unwrap()

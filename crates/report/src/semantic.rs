@@ -808,10 +808,7 @@ mod tests {
         use crate::types::{Arm, Protocol};
         let mut r = illustrative();
         r.protocol = Some(Protocol {
-            arms: Some(vec![
-                Arm::failed("NF4", "CUDA OOM"),
-                Arm::ok("FP16"),
-            ]),
+            arms: Some(vec![Arm::failed("NF4", "CUDA OOM"), Arm::ok("FP16")]),
             ..Default::default()
         });
         let (e, _) = semantic_checks(&r);

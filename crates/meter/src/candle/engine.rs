@@ -78,7 +78,7 @@ pub fn prompt_ids(batch: usize, len: usize, vocab: usize) -> Vec<u32> {
 impl Decoder for CandleDecoder {
     fn generate(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
         if new_tokens == 0 {
-            bail!("new_tokens must be ≥ 1");
+            return Err(DecodeError::NoNewTokens);
         }
         self.clear();
         let mut cache = None;
@@ -127,13 +127,13 @@ impl Decoder for CandleDecoder {
 
     fn nll(&mut self, ids: &[u32]) -> Result<f64> {
         if ids.len() < 2 {
-            bail!("perplexity needs at least 2 tokens, got {}", ids.len());
+            return Err(DecodeError::TooFewTokens(ids.len()));
         }
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.vocab) {
-            bail!(
-                "token id {bad} is outside the model's vocabulary of {}",
-                self.vocab
-            );
+        if let Some(&id) = ids.iter().find(|&&t| t as usize >= self.vocab) {
+            return Err(DecodeError::TokenOutOfVocabulary {
+                id,
+                vocab: self.vocab,
+            });
         }
         self.clear();
         let mut cache = None;
@@ -170,7 +170,7 @@ pub(crate) fn float_model(shape: &ModelShape, vb: VarBuilder) -> Result<Loaded> 
             let cfg = llama_config(shape);
             Model::Llama(llama::Llama::load(vb, &cfg)?, cfg, dt)
         }
-        f => bail!("unsupported model family {f:?} (llama, qwen2)"),
+        f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
     };
     Ok(Loaded {
         model,
@@ -193,7 +193,7 @@ pub(crate) fn quant_model<R: std::io::Read + std::io::Seek>(
     let model = match shape.family.as_str() {
         "qwen2" => Model::QQwen2(quantized_qwen2::ModelWeights::from_gguf(ct, reader, dev)?),
         "llama" => Model::QLlama(quantized_llama::ModelWeights::from_gguf(ct, reader, dev)?),
-        f => bail!("unsupported model family {f:?} (llama, qwen2)"),
+        f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
     };
     Ok(Loaded {
         model,

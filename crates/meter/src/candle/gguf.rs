@@ -107,37 +107,56 @@ pub(crate) fn dominant_type(ct: &gguf_file::Content) -> Option<GgmlDType> {
     counts.into_iter().max_by_key(|c| c.1).map(|c| c.0)
 }
 
+/// Open a GGUF file and read its header (metadata and tensor index); the file is returned for
+/// the tensor data.
+pub(crate) fn read_gguf(path: &std::path::Path) -> Result<(gguf_file::Content, std::fs::File)> {
+    let mut f = std::fs::File::open(path).map_err(|source| DecodeError::Io {
+        action: "opening",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let ct = gguf_file::Content::read(&mut f).map_err(|e| DecodeError::NotGguf {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })?;
+    Ok((ct, f))
+}
+
 /// Read a shape from a GGUF file's metadata.
 pub fn shape_from_gguf(path: &std::path::Path) -> Result<ModelShape> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let ct = gguf_file::Content::read(&mut f)
-        .map_err(|e| anyhow!("{}: not a GGUF file: {e}", path.display()))?;
+    let (ct, _) = read_gguf(path)?;
+    let missing = |key: String| DecodeError::GgufMissing {
+        path: path.to_path_buf(),
+        key,
+    };
     let arch = ct
         .metadata
         .get("general.architecture")
         .and_then(|v| v.to_string().ok())
         .cloned()
-        .ok_or_else(|| anyhow!("{}: no general.architecture", path.display()))?;
+        .ok_or_else(|| missing("general.architecture".into()))?;
     let family = match arch.as_str() {
         "qwen2" => "qwen2",
         "llama" => "llama",
-        other => bail!(
-            "{}: GGUF architecture {other:?} is not supported (llama, qwen2)",
-            path.display()
-        ),
+        other => {
+            return Err(DecodeError::UnsupportedGgufArchitecture {
+                path: path.to_path_buf(),
+                arch: other.to_string(),
+            })
+        }
     };
     let u = |k: &str| -> Result<usize> {
         ct.metadata
             .get(&format!("{arch}.{k}"))
             .and_then(|v| v.to_u32().ok())
             .map(|x| x as usize)
-            .ok_or_else(|| anyhow!("{}: missing {arch}.{k}", path.display()))
+            .ok_or_else(|| missing(format!("{arch}.{k}")))
     };
     let vocab = ct
         .tensor_infos
         .get("token_embd.weight")
         .map(|i| i.shape.dims()[0])
-        .ok_or_else(|| anyhow!("{}: no token_embd.weight", path.display()))?;
+        .ok_or_else(|| missing("token_embd.weight".into()))?;
     let heads = u("attention.head_count")?;
     let hidden = u("embedding_length")?;
     let mut s = ModelShape {

@@ -4,13 +4,17 @@ use super::*;
 
 pub(crate) fn safetensor_files(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
+        .map_err(|source| DecodeError::Io {
+            action: "reading",
+            path: dir.to_path_buf(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .collect();
     files.sort();
     if files.is_empty() {
-        bail!("{}: no *.safetensors files", dir.display());
+        return Err(DecodeError::NoSafetensors(dir.to_path_buf()));
     }
     Ok(files)
 }
@@ -104,15 +108,24 @@ pub(crate) fn quantize_hf_tensors(
 /// Read a shape from a Hugging Face config.json.
 pub fn shape_from_hf_config(dir: &std::path::Path) -> Result<ModelShape> {
     let path = dir.join("config.json");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|source| DecodeError::Io {
+        action: "reading",
+        path: path.clone(),
+        source,
+    })?;
     let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        serde_json::from_str(&text).map_err(|source| DecodeError::ConfigJson {
+            path: path.clone(),
+            source,
+        })?;
     let get = |k: &str| -> Result<usize> {
         v.get(k)
             .and_then(|x| x.as_u64())
             .map(|x| x as usize)
-            .ok_or_else(|| anyhow!("{}: missing integer `{k}`", path.display()))
+            .ok_or_else(|| DecodeError::ConfigField {
+                path: path.clone(),
+                field: k.to_string(),
+            })
     };
     let model_type = v
         .get("model_type")
@@ -121,10 +134,12 @@ pub fn shape_from_hf_config(dir: &std::path::Path) -> Result<ModelShape> {
     let family = match model_type {
         "qwen2" => "qwen2",
         "llama" | "mistral" => "llama",
-        other => bail!(
-            "{}: model_type {other:?} is not supported (llama, mistral, qwen2)",
-            path.display()
-        ),
+        other => {
+            return Err(DecodeError::UnsupportedModelType {
+                path,
+                model_type: other.to_string(),
+            })
+        }
     };
     let heads = get("num_attention_heads")?;
     let hidden = get("hidden_size")?;

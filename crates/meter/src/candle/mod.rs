@@ -3,9 +3,8 @@
 //! from a local Hugging Face directory, a GGUF file, or seeded random values at a real
 //! architecture's exact shapes (`--synthetic`).
 
-use crate::decoder::{Decoder, DecoderFactory};
+use crate::decoder::{DecodeError, Decoder, DecoderFactory};
 use analysis::ModelShape;
-use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
@@ -33,6 +32,9 @@ use synthetic::*;
 pub use synthetic::{write_synthetic_gguf, write_synthetic_hf_dir};
 
 pub const CANDLE_VERSION: &str = "0.11.1";
+
+/// The engine's results fail with a [`DecodeError`] (candle's own errors convert with `?`).
+type Result<T, E = DecodeError> = std::result::Result<T, E>;
 
 /// Where the weights come from.
 #[derive(Debug, Clone)]
@@ -62,9 +64,7 @@ pub fn format_of(p: Precision) -> Result<Format> {
         Precision::Q4K => Format::Quant(GgmlDType::Q4K),
         Precision::Q5K => Format::Quant(GgmlDType::Q5K),
         Precision::Q6K => Format::Quant(GgmlDType::Q6K),
-        other => bail!(
-            "unsupported precision {other}: the candle engine runs FP32, FP16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"
-        ),
+        other => return Err(DecodeError::UnsupportedPrecision(other)),
     })
 }
 
@@ -169,24 +169,26 @@ impl CandleFactory {
                 m
             }
             (WeightSource::Gguf(path), Format::Quant(q)) => {
-                let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-                let ct = gguf_file::Content::read(&mut f).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+                let (ct, mut f) = read_gguf(path)?;
                 let found = dominant_type(&ct);
                 let mut m = quant_model(&shape, ct, &mut f, &dev)?;
                 if found != Some(q) {
-                    bail!(
-                        "{} holds {:?} weights, not {precision}: a GGUF file is one quantization",
-                        path.display(),
-                        found
-                    );
+                    return Err(DecodeError::WrongQuantization {
+                        path: path.clone(),
+                        found: found.map(|d| format!("{d:?}")),
+                        requested: precision,
+                    });
                 }
-                m.notes.push(format!("weights from GGUF file {}", path.display()));
+                m.notes
+                    .push(format!("weights from GGUF file {}", path.display()));
                 m
             }
-            (WeightSource::Gguf(path), Format::Float(_)) => bail!(
-                "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
-                path.display()
-            ),
+            (WeightSource::Gguf(path), Format::Float(_)) => {
+                return Err(DecodeError::NeedsFloatWeights {
+                    path: path.clone(),
+                    precision,
+                })
+            }
         };
         tracing::info!(
             %precision,
@@ -230,25 +232,28 @@ impl DecoderFactory for CandleFactory {
             WeightSource::Gguf(path) => path.with_file_name("tokenizer.json"),
         };
         if !file.is_file() {
-            bail!(
-                "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
-                file.display(),
-                if matches!(self.source, WeightSource::Gguf(_)) {
-                    " beside the GGUF file"
-                } else {
-                    ""
-                }
-            );
+            return Err(DecodeError::NoTokenizer {
+                path: file,
+                beside_gguf: matches!(self.source, WeightSource::Gguf(_)),
+            });
         }
-        let mut tok = tokenizers::Tokenizer::from_file(&file)
-            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        let tokenizer_error = |action| {
+            let path = file.clone();
+            move |source| DecodeError::Tokenizer {
+                action,
+                path,
+                source,
+            }
+        };
+        let mut tok =
+            tokenizers::Tokenizer::from_file(&file).map_err(tokenizer_error("loading"))?;
         // The corpus is scored as it is: no pad tokens, no cut at the tokenizer's max length.
         tok.with_padding(None);
         tok.with_truncation(None)
-            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+            .map_err(tokenizer_error("configuring"))?;
         let enc = tok
             .encode(text, false)
-            .map_err(|e| anyhow!("tokenizing with {}: {e}", file.display()))?;
+            .map_err(tokenizer_error("tokenizing with"))?;
         Ok((
             enc.get_ids().to_vec(),
             format!("tokenizer.json ({})", file.display()),

@@ -168,12 +168,23 @@ pub fn write_synthetic_gguf(
     path: &std::path::Path,
 ) -> Result<()> {
     let (bytes, _) = synthetic_gguf(shape, q, seed)?;
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    std::fs::write(path, bytes).map_err(|source| DecodeError::Io {
+        action: "writing",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Write a synthetic model as a Hugging Face directory (config.json + model.safetensors).
 pub fn write_synthetic_hf_dir(shape: &ModelShape, seed: u64, dir: &std::path::Path) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
+    let io = |action, path: PathBuf| {
+        move |source| DecodeError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(dir).map_err(io("creating", dir.to_path_buf()))?;
     let tensors = synthetic_float_tensors(shape, seed, &Device::Cpu)?;
     candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
     let config = serde_json::json!({
@@ -189,9 +200,11 @@ pub fn write_synthetic_hf_dir(shape: &ModelShape, seed: u64, dir: &std::path::Pa
         "rms_norm_eps": shape.rms_eps,
         "tie_word_embeddings": shape.tied_embeddings,
     });
-    std::fs::write(
-        dir.join("config.json"),
-        serde_json::to_string_pretty(&config)?,
-    )?;
+    let path = dir.join("config.json");
+    // Serializing a JSON value only fails on a writer error: one I/O path for both.
+    serde_json::to_vec_pretty(&config)
+        .map_err(std::io::Error::from)
+        .and_then(|text| std::fs::write(&path, text))
+        .map_err(io("writing", path.clone()))?;
     Ok(())
 }
