@@ -22,15 +22,17 @@ command -v cmake >/dev/null || { echo "cmake not found (apt-get install -y cmake
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
 COMMON=(-DCMAKE_BUILD_TYPE=Release -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_USE_PREBUILT_UI=OFF
         -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
-        -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF)
+        -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON)
 case "$KIND" in
   cuda)
     # /usr/local/cuda/bin first, so that a newer nvcc elsewhere on PATH is not picked up.
     [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH CUDACXX=/usr/local/cuda/bin/nvcc
     command -v nvcc >/dev/null || { echo "nvcc not found" >&2; exit 1; }
+    # shared libs (the default): libggml-cuda is linked once, not into each of the three tools
     FLAGS=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90) ;;
   cpu)
-    FLAGS=(-DGGML_NATIVE=OFF) ;;
+    # static: self-contained binaries that a CI cache can keep anywhere
+    FLAGS=(-DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF) ;;
   *) echo "usage: $0 [cuda|cpu]" >&2; exit 2 ;;
 esac
 mkdir -p "$BUILD"

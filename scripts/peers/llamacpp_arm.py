@@ -128,6 +128,8 @@ def run_server(a, meter, log, vocab):
                 raise RuntimeError("llama-server not healthy in time")
             time.sleep(0.2)
         load_s = time.perf_counter() - t_load
+        # idle reference with the server's context live (as the torch arm and the project's meter)
+        a._idle = meter.idle()
         body = {"prompt": prompt_ids(a.prompt_len, vocab), "n_predict": a.tokens, "ignore_eos": True,
                 "top_k": 1, "temperature": 0.0, "cache_prompt": False, "stream": False}
         for _ in range(a.warmup):
@@ -153,6 +155,7 @@ def run_server(a, meter, log, vocab):
                  "window_brackets": f"{a.iterations} /completion requests: {a.prompt_len}-token prefill + "
                                     f"{a.tokens} greedy tokens each, HTTP on loopback; excludes load and warm-ups"}
         extra.update(cool)
+        extra["idle_reference"] = "llama-server loaded, idle (its CUDA context live)"
         return win.result(), iter_s, n, extra, notes
     finally:
         srv.terminate()
@@ -188,11 +191,13 @@ def main():
     try:
         wbytes, types = gguf_weight_bytes(a.gguf)
         meter = nw.Meter()
-        a._idle = meter.idle()
         if a.mode == "bench":
+            # no CUDA context exists yet: llama-bench makes its own; this idle reference is context-free
+            a._idle = meter.idle()
             cool = meter.cooldown(a._idle[0], a._idle[1], a.cooldown_max_s) if a.cooldown_max_s > 0 else {}
             win, iter_s, n, extra, notes = run_bench(a, meter, a.log)
             extra.update(cool)
+            extra["idle_reference"] = "no CUDA context (before llama-bench starts)"
             if cool:
                 notes.append("cooldown ran before llama-bench started (its load and warm-ups follow it)")
         else:

@@ -9,6 +9,7 @@
 #   SHAPES       "qwen2-0.5b qwen2-1.5b qwen2-7b"
 #   ARMS         "llama-f16 llama-q8_0 llama-q4_k llama-q4_0 torch-f16 torch-int4"
 #   LLAMA_MODES  "bench"  (llama-bench; add "server" for llama-server + /completion arms)
+#   ORDER        "llama torch": which engine's arms run first within a shape
 #   GGUF_FROM    direct (make_gguf.py writes random valid blocks of each type) | quantize (F16, then
 #                llama-quantize --pure)
 #   TOKENS ITERATIONS WARMUP   256 10 2;   COOLDOWN_MAX_S 10;   PROMPT_LEN 16
@@ -16,6 +17,7 @@
 #                so the bundle is written inside a 600 s device call
 #   OUT          where the bundle goes (default ./peers-out); WORK (default ~/.cache/quantenergy/peers):
 #                build, GGUFs, compile cache (reused while the machine stays warm)
+#   LLAMA_KIND   cuda | cpu (a CPU build, for plumbing tests on a machine without a GPU, with QE_FAKE_NVML=1)
 #   LLAMA_SRC    llama.cpp tree (default <repo>/.peers/llama.cpp next to these scripts); JOBS (nproc)
 #   PY           python with torch + nvidia-ml-py (default /opt/torch/.venv/bin/python)
 # Output in $OUT (≤ 8 files): peers.json (all arm records), peers.tar.gz (per-arm JSON + logs),
@@ -38,7 +40,8 @@ PROMPT_LEN=${PROMPT_LEN:-16}
 PY=${PY:-/opt/torch/.venv/bin/python}; [ -x "$PY" ] || PY=python3
 export PY PYTHONUNBUFFERED=1
 export LLAMA_SRC=${LLAMA_SRC:-$HERE/../../.peers/llama.cpp}
-export LLAMA_BUILD=${LLAMA_BUILD:-$WORK/llama-build-cuda}
+LLAMA_KIND=${LLAMA_KIND:-cuda}
+export LLAMA_BUILD=${LLAMA_BUILD:-$WORK/llama-build-$LLAMA_KIND}
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$WORK/inductor-cache}
 GGUF_DIR=$WORK/gguf
 RUN=$WORK/run-$(date -u +%Y%m%dT%H%M%SZ)
@@ -90,8 +93,8 @@ LLAMA_PRECS=""
 for a in $ARMS; do case $a in llama-*) LLAMA_PRECS="$LLAMA_PRECS ${a#llama-}" ;; esac; done
 BUILD_OK=0
 if [ -n "$LLAMA_PRECS" ]; then
-  say "llama.cpp: building (CUDA) in $LLAMA_BUILD"
-  ( bash "$HERE/build-llama-cpp.sh" cuda >"$RUN/build.out" 2>"$RUN/build.err" ) &
+  say "llama.cpp: building ($LLAMA_KIND) in $LLAMA_BUILD"
+  ( bash "$HERE/build-llama-cpp.sh" "$LLAMA_KIND" >"$RUN/build.out" 2>"$RUN/build.err" ) &
   BUILD_PID=$!
   for shape in $SHAPES; do
     if [ "$GGUF_FROM" = quantize ]; then types="F16"; else types=$(echo $LLAMA_PRECS | tr a-z A-Z); fi
@@ -147,7 +150,8 @@ run_arm() {  # arm shape precision -- command...
   bundle
 }
 
-for shape in $SHAPES; do
+llama_arms() {  # shape
+  local shape=$1 p t mode arm f
   for p in $LLAMA_PRECS; do
     t=$(echo $p | tr a-z A-Z)
     for mode in $LLAMA_MODES; do
@@ -161,12 +165,22 @@ for shape in $SHAPES; do
         --log "$RUN/$shape--$arm.engine.log" --out "$RUN/$shape--$arm.json"
     done
   done
+}
+
+torch_arms() {  # shape
+  local shape=$1 a arm
   for a in torch-f16 torch-int4; do
     has_arm $a || continue
     arm=torch-compile-${a#torch-}
     run_arm "$arm" "$shape" "${a#torch-}" -- "$PY" "$HERE/torch_compile.py" --shape "$shape" --arm "${a#torch-}" \
       --tokens "$TOKENS" --iterations "$ITERATIONS" --warmup "$WARMUP" --prompt-len "$PROMPT_LEN" \
       --cooldown-max-s "$COOLDOWN_MAX_S" --out "$RUN/$shape--$arm.json"
+  done
+}
+
+for shape in $SHAPES; do
+  for engine in ${ORDER:-llama torch}; do
+    case $engine in llama) llama_arms "$shape" ;; torch) torch_arms "$shape" ;; esac
   done
 done
 
