@@ -1,7 +1,8 @@
 """Qwen2 shapes for the peer engines: rows of data/models.csv, with a built-in copy as fallback.
 
-Names are matched case-insensitively ("qwen2-0.5b" == "Qwen2-0.5B"). `tiny` (2 layers, hidden 256) is a
-test shape for CPU checks only; it keeps Qwen2's real vocabulary so that the tokenizer metadata fits.
+Names are matched case-insensitively ("qwen2-0.5b" == "Qwen2-0.5B"). `tiny` (2 layers, hidden 256) and
+`tiny-untied` (the same with 7B's padded 152064-row vocabulary and an untied LM head) are test shapes for
+CPU checks only.
 """
 import csv
 import os
@@ -21,6 +22,10 @@ BUILTIN = {
                      max_position=32768),
     "tiny": dict(name="tiny", layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=512,
                  vocab=151936, tied=True, rope_theta=1e6, rms_eps=1e-6, max_position=4096),
+    # 7B's padded vocabulary and untied head at test size
+    "tiny-untied": dict(name="tiny-untied", layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64,
+                        intermediate=512, vocab=152064, tied=False, rope_theta=1e6, rms_eps=1e-6,
+                        max_position=4096),
 }
 
 
@@ -36,7 +41,7 @@ def load(name, models_csv=None):
     rope_theta, rms_eps, max_position, source."""
     key = name.lower()
     path = models_csv or default_csv()
-    if path and key != "tiny":
+    if path and not key.startswith("tiny"):
         for r in csv.DictReader(open(path)):
             if r["name"].lower() == key:
                 if r["family"] != "qwen2":

@@ -28,6 +28,7 @@ import nvml_window as nw  # noqa: E402
 import shapes  # noqa: E402
 
 import torch  # noqa: E402
+import torch._dynamo  # noqa: E402,F401
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -283,6 +284,11 @@ def run(a, s, arm, precision):
         torch.cuda.synchronize()
         extra["build_s"] = round(time.perf_counter() - t, 2)
         wbytes = model.weight_bytes_per_token()
+        # the caches are written in place by every step: mark them static so that the CUDA graphs keep
+        # their addresses instead of being skipped for a mutated input (as transformers' StaticCache does)
+        for blk in model.blocks:
+            torch._dynamo.mark_static_address(blk.k_cache)
+            torch._dynamo.mark_static_address(blk.v_cache)
         if a.compile_mode == "none":
             step = decode_step
         else:
