@@ -94,7 +94,7 @@ for a in $ARMS; do case $a in llama-*) LLAMA_PRECS="$LLAMA_PRECS ${a#llama-}" ;;
 BUILD_OK=0
 if [ -n "$LLAMA_PRECS" ]; then
   say "llama.cpp: building ($LLAMA_KIND) in $LLAMA_BUILD"
-  ( bash "$HERE/build-llama-cpp.sh" "$LLAMA_KIND" >"$RUN/build.out" 2>"$RUN/build.err" ) &
+  setsid bash "$HERE/build-llama-cpp.sh" "$LLAMA_KIND" >"$RUN/build.out" 2>"$RUN/build.err" &
   BUILD_PID=$!
   for shape in $SHAPES; do
     if [ "$GGUF_FROM" = quantize ]; then types="F16"; else types=$(echo $LLAMA_PRECS | tr a-z A-Z); fi
@@ -113,6 +113,15 @@ if [ -n "$LLAMA_PRECS" ]; then
   done
   say "disk after GGUFs: $(df -h "$GGUF_DIR" | tail -1)"
   say "llama.cpp: waiting for the build"
+  while kill -0 $BUILD_PID 2>/dev/null; do
+    if [ "$(left)" -lt 60 ]; then
+      say "llama.cpp: build still running with $(left)s of budget left: stopping it"
+      kill -- -$BUILD_PID 2>/dev/null; sleep 2; kill -9 -- -$BUILD_PID 2>/dev/null
+      break
+    fi
+    sleep 2
+  done
+  say "llama.cpp: build log tail: $(tail -1 "$LLAMA_BUILD/build.log" 2>/dev/null | head -c 200)"
   if wait $BUILD_PID; then BUILD_OK=1; say "llama.cpp: $(grep -h '^built llama.cpp' "$RUN/build.err")"
   else say "llama.cpp: BUILD FAILED: $(tail -20 "$RUN/build.err")"; fi
   BIN=$LLAMA_BUILD/bin
