@@ -41,7 +41,9 @@ for b in cann et hexagon hip metal musa opencl openvino rpc sycl virtgpu vulkan 
   rm -rf "ggml/src/ggml-$b"
 done
 # The server's web UI sources (not built: LLAMA_BUILD_UI=OFF, LLAMA_USE_PREBUILT_UI=OFF), test media.
-find tools/ui -mindepth 1 ! -name 'CMakeLists.txt' ! -name '*.cmake' -exec rm -rf {} + 2>/dev/null || true
+# Keep CMakeLists.txt, sources.cmake and the ui.cpp.in / ui.h.in templates: the UI target renders them
+# into an empty ui.cpp/ui.h even with no UI (scripts/ui-assets.cmake, emit_files).
+find tools/ui -mindepth 1 ! -name 'CMakeLists.txt' ! -name '*.cmake' ! -name '*.in' -exec rm -rf {} + 2>/dev/null || true
 rm -rf tools/mtmd/tests tools/mtmd/*.mp3 tools/mtmd/*.mp4 tools/mtmd/*.png tools/mtmd/*.jpg \
        tools/server/tests tools/server/bench gguf-py/tests
 # LLAMA_BUILD_TESTS/EXAMPLES are off, but keep empty CMakeLists in case an option flips.
