@@ -71,10 +71,17 @@ def post(url, body, timeout):
 def version_of(binary):
     try:
         out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60)
-        m = re.search(r"version: (\S+ \(\S+\))", out.stdout + out.stderr)
-        return m.group(1) if m else (out.stdout + out.stderr).strip().splitlines()[-1][:80]
+        m = re.search(r"version: (.+)", out.stdout + out.stderr)
+        v = m.group(1).strip() if m else "version unknown"
     except Exception as e:  # noqa: BLE001
-        return f"unknown ({e})"
+        v = f"version unknown ({e})"
+    src = os.environ.get("LLAMA_SRC", os.path.join(HERE, "..", "..", ".peers", "llama.cpp"))
+    try:
+        # fetch-llama-cpp.sh writes which sdist the tree came from beside it
+        v += ", " + open(os.path.join(os.path.dirname(os.path.abspath(src)), "llama.cpp.SOURCE")).read().strip()
+    except OSError:
+        pass
+    return v
 
 
 def run_bench(a, meter, log):
