@@ -607,7 +607,7 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
     assert!(q.delta_vs_fp16_pct.is_none() && q.fp16_value.is_none());
     let why = q.delta_note.as_deref().unwrap();
     assert!(
-        why.contains("no Δ vs FP16") && why.contains("scoring failure for F16"),
+        why.contains("no Δ vs FP16") && why.contains("scoring failure for FP16"),
         "{why}"
     );
 
