@@ -250,16 +250,27 @@ pub fn run_overhead(
         )
     });
     let path = opts.out.join(format!("{stem}.json"));
-    let body = serde_json::json!({
-        "kind": "quantenergy trace-overhead A/B",
-        "model": model_name,
-        "timestamp_utc": utc_now(),
-        "host": hostname(),
-        "engine": CANDLE_VERSION,
-        "result": result,
-    });
+    let body = OverheadFile {
+        kind: "quantenergy trace-overhead A/B",
+        model: &model_name,
+        timestamp_utc: utc_now(),
+        host: hostname(),
+        engine: CANDLE_VERSION,
+        result: &result,
+    };
     write_atomic(&path, serde_json::to_string_pretty(&body)?.as_bytes())?;
     Ok((path, result))
+}
+
+/// The file `quantenergy overhead` writes (not an energy report: an A/B of the meter itself).
+#[derive(serde::Serialize)]
+struct OverheadFile<'a> {
+    kind: &'static str,
+    model: &'a str,
+    timestamp_utc: String,
+    host: String,
+    engine: &'static str,
+    result: &'a crate::overhead::OverheadResult,
 }
 
 /// No GPU we may measure: the dataset estimate, labelled as such, with the reason.
