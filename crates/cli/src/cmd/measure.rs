@@ -95,6 +95,7 @@ pub struct MeasureArgs {
 
 /// `--engine`: `graph` or `eager` (clap lists them on a wrong value).
 fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
+    use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(Engine::ALL.map(Engine::as_str))
         .try_map(|s| s.parse::<Engine>())
 }

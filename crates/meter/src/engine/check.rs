@@ -117,7 +117,7 @@ pub fn run(a: &CheckOptions, each: impl FnMut(&CheckResult)) -> Result<Vec<Check
             known: analysis::shapes().iter().map(|s| s.name.clone()).collect(),
         })?
         .clone();
-    Ok(run_shape(shape, a, each)?)
+    run_shape(shape, a, each).map_err(Error::from)
 }
 
 fn run_shape(

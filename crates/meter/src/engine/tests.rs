@@ -4,7 +4,7 @@ use super::ops::{self, AddU32};
 use super::*;
 use crate::candle::tests::tiny;
 use crate::candle::{prompt_ids, CandleDecoder, CandleFactory, WeightSource};
-use crate::decoder::{Decoder, DecoderFactory};
+use crate::decoder::Decoder;
 use candle_core::{DType, Device, Tensor, D};
 use report::Precision;
 
