@@ -57,6 +57,10 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         pairs: usize,
     },
+    /// Compare the graph decode engine with the eager one on the same synthetic weights (no
+    /// energy metering): greedy tokens position by position, and each engine's decode tok/s.
+    #[cfg(feature = "gpu")]
+    EngineCheck(cmd::engine_check::EngineCheckArgs),
     /// Run a sweep plan (TOML): every repeat in its own process, resumable, aggregate CSV.
     #[cfg(feature = "gpu")]
     Sweep(cmd::sweep::SweepArgs),
@@ -111,6 +115,8 @@ fn main() -> ExitCode {
         Command::Measure(args) => cmd::measure::run(&args),
         #[cfg(feature = "gpu")]
         Command::Overhead { args, pairs } => cmd::measure::overhead(&args, pairs),
+        #[cfg(feature = "gpu")]
+        Command::EngineCheck(args) => cmd::engine_check::run(&args),
         #[cfg(feature = "gpu")]
         Command::Sweep(args) => ok(cmd::sweep::run(&args.plan, &args)),
         #[cfg(feature = "gpu")]

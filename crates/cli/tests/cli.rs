@@ -335,3 +335,40 @@ fn aggregate_markdown_is_the_full_table_with_both_energies() {
     assert!(row("Qwen2-1.5B", "64", "FP16")[12].ends_with('✓'));
     assert!(!row("Qwen2-0.5B", "1", "FP16")[12].ends_with('✓'));
 }
+
+#[test]
+fn engine_is_graph_or_eager() {
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-0.5b",
+        "--precision",
+        "F16",
+        "--engine",
+        "turbo",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("graph") && err.contains("eager"), "{err}");
+}
+
+#[test]
+fn aggregate_keeps_the_graph_engine_apart_from_the_eager_one() {
+    let o = qe(&[
+        "aggregate",
+        "data/measurements/h200/engine/call2",
+        "--session",
+        "engine",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    for m in ["Qwen2-1.5B", "Qwen2-7B"] {
+        let graph = format!("{m} [candle-graph]");
+        assert!(out.lines().any(|l| l.contains(&graph)), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains(m) && !l.contains("[candle-graph]")),
+            "{out}"
+        );
+    }
+}

@@ -491,9 +491,20 @@ struct ModelMeta {
     params_b: f64,
 }
 
+/// The model row a report pools into: its model name, without the synthetic-weights label, and —
+/// engines are never pooled — for a stack other than the eager candle one, its engine in
+/// brackets (`qwen2-0.5b [candle-graph]`).
+fn pooled_model(rep: &report::Report) -> String {
+    let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+    match rep.stack.as_ref().and_then(|s| s.engine.as_deref()) {
+        None | Some("candle") => model,
+        Some(other) => format!("{model} [{other}]"),
+    }
+}
+
 /// The succeeded arms of one report's run (each run counted once however many reports it wrote).
 fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
-    let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+    let model = pooled_model(rep);
     let seed = rep.protocol.as_ref().and_then(|p| p.seed);
     let run = format!(
         "{}|{}|{}",
@@ -560,7 +571,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
         {
             continue;
         }
-        let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+        let model = pooled_model(&rep);
         if !meta.iter().any(|(m, _)| *m == model) {
             meta.push((
                 model,

@@ -99,6 +99,25 @@ pub enum DecodeError {
     /// `nll` was given a token id the model cannot embed.
     #[error("token id {id} is outside the model's vocabulary of {vocab}")]
     TokenOutOfVocabulary { id: u32, vocab: usize },
+    /// A GGUF file (or in-memory GGUF) lacks a metadata key the graph engine needs.
+    #[error("GGUF metadata {0} missing")]
+    GgufMetadata(String),
+    /// The graph engine was asked to decode before it had a decode state (a bug).
+    #[error("graph engine: no decode state")]
+    NoDecodeState,
+    /// A decode state longer than the model's rotary table.
+    #[error("context {ctx} exceeds the model's rotary table ({max} positions)")]
+    ContextTooLong { ctx: usize, max: usize },
+    /// A forward fed a batch other than its decode state's.
+    #[error("batch {fed} fed to a state of batch {state}")]
+    BatchMismatch { fed: usize, state: usize },
+    /// A CUDA graph call of the graph engine failed; `action` is the call ("begin_capture",
+    /// "end_capture", "graph upload", "CUDA graph launch"), `detail` the driver's error.
+    #[error("{action}: {detail}")]
+    CudaGraph {
+        action: &'static str,
+        detail: String,
+    },
     /// candle itself failed (a tensor op, a CUDA call, a safetensors or GGUF read …).
     #[cfg(feature = "candle")]
     #[error(transparent)]

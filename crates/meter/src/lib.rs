@@ -9,6 +9,7 @@
 //! | [`sampler`] | the power-trace thread and its trapezoid integral | – |
 //! | [`decoder`] | the [`decoder::Decoder`] / [`decoder::DecoderFactory`] traits and a fake | – |
 //! | `candle` | the candle decode engine: loaders (HF, GGUF, synthetic) and decode loop | `candle` |
+//! | [`engine`] | which engine a run uses ([`engine::Engine`]); the graph engine (static KV cache, one CUDA graph per token) and `engine-check` | `candle` (the enum: –) |
 //! | [`protocol`] | idle reference, pre-flight, seeded arm order, cooldown, one metered window per arm | – |
 //! | [`overhead`] | the trace-thread A/B (paired windows, 95 % interval) | – |
 //! | [`run_report`] | a protocol outcome → a typed, validated `report::Report` | – |
@@ -27,6 +28,7 @@ pub mod campaign;
 #[cfg(feature = "candle")]
 pub mod candle;
 pub mod decoder;
+pub mod engine;
 pub mod error;
 pub mod files;
 pub mod meter;

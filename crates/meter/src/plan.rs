@@ -35,6 +35,10 @@ pub struct Defaults {
     pub cooldown_max_s: f64,
     #[serde(default = "d_hz")]
     pub sample_hz: f64,
+    /// Decode engine of every run. Plans default to `eager`, the engine of the first H200
+    /// campaign: runs are only appended to a plan, and one plan's rows must stay one stack.
+    #[serde(default = "d_engine")]
+    pub engine: crate::engine::Engine,
 }
 
 fn d_tokens() -> usize {
@@ -58,6 +62,9 @@ fn d_cooldown() -> f64 {
 fn d_hz() -> f64 {
     50.0
 }
+fn d_engine() -> crate::engine::Engine {
+    crate::engine::Engine::Eager
+}
 
 impl Default for Defaults {
     fn default() -> Self {
@@ -69,6 +76,7 @@ impl Default for Defaults {
             repeats: d_repeats(),
             cooldown_max_s: d_cooldown(),
             sample_hz: d_hz(),
+            engine: d_engine(),
         }
     }
 }
@@ -182,6 +190,8 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         d.cooldown_max_s.to_string(),
         "--sample-hz".into(),
         d.sample_hz.to_string(),
+        "--engine".into(),
+        d.engine.as_str().into(),
         "--out".into(),
         out.display().to_string(),
         "--name".into(),
@@ -224,6 +234,14 @@ repeats = 1
 "#;
 
     #[test]
+    fn a_plan_can_ask_for_the_graph_engine() {
+        let d: Defaults = toml::from_str("engine = \"graph\"").unwrap();
+        assert_eq!(d.engine, crate::engine::Engine::Graph);
+        assert_eq!(Defaults::default().engine, crate::engine::Engine::Eager);
+        assert!(toml::from_str::<Defaults>("engine = \"turbo\"").is_err());
+    }
+
+    #[test]
     fn plan_expands_into_one_process_per_repeat() {
         let plan = parse_plan(PLAN).unwrap();
         let js = jobs(&plan, Path::new("/o"));
@@ -251,6 +269,8 @@ repeats = 1
             .windows(2)
             .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
         assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
+        // A plan without `engine` keeps the campaign's eager engine.
+        assert!(js[0].args.windows(2).any(|w| w == ["--engine", "eager"]));
         assert_eq!(
             js[2].expected,
             vec![PathBuf::from("/o/qwen2-1.5b_b4_r1_Q4_K.json")]

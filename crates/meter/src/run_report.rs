@@ -1,5 +1,6 @@
 //! Turn a protocol [`Outcome`] into an `energy.json` report, and write it atomically.
 
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::protocol::{
     ArmFailure, ArmMeasurement, CooldownResult, Outcome, PerplexityConfig, PerplexityScore,
@@ -28,6 +29,9 @@ pub struct RunContext {
     pub model_name: String,
     pub params_b: f64,
     pub weights: WeightsInfo,
+    /// The decode engine: the report's `stack.engine` is its [`Engine::stack_name`] ("candle"
+    /// for eager, "candle-graph" for the graph engine, [`crate::engine`]).
+    pub engine: Engine,
     pub engine_version: String,
     pub timestamp_utc: String,
     pub host: String,
@@ -466,7 +470,7 @@ pub fn build_report(
         },
         quality: quality_block(cfg, out, precision, &requested, baseline.as_ref(), &ctx.weights),
         stack: Some(report::Stack {
-            engine: Some("candle".into()),
+            engine: Some(ctx.engine.stack_name().into()),
             engine_version: Some(ctx.engine_version.clone()),
             kernel: Some(ok.map(|a| a.kernel.clone()).unwrap_or_default()),
             cuda: out.device.cuda.clone(),

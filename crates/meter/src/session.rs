@@ -4,6 +4,7 @@
 
 use crate::candle::{CandleFactory, WeightSource, CANDLE_VERSION};
 use crate::decoder::DecodeError;
+use crate::engine::Engine;
 use crate::error::{chain, Error, Result};
 use crate::files::{file_stem, hostname, sha256_file, utc_now, write_atomic};
 use crate::meter::{EnergyMeter, RealClock};
@@ -37,6 +38,9 @@ pub struct MeasureOptions {
     pub name: Option<String>,
     /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
     pub gpu: Option<String>,
+    /// Decode engine: graph (static KV cache, one CUDA graph per token) or eager (candle's
+    /// models op by op). The report's `stack.engine` says which, so the two are never pooled.
+    pub engine: Engine,
 }
 
 impl MeasureOptions {
@@ -163,12 +167,14 @@ pub fn measure_on_gpu(
     let mut factory = CandleFactory::new(source, device)?;
     factory.quantize_synthetic_floats = quantize_floats;
     let params_b = factory.shape().param_count() as f64 / 1e9;
+    let mut factory = opts.engine.factory(factory);
     let clock = Arc::new(RealClock::default());
-    let outcome = protocol::run(cfg, meter, &mut factory, clock)?;
+    let outcome = protocol::run(cfg, meter, factory.as_mut(), clock)?;
     let ctx = RunContext {
         model_name: model_name.clone(),
         params_b,
         weights,
+        engine: opts.engine,
         engine_version: CANDLE_VERSION.into(),
         timestamp_utc: utc_now(),
         host: hostname(),
@@ -232,11 +238,11 @@ pub fn run_overhead(
     let (model_name, _) = weights_info(&source, false)?;
     let mut meter = NvmlMeter::open(opts.device).map_err(Error::OverheadNeedsGpu)?;
     let device = decode_device(opts.device)?;
-    let mut factory = CandleFactory::new(source, device)?;
+    let mut factory = opts.engine.factory(CandleFactory::new(source, device)?);
     let result = crate::overhead::run(
         &cfg,
         &mut meter,
-        &mut factory,
+        factory.as_mut(),
         Arc::new(RealClock::default()),
     )?;
     let stem = opts.name.clone().unwrap_or_else(|| {
@@ -256,6 +262,7 @@ pub fn run_overhead(
         timestamp_utc: utc_now(),
         host: hostname(),
         engine: CANDLE_VERSION,
+        stack_engine: opts.engine.stack_name(),
         result: &result,
     };
     write_atomic(&path, serde_json::to_string_pretty(&body)?.as_bytes())?;
@@ -270,6 +277,7 @@ struct OverheadFile<'a> {
     timestamp_utc: String,
     host: String,
     engine: &'static str,
+    stack_engine: &'static str,
     result: &'a crate::overhead::OverheadResult,
 }
 

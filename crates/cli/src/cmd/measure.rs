@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use meter::engine::Engine;
 use meter::protocol::{CooldownConfig, PerplexityConfig, ProtocolConfig};
 use meter::session::{MeasureOptions, ModelSpec};
 use report::Precision;
@@ -85,6 +86,18 @@ pub struct MeasureArgs {
     /// Tokens per scoring window (each window a fresh sequence; at least 2).
     #[arg(long, default_value_t = 256, requires = "perplexity", value_parser = clap::value_parser!(u64).range(2..))]
     pub ppl_seq_len: u64,
+    /// Decode engine: `graph` (static KV cache, each decode step replayed as one CUDA graph) or
+    /// `eager` (candle_transformers' models, op by op). The report's `stack.engine` says which
+    /// ("candle-graph" or "candle"), so the two are never pooled.
+    #[arg(long, default_value = "graph", value_parser = parse_engine())]
+    pub engine: Engine,
+}
+
+/// `--engine`: `graph` or `eager` (clap lists them on a wrong value).
+fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Engine::ALL.map(Engine::as_str))
+        .try_map(|s| s.parse::<Engine>())
 }
 
 impl MeasureArgs {
@@ -102,6 +115,7 @@ impl MeasureArgs {
             out: self.out.clone(),
             name: self.name.clone(),
             gpu: self.gpu.clone(),
+            engine: self.engine,
         }
     }
 

@@ -1,8 +1,10 @@
 //! One module per subcommand: its arguments (clap) and a thin printer over `report`, `analysis`
-//! and `meter`. The GPU subcommands (measure, overhead, sweep, probe) need the `gpu` feature.
+//! and `meter`. The GPU subcommands (measure, overhead, engine-check, sweep, probe) need the `gpu` feature.
 
 pub mod aggregate;
 pub mod crossover;
+#[cfg(feature = "gpu")]
+pub mod engine_check;
 pub mod estimate;
 #[cfg(feature = "gpu")]
 pub mod measure;

@@ -202,6 +202,7 @@ pub(crate) fn quant_model<R: std::io::Read + std::io::Seek>(
     })
 }
 
+#[cfg(test)]
 pub(crate) fn quant_model_from_bytes(
     shape: &ModelShape,
     bytes: Vec<u8>,

@@ -20,8 +20,9 @@ mod gguf;
 mod hf;
 mod synthetic;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
+pub(crate) use engine::log_prob;
 use engine::*;
 pub use engine::{llama_config, prompt_ids, qwen2_config, CandleDecoder};
 pub use gguf::shape_from_gguf;
@@ -118,12 +119,23 @@ impl CandleFactory {
         &self.shape
     }
 
-    fn load_candle(&mut self, precision: Precision) -> Result<CandleDecoder> {
+    /// The weights of one arm, before any model is built from them: a float `VarBuilder` or an
+    /// (in-memory or on-disk) GGUF file. Both engines (eager candle models and the static-cache
+    /// graph engine, [`crate::engine`]) build from this, so they run the same weights.
+    pub(crate) fn arm_weights(&mut self, precision: Precision) -> Result<ArmWeights> {
         let p = format_of(precision)?;
         let shape = self.shape.clone();
         let dev = self.device.clone();
-        let t0 = std::time::Instant::now();
-        let model = match (&self.source, p) {
+        let gguf_bytes = |bytes: Vec<u8>, notes: Vec<String>| -> Result<ArmWeights> {
+            let mut cur = Cursor::new(bytes);
+            let content = gguf_file::Content::read(&mut cur)?;
+            Ok(ArmWeights::Gguf {
+                content,
+                reader: Box::new(cur),
+                notes,
+            })
+        };
+        Ok(match (&self.source, p) {
             (WeightSource::Synthetic { seed, .. }, Format::Float(dt)) => {
                 let tensors = if self.quantize_synthetic_floats {
                     // Drawn on the CPU from our own seeded generator, so the quantized arms can
@@ -135,7 +147,10 @@ impl CandleFactory {
                 } else {
                     synthetic_float_tensors(&shape, *seed, &dev)?
                 };
-                float_model(&shape, VarBuilder::from_tensors(tensors, dt, &dev))?
+                ArmWeights::Float {
+                    vb: VarBuilder::from_tensors(tensors, dt, &dev),
+                    notes: Vec::new(),
+                }
             }
             (WeightSource::Synthetic { seed, .. }, Format::Quant(q))
                 if self.quantize_synthetic_floats =>
@@ -146,32 +161,28 @@ impl CandleFactory {
                 notes.push(format!(
                     "quantized in memory from the float arms' seeded synthetic weights (seed {seed})"
                 ));
-                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
-                m.notes = notes;
-                m
+                gguf_bytes(gguf, notes)?
             }
             (WeightSource::Synthetic { seed, .. }, Format::Quant(q)) => {
                 let (gguf, notes) = synthetic_gguf(&shape, q, *seed)?;
-                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
-                m.notes = notes;
-                m
+                gguf_bytes(gguf, notes)?
             }
             (WeightSource::HfDir(dir), Format::Float(dt)) => {
                 let files = safetensor_files(dir)?;
                 // SAFETY: the files are memory-mapped read-only for the lifetime of the model.
                 let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, dt, &dev)? };
-                float_model(&shape, vb)?
+                ArmWeights::Float {
+                    vb,
+                    notes: Vec::new(),
+                }
             }
             (WeightSource::HfDir(dir), Format::Quant(q)) => {
                 let (gguf, notes) = quantize_hf_dir(dir, &shape, q)?;
-                let mut m = quant_model_from_bytes(&shape, gguf, &dev)?;
-                m.notes = notes;
-                m
+                gguf_bytes(gguf, notes)?
             }
             (WeightSource::Gguf(path), Format::Quant(q)) => {
-                let (ct, mut f) = read_gguf(path)?;
-                let found = dominant_type(&ct);
-                let mut m = quant_model(&shape, ct, &mut f, &dev)?;
+                let (content, f) = read_gguf(path)?;
+                let found = dominant_type(&content);
                 if found != Some(q) {
                     return Err(DecodeError::WrongQuantization {
                         path: path.clone(),
@@ -179,15 +190,40 @@ impl CandleFactory {
                         requested: precision,
                     });
                 }
-                m.notes
-                    .push(format!("weights from GGUF file {}", path.display()));
-                m
+                ArmWeights::Gguf {
+                    content,
+                    reader: Box::new(f),
+                    notes: vec![format!("weights from GGUF file {}", path.display())],
+                }
             }
             (WeightSource::Gguf(path), Format::Float(_)) => {
                 return Err(DecodeError::NeedsFloatWeights {
                     path: path.clone(),
                     precision,
                 })
+            }
+        })
+    }
+
+    /// The eager engine's decoder of one arm (candle_transformers' models).
+    pub(crate) fn load_candle(&mut self, precision: Precision) -> Result<CandleDecoder> {
+        let shape = self.shape.clone();
+        let dev = self.device.clone();
+        let t0 = std::time::Instant::now();
+        let model = match self.arm_weights(precision)? {
+            ArmWeights::Float { vb, notes } => {
+                let mut m = float_model(&shape, vb)?;
+                m.notes = notes;
+                m
+            }
+            ArmWeights::Gguf {
+                content,
+                mut reader,
+                notes,
+            } => {
+                let mut m = quant_model(&shape, content, &mut reader, &dev)?;
+                m.notes = notes;
+                m
             }
         };
         tracing::info!(
@@ -202,6 +238,23 @@ impl CandleFactory {
             precision,
         })
     }
+}
+
+/// A reader of GGUF tensor data (an in-memory file or a file on disk).
+pub(crate) trait ReadSeek: std::io::Read + std::io::Seek {}
+impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
+
+/// One arm's weights (see [`CandleFactory::arm_weights`]), with the notes the report must carry.
+pub(crate) enum ArmWeights {
+    Float {
+        vb: VarBuilder<'static>,
+        notes: Vec<String>,
+    },
+    Gguf {
+        content: gguf_file::Content,
+        reader: Box<dyn ReadSeek>,
+        notes: Vec<String>,
+    },
 }
 
 impl DecoderFactory for CandleFactory {

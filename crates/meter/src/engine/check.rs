@@ -1,0 +1,288 @@
+//! `quantenergy engine-check`: the graph engine against the eager one on the same weights, with
+//! no energy metering — greedy tokens compared position by position, and each engine's decode
+//! rate timed with `Decoder::generate` between device synchronizations.
+
+use super::{GraphDecoder, GraphFactory};
+use crate::candle::{prompt_ids, CandleFactory, WeightSource};
+use crate::decoder::{DecodeError, Decoder};
+use crate::{Error, Result};
+use candle_core::{Device, Tensor, D};
+use report::Precision;
+use serde::Serialize;
+
+/// What `engine-check` compares: synthetic weights of one architecture, at each precision.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Synthetic weights at a real architecture's shapes (see data/models.csv).
+    pub synthetic: String,
+    pub precisions: Vec<Precision>,
+    pub batch: usize,
+    pub prompt_len: usize,
+    /// Generated tokens per sequence (compared, and per timed generation).
+    pub tokens: usize,
+    /// Timed generations per engine (after 2 untimed ones).
+    pub timing_runs: usize,
+    pub seed: u64,
+    /// CUDA device index (the CPU when the binary has no CUDA).
+    pub device: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    pub model: String,
+    pub precision: Precision,
+    pub batch: usize,
+    pub prompt_len: usize,
+    pub tokens: usize,
+    /// Greedy tokens equal at every position of every sequence.
+    pub identical: bool,
+    /// Positions (over all sequences) whose tokens agree, of batch · tokens.
+    pub agreeing: usize,
+    /// First position (0-based, per sequence) where a sequence diverged, if any.
+    pub first_divergence: Option<usize>,
+    /// Teacher-forced (both engines fed the eager engine's tokens): the largest
+    /// max |Δlogit| / max |logit| over all steps.
+    pub tf_max_rel_logit_diff: f64,
+    /// Teacher-forced steps (× sequences) whose argmax differs between the engines.
+    pub tf_argmax_differs: usize,
+    /// The largest eager top-1 − top-2 logit gap (relative to max |logit|) among those: a
+    /// difference only at near-ties is rounding, not a wrong forward.
+    pub tf_max_gap_where_differs: f64,
+    pub eager_tok_s: f64,
+    pub graph_tok_s: f64,
+    pub speedup: f64,
+    pub graph_kernel: String,
+    pub device: String,
+}
+
+impl CheckResult {
+    /// One line for the terminal.
+    pub fn summary(&self) -> String {
+        let r = self;
+        format!(
+            "{} {} b{}: tokens {} ({} of {} agree{}); teacher-forced: max rel logit diff {:.2e}, \
+             argmax differs {}× (eager top-2 gap ≤ {:.2e}); eager {:.1} tok/s, graph {:.1} tok/s ({:.2}×)",
+            r.model,
+            crate::candle::engine_name(r.precision),
+            r.batch,
+            if r.identical { "IDENTICAL" } else { "DIFFER" },
+            r.agreeing,
+            r.batch * r.tokens,
+            r.first_divergence
+                .map(|f| format!(", first divergence at token {f}"))
+                .unwrap_or_default(),
+            r.tf_max_rel_logit_diff,
+            r.tf_argmax_differs,
+            r.tf_max_gap_where_differs,
+            r.eager_tok_s,
+            r.graph_tok_s,
+            r.speedup
+        )
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Decode tok/s of `d`: 2 untimed generations, then the median of `runs` timed ones.
+fn rate(d: &mut dyn Decoder, a: &CheckOptions) -> Result<f64, DecodeError> {
+    for _ in 0..2 {
+        d.generate(a.batch, a.prompt_len, a.tokens)?;
+    }
+    d.synchronize()?;
+    let mut r = Vec::new();
+    for _ in 0..a.runs() {
+        let t0 = std::time::Instant::now();
+        let n = d.generate(a.batch, a.prompt_len, a.tokens)?;
+        d.synchronize()?;
+        r.push(n as f64 / t0.elapsed().as_secs_f64());
+    }
+    Ok(median(r))
+}
+
+impl CheckOptions {
+    fn runs(&self) -> usize {
+        self.timing_runs.max(1)
+    }
+}
+
+/// Compare the two engines for every precision of `a`, calling `each` with every result as it
+/// comes (a precision takes a while on a large shape).
+pub fn run(a: &CheckOptions, each: impl FnMut(&CheckResult)) -> Result<Vec<CheckResult>> {
+    let shape = analysis::find_shape(&a.synthetic)
+        .ok_or_else(|| Error::UnknownArchitecture {
+            name: a.synthetic.clone(),
+            known: analysis::shapes().iter().map(|s| s.name.clone()).collect(),
+        })?
+        .clone();
+    run_shape(shape, a, each).map_err(Error::from)
+}
+
+fn run_shape(
+    shape: analysis::ModelShape,
+    a: &CheckOptions,
+    mut each: impl FnMut(&CheckResult),
+) -> Result<Vec<CheckResult>, DecodeError> {
+    let dev = Device::cuda_if_available(a.device)?;
+    let source = WeightSource::Synthetic {
+        shape: shape.clone(),
+        seed: a.seed,
+    };
+    let (b, pl, n) = (a.batch, a.prompt_len.max(1), a.tokens.max(1));
+    let prompt = Tensor::from_vec(prompt_ids(b, pl, shape.vocab), (b, pl), &dev)?;
+    let mut out = Vec::new();
+    for &p in &a.precisions {
+        // Eager: greedy tokens as CandleDecoder::generate makes them, kept on the device.
+        let want = {
+            let mut f = CandleFactory::new(source.clone(), dev.clone())?;
+            let mut e = f.load_candle(p)?;
+            e.clear();
+            let mut cache = None;
+            let mut next = if b == 1 {
+                e.forward(&prompt, 0, &mut cache)?
+                    .argmax_keepdim(D::Minus1)?
+            } else {
+                let mut last = None;
+                for i in 0..pl {
+                    let col = prompt.narrow(1, i, 1)?.contiguous()?;
+                    last = Some(e.forward(&col, i, &mut cache)?.argmax_keepdim(D::Minus1)?);
+                }
+                last.expect("pl ≥ 1")
+            };
+            let mut toks = vec![next.clone()];
+            let mut logits = Vec::new();
+            for pos in pl..pl + n - 1 {
+                let l = e.forward(&next, pos, &mut cache)?;
+                next = l.argmax_keepdim(D::Minus1)?;
+                logits.push(l.to_dtype(candle_core::DType::F32)?);
+                toks.push(next.clone());
+            }
+            let want = Tensor::cat(&toks, 1)?.to_vec2::<u32>()?;
+            drop(toks);
+            (want, logits, rate(&mut e, a)?)
+        };
+        let (want, eager_logits, eager_tok_s) = want;
+        // Graph: prefill, then the replayed step; the token buffer copied after each step
+        // (outside the graph).
+        let mut gf = GraphFactory {
+            inner: CandleFactory::new(source.clone(), dev.clone())?,
+        };
+        let mut g = gf.load_graph(p)?;
+        g.ensure_state(b, pl + n)?;
+        g.prefill(&prompt)?;
+        let tok = |g: &GraphDecoder| -> Result<Tensor, DecodeError> {
+            Ok(g.state
+                .as_ref()
+                .ok_or(DecodeError::NoDecodeState)?
+                .tok
+                .copy()?)
+        };
+        let mut toks = vec![tok(&g)?];
+        for _ in 1..n {
+            g.step()?;
+            toks.push(tok(&g)?);
+        }
+        let got = Tensor::cat(&toks, 1)?.to_vec2::<u32>()?;
+        drop(toks);
+        // Teacher-forced: the static forward (op by op: the kernels the graph replays) fed the
+        // eager engine's tokens, logits compared step by step.
+        let (mut tf_max, mut tf_diff, mut tf_gap) = (0f64, 0usize, 0f64);
+        g.prefill(&prompt)?;
+        for (i, el) in eager_logits.iter().enumerate() {
+            let col: Vec<u32> = want.iter().map(|row| row[i]).collect();
+            g.set_tokens(&col)?;
+            let gl = g
+                .step_eager()?
+                .to_dtype(candle_core::DType::F32)?
+                .to_vec2::<f32>()?;
+            for (er, gr) in el.to_vec2::<f32>()?.iter().zip(&gl) {
+                let m = er
+                    .iter()
+                    .fold(0f32, |m, x| m.max(x.abs()))
+                    .max(f32::MIN_POSITIVE);
+                let d = er
+                    .iter()
+                    .zip(gr)
+                    .fold(0f32, |d, (x, y)| d.max((x - y).abs()));
+                tf_max = tf_max.max(f64::from(d / m));
+                let am = |r: &[f32]| {
+                    r.iter()
+                        .enumerate()
+                        .fold(
+                            (0, f32::NEG_INFINITY),
+                            |b, (j, &x)| if x > b.1 { (j, x) } else { b },
+                        )
+                };
+                if am(er).0 != am(gr).0 {
+                    tf_diff += 1;
+                    let mut s: Vec<f32> = er.clone();
+                    s.sort_by(|a, b| b.total_cmp(a));
+                    tf_gap = tf_gap.max(f64::from((s[0] - s[1]) / m));
+                }
+            }
+        }
+        drop(eager_logits);
+        let graph_tok_s = rate(&mut g, a)?;
+        let mut agreeing = 0;
+        let mut first: Option<usize> = None;
+        for (w, g) in want.iter().zip(&got) {
+            for (i, (x, y)) in w.iter().zip(g).enumerate() {
+                if x == y {
+                    agreeing += 1;
+                } else if first.is_none_or(|f| i < f) {
+                    first = Some(i);
+                }
+            }
+        }
+        let r = CheckResult {
+            model: shape.name.clone(),
+            precision: p,
+            batch: b,
+            prompt_len: pl,
+            tokens: n,
+            identical: first.is_none(),
+            agreeing,
+            first_divergence: first,
+            tf_max_rel_logit_diff: tf_max,
+            tf_argmax_differs: tf_diff,
+            tf_max_gap_where_differs: tf_gap,
+            eager_tok_s,
+            graph_tok_s,
+            speedup: graph_tok_s / eager_tok_s,
+            graph_kernel: g.kernel(),
+            device: format!("{:?}", dev.location()),
+        };
+        each(&r);
+        out.push(r);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_check_agrees_on_the_cpu() {
+        let a = CheckOptions {
+            synthetic: "tiny".into(),
+            precisions: vec![Precision::Q4_0, Precision::Fp16],
+            batch: 1,
+            prompt_len: 3,
+            tokens: 3,
+            timing_runs: 1,
+            seed: 1,
+            device: 0,
+        };
+        let mut seen = 0;
+        let r = run_shape(crate::candle::tests::tiny("llama"), &a, |_| seen += 1).unwrap();
+        assert_eq!(seen, 2);
+        for r in r {
+            assert!(r.identical, "{r:?}");
+            assert_eq!(r.agreeing, 3);
+            assert!(r.eager_tok_s > 0.0 && r.graph_tok_s > 0.0);
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The graph engine's factory and decoder (see the module above).
+
+use super::ops::AddU32;
+use super::static_model::{self, argmax, DecodeState, StaticModel};
+use super::Engine;
+use crate::candle::{engine_name, log_prob, prompt_ids, CandleFactory, CANDLE_VERSION};
+use crate::decoder::{DecodeError, Decoder, DecoderFactory};
+use candle_core::{DType, Device, Tensor};
+use report::Precision;
+
+/// The graph engine's results fail with a [`DecodeError`].
+type Result<T, E = DecodeError> = std::result::Result<T, E>;
+
+/// Eager steps before the capture (fill candle's kernel and parameter caches; a cache miss
+/// during capture is an error).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+const WARM_STEPS: usize = 2;
+
+impl Engine {
+    /// A factory for this engine over `inner`'s weights.
+    pub fn factory(self, inner: CandleFactory) -> Box<dyn DecoderFactory> {
+        match self {
+            Engine::Graph => Box::new(GraphFactory { inner }),
+            Engine::Eager => Box::new(inner),
+        }
+    }
+}
+
+/// Loads [`GraphDecoder`]s from the same weights [`CandleFactory`] gives the eager engine.
+pub struct GraphFactory {
+    pub inner: CandleFactory,
+}
+
+impl GraphFactory {
+    pub fn load_graph(&mut self, precision: Precision) -> Result<GraphDecoder> {
+        let t0 = std::time::Instant::now();
+        let shape = self.inner.shape().clone();
+        let dev = self.inner.device.clone();
+        #[cfg(feature = "cuda")]
+        if dev.is_cuda() {
+            // One stream only: cudarc's per-buffer event tracking is not needed, and leaving it
+            // off keeps event records out of the captured graph. Affects buffers made from now.
+            // SAFETY: everything of this engine runs on candle's single stream of `dev`.
+            unsafe { dev.as_cuda_device()?.disable_event_tracking() };
+        }
+        let weights = self.inner.arm_weights(precision)?;
+        let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
+        let base = match (model.kind, dev.is_cuda()) {
+            (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true) => {
+                "cuBLAS GEMM"
+            }
+            (_, true) => "GGUF quantized matmul (candle CUDA kernels)",
+            (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, false) => "CPU gemm",
+            (_, false) => "GGUF quantized matmul (CPU)",
+        };
+        tracing::info!(
+            %precision,
+            seconds = t0.elapsed().as_secs_f64(),
+            "static-cache model loaded"
+        );
+        Ok(GraphDecoder {
+            capture: dev.is_cuda() && std::env::var_os("QE_GRAPH_NO_CAPTURE").is_none(),
+            model,
+            device: dev,
+            precision,
+            base_kernel: base.to_string(),
+            notes,
+            state: None,
+            #[cfg(feature = "cuda")]
+            cuda: None,
+            prefill_chunked: false,
+        })
+    }
+}
+
+impl DecoderFactory for GraphFactory {
+    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
+        Ok(Box::new(self.load_graph(precision)?))
+    }
+    fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {
+        self.inner.required_bytes(precision, batch, context)
+    }
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {
+        self.inner.tokenize(text)
+    }
+}
+
+/// CUDA-only state: the htod parameter cache held for the decoder's life, and the captured step.
+#[cfg(feature = "cuda")]
+struct CudaGraphState {
+    /// candle's `CudaGraphHtodCacheGuard` (not nameable from outside candle).
+    _htod_cache: Box<dyn std::any::Any>,
+    graph: Option<candle_core::cuda_backend::cudarc::driver::CudaGraph>,
+    /// Eager steps run on the current state (the capture waits for WARM_STEPS).
+    warm: usize,
+}
+
+pub struct GraphDecoder {
+    pub model: StaticModel,
+    device: Device,
+    precision: Precision,
+    base_kernel: String,
+    notes: Vec<String>,
+    pub state: Option<DecodeState>,
+    /// Capture the step into a CUDA graph (CUDA only; `QE_GRAPH_NO_CAPTURE` turns it off to
+    /// time the static forward op by op).
+    capture: bool,
+    #[cfg(feature = "cuda")]
+    cuda: Option<CudaGraphState>,
+    /// Feed the prompt one position at a time (tests), instead of in one forward.
+    pub prefill_chunked: bool,
+}
+
+impl GraphDecoder {
+    /// Make sure a state for (batch, ctx) exists (a new one drops any captured graph).
+    pub fn ensure_state(&mut self, batch: usize, ctx: usize) -> Result<()> {
+        if self
+            .state
+            .as_ref()
+            .is_some_and(|s| s.batch == batch && s.ctx == ctx)
+        {
+            return Ok(());
+        }
+        #[cfg(feature = "cuda")]
+        {
+            // The graph refers to the old state's buffers: drop it first.
+            if let Some(c) = self.cuda.as_mut() {
+                c.graph = None;
+                c.warm = 0;
+            }
+        }
+        self.state = None;
+        self.state = Some(self.model.new_state(batch, ctx)?);
+        Ok(())
+    }
+
+    fn st(&self) -> Result<&DecodeState> {
+        self.state.as_ref().ok_or(DecodeError::NoDecodeState)
+    }
+
+    /// Set the position counter (host → device; not part of a step).
+    pub fn set_pos(&self, pos: u32) -> Result<()> {
+        let st = self.st()?;
+        st.pos
+            .slice_set(&Tensor::new(&[pos], &self.device)?, 0, 0)?;
+        Ok(())
+    }
+
+    /// Set the token buffer (host → device; not part of a step).
+    pub fn set_tokens(&self, ids: &[u32]) -> Result<()> {
+        let st = self.st()?;
+        let t = Tensor::from_vec(ids.to_vec(), (st.batch, 1), &self.device)?;
+        st.tok.slice_set(&t, 0, 0)?;
+        Ok(())
+    }
+
+    /// The decode step, op by op: logits of `tok` at `pos`, K/V written at `pos`, argmax into
+    /// `tok`, `pos += 1`. Reads and writes device tensors only; every shape is the state's.
+    /// Returns the step's logits (dropped inside a capture).
+    fn step_ops(model: &StaticModel, st: &DecodeState) -> Result<Tensor> {
+        let logits = model.forward(&st.tok, st)?;
+        let next = argmax(&logits)?;
+        st.tok.slice_set(&next, 0, 0)?;
+        st.pos.inplace_op1(&AddU32(1))?;
+        Ok(logits)
+    }
+
+    /// The decode step op by op, returning its logits (tests compare them with the eager
+    /// engine's; never captured).
+    pub fn step_eager(&mut self) -> Result<Tensor> {
+        Self::step_ops(&self.model, self.st()?)
+    }
+
+    /// Logits of one step (no argmax, no write to `tok`), `pos += 1`. For scoring.
+    pub fn step_logits(&mut self) -> Result<Tensor> {
+        let st = self.st()?;
+        let logits = self.model.forward(&st.tok, st)?;
+        st.pos.inplace_op1(&AddU32(1))?;
+        Ok(logits)
+    }
+
+    /// One decode step: replays the captured graph once there is one (CUDA), else runs the step
+    /// op by op (warm-up, CPU); captures after WARM_STEPS eager steps.
+    pub fn step(&mut self) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if self.capture {
+            return self.step_cuda();
+        }
+        Self::step_ops(&self.model, self.st()?).map(drop)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn step_cuda(&mut self) -> Result<()> {
+        use candle_core::cuda_backend::cudarc::driver::sys;
+        let cdev = self.device.as_cuda_device()?.clone();
+        if self.cuda.is_none() {
+            self.cuda = Some(CudaGraphState {
+                _htod_cache: Box::new(cdev.enable_cuda_graph_htod_cache()),
+                graph: None,
+                warm: 0,
+            });
+        }
+        let c = self.cuda.as_mut().expect("just set");
+        if let Some(g) = &c.graph {
+            g.launch().map_err(|e| DecodeError::CudaGraph {
+                action: "CUDA graph launch",
+                detail: format!("{e:?}"),
+            })?;
+            return Ok(());
+        }
+        let st = self.state.as_ref().ok_or(DecodeError::NoDecodeState)?;
+        if c.warm < WARM_STEPS {
+            Self::step_ops(&self.model, st)?;
+            c.warm += 1;
+            return Ok(());
+        }
+        self.device.synchronize()?;
+        let stream = cdev.cuda_stream();
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| DecodeError::CudaGraph {
+                action: "begin_capture",
+                detail: format!("{e:?}"),
+            })?;
+        // Everything the step allocates (its logits too) is freed inside the capture.
+        let r = Self::step_ops(&self.model, st).map(drop);
+        let g = stream.end_capture(
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+        );
+        r?;
+        let g = g
+            .map_err(|e| DecodeError::CudaGraph {
+                action: "end_capture",
+                detail: format!("{e:?}"),
+            })?
+            .ok_or_else(|| DecodeError::CudaGraph {
+                action: "end_capture",
+                detail: "no graph returned".into(),
+            })?;
+        g.upload().map_err(|e| DecodeError::CudaGraph {
+            action: "graph upload",
+            detail: format!("{e:?}"),
+        })?;
+        // The capture recorded the step without running it: run it now.
+        g.launch().map_err(|e| DecodeError::CudaGraph {
+            action: "CUDA graph launch",
+            detail: format!("{e:?}"),
+        })?;
+        c.graph = Some(g);
+        tracing::info!(
+            batch = st.batch,
+            ctx = st.ctx,
+            "decode step captured into a CUDA graph"
+        );
+        Ok(())
+    }
+
+    /// Feed `ids` (batch, s) from position 0: logits of the last position, their argmax into the
+    /// token buffer, `pos = s`. One forward of s positions, or s forwards of one
+    /// (`prefill_chunked`).
+    pub fn prefill(&mut self, ids: &Tensor) -> Result<Tensor> {
+        let (_, s) = ids.dims2()?;
+        self.set_pos(0)?;
+        let st = self.st()?;
+        let logits = if self.prefill_chunked {
+            let mut last = None;
+            for i in 0..s {
+                let col = ids.narrow(1, i, 1)?.contiguous()?;
+                last = Some(self.model.forward(&col, st)?);
+                st.pos.inplace_op1(&AddU32(1))?;
+            }
+            last.expect("s ≥ 1")
+        } else {
+            let l = self.model.forward(ids, st)?;
+            st.pos.inplace_op1(&AddU32(s as u32))?;
+            l
+        };
+        st.tok.slice_set(&argmax(&logits)?, 0, 0)?;
+        Ok(logits)
+    }
+}
+
+impl Decoder for GraphDecoder {
+    fn generate(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
+        if new_tokens == 0 {
+            return Err(DecodeError::NoNewTokens);
+        }
+        let prompt_len = prompt_len.max(1);
+        self.ensure_state(batch, prompt_len + new_tokens)?;
+        let ids = prompt_ids(batch, prompt_len, self.model.vocab);
+        let prompt = Tensor::from_vec(ids, (batch, prompt_len), &self.device)?;
+        // The prefill yields the first token, then new_tokens − 1 single-token steps (greedy,
+        // never stopping early), as in the eager engine.
+        self.prefill(&prompt)?;
+        for _ in 1..new_tokens {
+            self.step()?;
+        }
+        Ok(batch * new_tokens)
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.device.synchronize()?;
+        Ok(())
+    }
+
+    fn kernel(&self) -> String {
+        let how = if self.capture {
+            "static KV cache, decode step replayed as one CUDA graph"
+        } else if self.device.is_cuda() {
+            "static KV cache, op by op (capture off)"
+        } else {
+            "static KV cache, op by op (no CUDA graph on the CPU)"
+        };
+        format!(
+            "candle {CANDLE_VERSION} {} {}; {how}",
+            engine_name(self.precision),
+            self.base_kernel
+        )
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
+    fn nll(&mut self, ids: &[u32]) -> Result<f64> {
+        if ids.len() < 2 {
+            return Err(DecodeError::TooFewTokens(ids.len()));
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.model.vocab) {
+            return Err(DecodeError::TokenOutOfVocabulary {
+                id: *bad,
+                vocab: self.model.vocab,
+            });
+        }
+        self.ensure_state(1, ids.len())?;
+        self.set_pos(0)?;
+        let mut sum = 0.0f64;
+        for pair in ids.windows(2) {
+            self.set_tokens(&[pair[0]])?;
+            let logits = self.step_logits()?;
+            sum -= log_prob(&logits.to_dtype(DType::F32)?, pair[1])?;
+        }
+        Ok(sum)
+    }
+}

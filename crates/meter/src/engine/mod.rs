@@ -1,0 +1,100 @@
+//! The decode engine a run uses ([`Engine`]), and the graph decode engine (`--engine graph`): a
+//! static-KV-cache forward ([`static_model`]) whose decode step reads and writes only device
+//! tensors, captured once into a CUDA graph and replayed for every token. The eager engine
+//! ([`crate::candle`]) runs candle's own models op by op and is launch-bound at batch 1; this one
+//! launches one graph per token.
+//!
+//! On the CPU (tests, or a binary without `cuda`) the same step runs op by op: the static-cache
+//! forward is what is tested against the eager models, the capture is what the GPU adds.
+//!
+//! [`Engine`] itself needs no feature (sweep plans name it); the engine's code needs `candle`,
+//! its CUDA graph and kernels `cuda`.
+
+#[cfg(feature = "candle")]
+pub mod check;
+#[cfg(feature = "candle")]
+mod graph;
+#[cfg(feature = "candle")]
+pub mod ops;
+#[cfg(feature = "candle")]
+pub mod static_model;
+#[cfg(all(test, feature = "candle"))]
+mod tests;
+
+#[cfg(feature = "candle")]
+pub use graph::{GraphDecoder, GraphFactory};
+
+/// The report's `stack.engine` for the graph engine (the eager one says "candle").
+pub const ENGINE_NAME: &str = "candle-graph";
+
+/// Which decode engine a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Static KV cache, one CUDA graph per token.
+    #[default]
+    Graph,
+    /// candle_transformers' models, op by op.
+    Eager,
+}
+
+/// An engine name other than `graph` or `eager`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown engine {0:?} (graph, eager)")]
+pub struct UnknownEngine(pub String);
+
+impl Engine {
+    /// Every engine, in the order the CLI lists them.
+    pub const ALL: [Engine; 2] = [Engine::Graph, Engine::Eager];
+
+    /// The report's `stack.engine`.
+    pub fn stack_name(self) -> &'static str {
+        match self {
+            Engine::Graph => ENGINE_NAME,
+            Engine::Eager => "candle",
+        }
+    }
+
+    /// The CLI's (and plans') name: `graph` or `eager`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Graph => "graph",
+            Engine::Eager => "eager",
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Engine::ALL
+            .into_iter()
+            .find(|e| e.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| UnknownEngine(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn engine_names_parse_and_print() {
+        for e in Engine::ALL {
+            assert_eq!(e.as_str().parse::<Engine>(), Ok(e));
+            assert_eq!(e.to_string(), e.as_str());
+        }
+        assert_eq!("Eager".parse::<Engine>(), Ok(Engine::Eager));
+        assert_eq!("cuda".parse::<Engine>(), Err(UnknownEngine("cuda".into())));
+        assert_eq!(Engine::default(), Engine::Graph);
+        assert_eq!(Engine::Eager.stack_name(), "candle");
+        assert_eq!(Engine::Graph.stack_name(), "candle-graph");
+    }
+}

@@ -1,0 +1,584 @@
+//! A static-KV-cache forward for the Qwen2 and Llama families, written with candle ops over the
+//! same weights the eager engine loads (float `VarBuilder` tensors or GGUF `QMatMul`s).
+//!
+//! Unlike candle_transformers' models, nothing in a decode step depends on a host value that
+//! changes from step to step: the KV cache is preallocated to the context length, the position
+//! lives in a device tensor (`u32`, shape `(1,)`), the rotary rows are gathered on the device by
+//! that position, the new K/V rows are written in place at it ([`super::ops::KvWrite`]), and
+//! attention runs over the whole cache with a mask computed on the device (`arange(ctx) ≤ pos`).
+//! Every shape of a step is fixed by (batch, context), so the step can be captured into a CUDA
+//! graph and replayed.
+//!
+//! Each family/format mirrors the candle model it replaces op for op (dtype of the rotary tables,
+//! where attention is computed in F32, how the scale is applied, rope vs interleaved rope_i), so
+//! the logits match the eager engine's to rounding (tests in `super::tests`).
+
+use super::ops::KvWrite;
+use crate::candle::ArmWeights;
+use crate::decoder::DecodeError;
+use analysis::ModelShape;
+use candle_core::quantized::{gguf_file, QMatMul};
+use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
+use candle_nn::{Embedding, Linear, VarBuilder};
+
+/// The static forward's results fail with a [`DecodeError`] (candle's errors convert with `?`).
+type Result<T, E = DecodeError> = std::result::Result<T, E>;
+
+/// Which candle model this forward mirrors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// candle_transformers::models::qwen2 (float weights).
+    FloatQwen2,
+    /// candle_transformers::models::llama (float weights).
+    FloatLlama,
+    /// candle_transformers::models::quantized_qwen2 (GGUF).
+    QuantQwen2,
+    /// candle_transformers::models::quantized_llama (GGUF).
+    QuantLlama,
+}
+
+enum Lin {
+    Float(Linear),
+    Quant { w: QMatMul, b: Option<Tensor> },
+}
+
+impl Lin {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Lin::Float(l) => l.forward(x)?,
+            Lin::Quant { w, b } => {
+                let y = w.forward(x)?;
+                match b {
+                    Some(b) => y.broadcast_add(b)?,
+                    None => y,
+                }
+            }
+        })
+    }
+}
+
+struct Norm {
+    w: Tensor,
+    eps: f32,
+}
+
+impl Norm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm(x, &self.w, self.eps)?)
+    }
+}
+
+struct Layer {
+    q: Lin,
+    k: Lin,
+    v: Lin,
+    o: Lin,
+    gate: Lin,
+    up: Lin,
+    down: Lin,
+    ln1: Norm,
+    ln2: Norm,
+}
+
+/// The device-side state of one decode: the preallocated caches, the position, the token buffer
+/// and the constants the mask is computed from. All are device tensors; the step reads and writes
+/// them in place.
+pub struct DecodeState {
+    pub batch: usize,
+    pub ctx: usize,
+    /// (batch, 1) u32: the tokens fed to the next step (overwritten in place by its argmax).
+    pub tok: Tensor,
+    /// (1,) u32: the position of the next token (incremented in place by each step).
+    pub pos: Tensor,
+    /// Per layer (K, V), each (batch, kv_heads, ctx, head_dim) in the cache dtype.
+    pub kv: Vec<(Tensor, Tensor)>,
+    /// (1, ctx) u32: 0..ctx.
+    arange_ctx: Tensor,
+    /// Scalars in the attention dtype: 0 and −∞.
+    zero: Tensor,
+    neg_inf: Tensor,
+}
+
+impl DecodeState {
+    /// Every tensor the state holds (tests check they live on the model's device).
+    pub fn tensors(&self) -> Vec<&Tensor> {
+        let mut v = vec![
+            &self.tok,
+            &self.pos,
+            &self.arange_ctx,
+            &self.zero,
+            &self.neg_inf,
+        ];
+        for (k, vv) in &self.kv {
+            v.push(k);
+            v.push(vv);
+        }
+        v
+    }
+}
+
+pub struct StaticModel {
+    pub kind: Kind,
+    embed: Embedding,
+    layers: Vec<Layer>,
+    norm: Norm,
+    lm_head: Lin,
+    /// Rotary tables (rows, head_dim / 2), in the dtype the mirrored model uses.
+    cos: Tensor,
+    sin: Tensor,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    pub vocab: usize,
+    /// Activations' dtype (the float weights' dtype, F32 for GGUF).
+    dtype: DType,
+    pub device: Device,
+}
+
+/// Rotary tables exactly as candle_transformers' qwen2.rs builds them (in the model dtype).
+fn rope_float_qwen2(s: &ModelShape, dt: DType, dev: &Device) -> Result<(Tensor, Tensor)> {
+    let dim = s.hidden / s.heads;
+    let max = s.max_position;
+    let inv: Vec<f32> = (0..dim)
+        .step_by(2)
+        .map(|i| 1f32 / s.rope_theta.powf(i as f64 / dim as f64) as f32)
+        .collect();
+    let n = inv.len();
+    let inv = Tensor::from_vec(inv, (1, n), dev)?.to_dtype(dt)?;
+    let t = Tensor::arange(0u32, max as u32, dev)?
+        .to_dtype(dt)?
+        .reshape((max, 1))?;
+    let freqs = t.matmul(&inv)?;
+    Ok((freqs.cos()?, freqs.sin()?))
+}
+
+/// Rotary tables as llama.rs builds them (F32, cast to the model dtype).
+fn rope_float_llama(s: &ModelShape, dt: DType, dev: &Device) -> Result<(Tensor, Tensor)> {
+    let dim = s.hidden / s.heads;
+    let max = s.max_position.min(8192);
+    let theta = s.rope_theta as f32;
+    let th: Vec<f32> = (0..dim)
+        .step_by(2)
+        .map(|i| 1f32 / theta.powf(i as f32 / dim as f32))
+        .collect();
+    let n = th.len();
+    let th = Tensor::new(th, dev)?;
+    let idx = Tensor::arange(0, max as u32, dev)?
+        .to_dtype(DType::F32)?
+        .reshape((max, 1))?
+        .matmul(&th.reshape((1, n))?)?;
+    Ok((idx.cos()?.to_dtype(dt)?, idx.sin()?.to_dtype(dt)?))
+}
+
+/// Rotary tables as quantized_qwen2.rs / quantized_llama.rs build them (F32).
+fn rope_quant(dim: usize, base: f32, rows: usize, dev: &Device) -> Result<(Tensor, Tensor)> {
+    let th: Vec<f32> = (0..dim)
+        .step_by(2)
+        .map(|i| 1f32 / base.powf(i as f32 / dim as f32))
+        .collect();
+    let th = Tensor::new(th.as_slice(), dev)?;
+    let idx = Tensor::arange(0, rows as u32, dev)?
+        .to_dtype(DType::F32)?
+        .reshape((rows, 1))?
+        .matmul(&th.reshape((1, th.elem_count()))?)?;
+    Ok((idx.cos()?, idx.sin()?))
+}
+
+impl StaticModel {
+    pub(crate) fn load(
+        shape: &ModelShape,
+        weights: ArmWeights,
+        dev: &Device,
+    ) -> Result<(Self, Vec<String>)> {
+        match weights {
+            ArmWeights::Float { vb, notes } => Ok((Self::load_float(shape, vb, dev)?, notes)),
+            ArmWeights::Gguf {
+                content,
+                mut reader,
+                notes,
+            } => Ok((Self::load_gguf(shape, content, &mut reader, dev)?, notes)),
+        }
+    }
+
+    fn load_float(s: &ModelShape, vb: VarBuilder<'static>, dev: &Device) -> Result<Self> {
+        let dt = vb.dtype();
+        let (h, nh, nkv) = (s.hidden, s.heads, s.kv_heads);
+        let hd = h / nh;
+        let kind = match s.family.as_str() {
+            "qwen2" => Kind::FloatQwen2,
+            "llama" => Kind::FloatLlama,
+            f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
+        };
+        let bias = kind == Kind::FloatQwen2;
+        let lin = |i: usize, o: usize, b: bool, vb: VarBuilder| -> Result<Lin> {
+            Ok(Lin::Float(if b {
+                candle_nn::linear(i, o, vb)?
+            } else {
+                candle_nn::linear_no_bias(i, o, vb)?
+            }))
+        };
+        let vm = vb.pp("model");
+        let embed = candle_nn::embedding(s.vocab, h, vm.pp("embed_tokens"))?;
+        let norm_of = |vb: VarBuilder| -> Result<Norm> {
+            Ok(Norm {
+                w: vb.get(h, "weight")?,
+                eps: s.rms_eps as f32,
+            })
+        };
+        let mut layers = Vec::with_capacity(s.layers);
+        for l in 0..s.layers {
+            let v = vm.pp(format!("layers.{l}"));
+            let a = v.pp("self_attn");
+            let m = v.pp("mlp");
+            layers.push(Layer {
+                q: lin(h, nh * hd, bias, a.pp("q_proj"))?,
+                k: lin(h, nkv * hd, bias, a.pp("k_proj"))?,
+                v: lin(h, nkv * hd, bias, a.pp("v_proj"))?,
+                o: lin(nh * hd, h, false, a.pp("o_proj"))?,
+                gate: lin(h, s.intermediate, false, m.pp("gate_proj"))?,
+                up: lin(h, s.intermediate, false, m.pp("up_proj"))?,
+                down: lin(s.intermediate, h, false, m.pp("down_proj"))?,
+                ln1: norm_of(v.pp("input_layernorm"))?,
+                ln2: norm_of(v.pp("post_attention_layernorm"))?,
+            });
+        }
+        let norm = norm_of(vm.pp("norm"))?;
+        // qwen2.rs ties when the checkpoint has no lm_head; llama.rs follows the config.
+        let tied = match kind {
+            Kind::FloatQwen2 => !vb.contains_tensor("lm_head.weight"),
+            _ => s.tied_embeddings,
+        };
+        let lm_head = if tied {
+            Lin::Float(Linear::new(embed.embeddings().clone(), None))
+        } else {
+            lin(h, s.vocab, false, vb.pp("lm_head"))?
+        };
+        let (cos, sin) = match kind {
+            Kind::FloatQwen2 => rope_float_qwen2(s, dt, dev)?,
+            _ => rope_float_llama(s, dt, dev)?,
+        };
+        Ok(StaticModel {
+            kind,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            cos,
+            sin,
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: hd,
+            vocab: s.vocab,
+            dtype: dt,
+            device: dev.clone(),
+        })
+    }
+
+    fn load_gguf<R: std::io::Read + std::io::Seek>(
+        s: &ModelShape,
+        ct: gguf_file::Content,
+        r: &mut R,
+        dev: &Device,
+    ) -> Result<Self> {
+        let arch = match s.family.as_str() {
+            "qwen2" => "qwen2",
+            "llama" => "llama",
+            f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
+        };
+        let kind = if arch == "qwen2" {
+            Kind::QuantQwen2
+        } else {
+            Kind::QuantLlama
+        };
+        let md = |k: &str| ct.metadata.get(&format!("{arch}.{k}"));
+        let u = |k: &str| -> Result<usize> {
+            Ok(md(k)
+                .ok_or_else(|| DecodeError::GgufMetadata(format!("{arch}.{k}")))?
+                .to_u32()? as usize)
+        };
+        let nh = u("attention.head_count")?;
+        let nkv = u("attention.head_count_kv")?;
+        let h = u("embedding_length")?;
+        let eps = md("attention.layer_norm_rms_epsilon")
+            .ok_or_else(|| {
+                DecodeError::GgufMetadata(format!("{arch}.attention.layer_norm_rms_epsilon"))
+            })?
+            .to_f32()?;
+        let base = md("rope.freq_base")
+            .and_then(|v| v.to_f32().ok())
+            .unwrap_or(10000f32);
+        let hd = h / nh;
+        let (cos, sin) = if kind == Kind::QuantQwen2 {
+            rope_quant(hd, base, u("context_length")?, dev)?
+        } else {
+            // quantized_llama.rs: rope.dimension_count, MAX_SEQ_LEN rows.
+            rope_quant(
+                u("rope.dimension_count")?,
+                base,
+                candle_transformers::models::quantized_llama::MAX_SEQ_LEN,
+                dev,
+            )?
+        };
+        let mut t = |name: &str| ct.tensor(r, name, dev);
+        let q = |t: candle_core::quantized::QTensor| -> Result<QMatMul> {
+            Ok(QMatMul::from_qtensor(t)?)
+        };
+        let embed_q = t("token_embd.weight")?;
+        let embed = Embedding::new(embed_q.dequantize(dev)?, h);
+        let norm = Norm {
+            w: t("output_norm.weight")?.dequantize(dev)?,
+            eps,
+        };
+        let lm_head = if ct.tensor_infos.contains_key("output.weight") {
+            q(t("output.weight")?)?
+        } else {
+            q(embed_q)?
+        };
+        let mut layers = Vec::with_capacity(s.layers);
+        for l in 0..s.layers {
+            let p = format!("blk.{l}");
+            let bias = |t: &mut dyn FnMut(
+                &str,
+            ) -> candle_core::Result<
+                candle_core::quantized::QTensor,
+            >,
+                        n: &str|
+             -> Result<Option<Tensor>> {
+                Ok(if kind == Kind::QuantQwen2 {
+                    Some(t(&format!("{p}.{n}.bias"))?.dequantize(dev)?)
+                } else {
+                    None
+                })
+            };
+            let bq = bias(&mut t, "attn_q")?;
+            let bk = bias(&mut t, "attn_k")?;
+            let bv = bias(&mut t, "attn_v")?;
+            layers.push(Layer {
+                q: Lin::Quant {
+                    w: q(t(&format!("{p}.attn_q.weight"))?)?,
+                    b: bq,
+                },
+                k: Lin::Quant {
+                    w: q(t(&format!("{p}.attn_k.weight"))?)?,
+                    b: bk,
+                },
+                v: Lin::Quant {
+                    w: q(t(&format!("{p}.attn_v.weight"))?)?,
+                    b: bv,
+                },
+                o: Lin::Quant {
+                    w: q(t(&format!("{p}.attn_output.weight"))?)?,
+                    b: None,
+                },
+                gate: Lin::Quant {
+                    w: q(t(&format!("{p}.ffn_gate.weight"))?)?,
+                    b: None,
+                },
+                up: Lin::Quant {
+                    w: q(t(&format!("{p}.ffn_up.weight"))?)?,
+                    b: None,
+                },
+                down: Lin::Quant {
+                    w: q(t(&format!("{p}.ffn_down.weight"))?)?,
+                    b: None,
+                },
+                ln1: Norm {
+                    w: t(&format!("{p}.attn_norm.weight"))?.dequantize(dev)?,
+                    eps,
+                },
+                ln2: Norm {
+                    w: t(&format!("{p}.ffn_norm.weight"))?.dequantize(dev)?,
+                    eps,
+                },
+            });
+        }
+        Ok(StaticModel {
+            kind,
+            embed,
+            layers,
+            norm,
+            lm_head: Lin::Quant {
+                w: lm_head,
+                b: None,
+            },
+            cos,
+            sin,
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: hd,
+            vocab: s.vocab,
+            dtype: DType::F32,
+            device: dev.clone(),
+        })
+    }
+
+    /// Rows of the rotary tables: the longest context this model can decode.
+    pub fn max_context(&self) -> usize {
+        self.cos.dim(0).unwrap_or(0)
+    }
+
+    /// The dtype attention (scores, softmax, mask) runs in: llama.rs casts to F32.
+    fn att_dtype(&self) -> DType {
+        match self.kind {
+            Kind::FloatLlama => DType::F32,
+            _ => self.dtype,
+        }
+    }
+
+    /// The KV cache's dtype: what attention reads. llama.rs caches in the model dtype and casts
+    /// the whole cache to F32 in every step; caching the F32 cast instead holds the same values.
+    fn cache_dtype(&self) -> DType {
+        self.att_dtype()
+    }
+
+    /// Preallocate a decode state for `batch` sequences of up to `ctx` positions.
+    pub fn new_state(&self, batch: usize, ctx: usize) -> Result<DecodeState> {
+        if ctx > self.max_context() {
+            return Err(DecodeError::ContextTooLong {
+                ctx,
+                max: self.max_context(),
+            });
+        }
+        let dev = &self.device;
+        let cd = self.cache_dtype();
+        let kv = (0..self.layers.len())
+            .map(|_| {
+                let z = || Tensor::zeros((batch, self.kv_heads, ctx, self.head_dim), cd, dev);
+                Ok((z()?, z()?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ad = self.att_dtype();
+        Ok(DecodeState {
+            batch,
+            ctx,
+            tok: Tensor::zeros((batch, 1), DType::U32, dev)?,
+            pos: Tensor::zeros(1, DType::U32, dev)?,
+            kv,
+            arange_ctx: Tensor::arange(0u32, ctx as u32, dev)?.reshape((1, ctx))?,
+            zero: Tensor::zeros((), ad, dev)?,
+            neg_inf: Tensor::new(f32::NEG_INFINITY, dev)?.to_dtype(ad)?,
+        })
+    }
+
+    /// Logits (batch, vocab) of the last of `ids` (batch, s), fed at positions pos..pos+s where
+    /// pos is `st.pos` (on the device); writes their K/V into the cache in place. Does not move
+    /// `st.pos` (the caller does, in place). With s = 1 every shape is fixed by the state.
+    pub fn forward(&self, ids: &Tensor, st: &DecodeState) -> Result<Tensor> {
+        let (b, s) = ids.dims2()?;
+        if b != st.batch {
+            return Err(DecodeError::BatchMismatch {
+                fed: b,
+                state: st.batch,
+            });
+        }
+        // Positions of this chunk, on the device.
+        let p = if s == 1 {
+            st.pos.clone()
+        } else {
+            st.pos
+                .broadcast_add(&Tensor::arange(0u32, s as u32, &self.device)?)?
+        };
+        let cos = self.cos.index_select(&p, 0)?;
+        let sin = self.sin.index_select(&p, 0)?;
+        // Mask (s, ctx): key j is visible to query i iff j ≤ pos + i.
+        let visible = st.arange_ctx.broadcast_le(&p.reshape((s, 1))?)?;
+        let mask = visible.where_cond(
+            &st.zero.broadcast_as((s, st.ctx))?,
+            &st.neg_inf.broadcast_as((s, st.ctx))?,
+        )?;
+        let mut x = self.embed.forward(ids)?;
+        for (layer, (kc, vc)) in self.layers.iter().zip(&st.kv) {
+            let residual = &x;
+            let h = layer.ln1.forward(&x)?;
+            let a = self.attention(layer, &h, &cos, &sin, &mask, kc, vc, &p)?;
+            let x1 = (a + residual)?;
+            let h = layer.ln2.forward(&x1)?;
+            let g = layer.gate.forward(&h)?.silu()?;
+            let u = layer.up.forward(&h)?;
+            let m = layer.down.forward(&(g * u)?)?;
+            x = (m + &x1)?;
+        }
+        let x = self.norm.forward(&x)?;
+        Ok(match self.kind {
+            Kind::FloatQwen2 => {
+                // qwen2.rs: narrow to the last position, lm_head → (b, 1, vocab).
+                let l = self.lm_head.forward(&x.narrow(1, s - 1, 1)?)?;
+                l.squeeze(1)?
+            }
+            Kind::FloatLlama => {
+                let x = x.i((.., s - 1, ..))?.contiguous()?;
+                self.lm_head.forward(&x)?.to_dtype(DType::F32)?
+            }
+            Kind::QuantQwen2 | Kind::QuantLlama => {
+                let x = x.i((.., s - 1, ..))?.contiguous()?;
+                self.lm_head.forward(&x)?
+            }
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+        kc: &Tensor,
+        vc: &Tensor,
+        p: &Tensor,
+    ) -> Result<Tensor> {
+        let (b, s, _) = x.dims3()?;
+        let (nh, nkv, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let q = layer.q.forward(x)?;
+        let k = layer.k.forward(x)?;
+        let v = layer.v.forward(x)?;
+        let q = q.reshape((b, s, nh, hd))?.transpose(1, 2)?.contiguous()?;
+        let k = k.reshape((b, s, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+        let v = v.reshape((b, s, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+        let (q, k) = if self.kind == Kind::QuantLlama {
+            // GGUF llama rows are permuted for the interleaved rotation.
+            (
+                candle_nn::rotary_emb::rope_i(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
+            )
+        } else {
+            (
+                candle_nn::rotary_emb::rope(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope(&k, cos, sin)?,
+            )
+        };
+        let cd = self.cache_dtype();
+        // New rows into the cache at the device-side position, in place.
+        kc.inplace_op3(&k.to_dtype(cd)?, p, &KvWrite)?;
+        vc.inplace_op3(&v.to_dtype(cd)?, p, &KvWrite)?;
+        // Grouped-query attention without repeating the cache: the g = nh / nkv query heads that
+        // share a KV head become g·s rows of one matmul against it.
+        let g = nh / nkv;
+        let q = q.to_dtype(self.att_dtype())?.reshape((b, nkv, g * s, hd))?;
+        let att = q.matmul(&kc.t()?)?;
+        let att = match self.kind {
+            // qwen2.rs multiplies by the scale; the others divide by √hd.
+            Kind::FloatQwen2 => (att * (1f64 / f64::sqrt(hd as f64)))?,
+            _ => (att / (hd as f64).sqrt())?,
+        };
+        let ctx = kc.dim(2)?;
+        let att = att
+            .reshape((b, nkv, g, s, ctx))?
+            .broadcast_add(mask)?
+            .reshape((b, nkv, g * s, ctx))?;
+        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let y = att.matmul(vc)?; // (b, nkv, g·s, hd)
+        let y = y
+            .reshape((b, nh, s, hd))?
+            .transpose(1, 2)?
+            .reshape((b, s, nh * hd))?
+            .to_dtype(self.dtype)?;
+        layer.o.forward(&y)
+    }
+}
+
+/// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device.
+pub fn argmax(logits: &Tensor) -> Result<Tensor> {
+    Ok(logits.argmax_keepdim(D::Minus1)?)
+}
