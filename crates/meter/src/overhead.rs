@@ -80,7 +80,7 @@ pub struct PairedSummary {
     pub tok_s_on: f64,
     /// Mean throughput with the trace off, tokens/s.
     pub tok_s_off: f64,
-    /// Mean throughput cost of the trace, % of trace-off tok/s.
+    /// Mean per-pair throughput cost of the trace, % of trace-off tok/s.
     pub overhead_pct: f64,
     /// Standard deviation of the per-pair overhead, %.
     pub overhead_sd_pct: f64,
@@ -141,7 +141,7 @@ pub enum OverheadError {
     /// A window yielded no figure.
     #[error(transparent)]
     Window(#[from] WindowError),
-    /// Too few pairs succeeded (got, needed).
+    /// The configuration asks for too few pairs or iterations: (pairs, iterations per window).
     #[error("need at least 2 pairs and 1 iteration per window (got {0} pairs, {1} iterations)")]
     TooFew(usize, usize),
 }
