@@ -22,8 +22,11 @@ pub enum DecodeError {
     /// being done ("opening", "reading", "writing", "creating").
     #[error("{action} {}", path.display())]
     Io {
+        /// What was being done to the file (e.g. "read").
         action: &'static str,
+        /// The file concerned.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -33,29 +36,53 @@ pub enum DecodeError {
     /// `config.json` is not JSON.
     #[error("{}: not JSON", path.display())]
     ConfigJson {
+        /// The config file that did not parse.
         path: PathBuf,
+        /// The JSON parse error.
         #[source]
         source: serde_json::Error,
     },
     /// `config.json` lacks a field the shape needs (or it is not an integer).
     #[error("{}: missing integer `{field}`", path.display())]
-    ConfigField { path: PathBuf, field: String },
+    ConfigField {
+        /// The `config.json` concerned.
+        path: PathBuf,
+        /// The missing field.
+        field: String,
+    },
     /// `config.json` names a `model_type` the engine does not run.
     #[error("{}: model_type {model_type:?} is not supported (llama, mistral, qwen2)", path.display())]
-    UnsupportedModelType { path: PathBuf, model_type: String },
+    UnsupportedModelType {
+        /// The `config.json` concerned.
+        path: PathBuf,
+        /// The `model_type` it names.
+        model_type: String,
+    },
     /// A file that should be GGUF cannot be parsed as GGUF.
     #[error("{}: not a GGUF file", path.display())]
     NotGguf {
+        /// The weights file concerned.
         path: PathBuf,
+        /// The loader's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A GGUF file lacks a metadata key or tensor the shape needs.
     #[error("{}: missing {key}", path.display())]
-    GgufMissing { path: PathBuf, key: String },
+    GgufMissing {
+        /// The GGUF file concerned.
+        path: PathBuf,
+        /// The missing metadata key or tensor name.
+        key: String,
+    },
     /// A GGUF file of an architecture the engine does not run.
     #[error("{}: GGUF architecture {arch:?} is not supported (llama, qwen2)", path.display())]
-    UnsupportedGgufArchitecture { path: PathBuf, arch: String },
+    UnsupportedGgufArchitecture {
+        /// The GGUF file concerned.
+        path: PathBuf,
+        /// The architecture it names.
+        arch: String,
+    },
     /// A GGUF file holds one quantization; another was asked for. `found` is the format of most
     /// of its 2-D block weights (`None`: it has none).
     #[error(
@@ -64,8 +91,11 @@ pub enum DecodeError {
         found.as_deref().unwrap_or("no quantized block")
     )]
     WrongQuantization {
+        /// The weights file concerned.
         path: PathBuf,
+        /// The weight type found in the file, if any.
         found: Option<String>,
+        /// The precision that was requested.
         requested: Precision,
     },
     /// A float arm asked of a (quantized) GGUF file.
@@ -73,20 +103,33 @@ pub enum DecodeError {
         "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
         path.display()
     )]
-    NeedsFloatWeights { path: PathBuf, precision: Precision },
+    NeedsFloatWeights {
+        /// The quantized GGUF file.
+        path: PathBuf,
+        /// The arm that needs float weights.
+        precision: Precision,
+    },
     /// Perplexity needs the model's `tokenizer.json` and there is none.
     #[error(
         "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
         path.display(),
         if *beside_gguf { " beside the GGUF file" } else { "" }
     )]
-    NoTokenizer { path: PathBuf, beside_gguf: bool },
+    NoTokenizer {
+        /// Where the tokenizer was looked for.
+        path: PathBuf,
+        /// Whether it was looked for beside a GGUF file.
+        beside_gguf: bool,
+    },
     /// The tokenizer failed; `action` is what it was doing ("loading", "configuring",
     /// "tokenizing with").
     #[error("{action} {}", path.display())]
     Tokenizer {
+        /// What was being done (e.g. "load").
         action: &'static str,
+        /// The tokenizer file concerned.
         path: PathBuf,
+        /// The tokenizer library's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -98,7 +141,12 @@ pub enum DecodeError {
     TooFewTokens(usize),
     /// `nll` was given a token id the model cannot embed.
     #[error("token id {id} is outside the model's vocabulary of {vocab}")]
-    TokenOutOfVocabulary { id: u32, vocab: usize },
+    TokenOutOfVocabulary {
+        /// The offending token id.
+        id: u32,
+        /// The model's vocabulary size, tokens.
+        vocab: usize,
+    },
     /// A GGUF file (or in-memory GGUF) lacks a metadata key the graph engine needs.
     #[error("GGUF metadata {0} missing")]
     GgufMetadata(String),
@@ -107,15 +155,27 @@ pub enum DecodeError {
     NoDecodeState,
     /// A decode state longer than the model's rotary table.
     #[error("context {ctx} exceeds the model's rotary table ({max} positions)")]
-    ContextTooLong { ctx: usize, max: usize },
+    ContextTooLong {
+        /// Prompt + new tokens asked for.
+        ctx: usize,
+        /// Positions the rotary table holds.
+        max: usize,
+    },
     /// A forward fed a batch other than its decode state's.
     #[error("batch {fed} fed to a state of batch {state}")]
-    BatchMismatch { fed: usize, state: usize },
+    BatchMismatch {
+        /// The batch fed.
+        fed: usize,
+        /// The batch the state was made for.
+        state: usize,
+    },
     /// A CUDA graph call of the graph engine failed; `action` is the call ("begin_capture",
     /// "end_capture", "graph upload", "CUDA graph launch"), `detail` the driver's error.
     #[error("{action}: {detail}")]
     CudaGraph {
+        /// The call that failed.
         action: &'static str,
+        /// The driver's error.
         detail: String,
     },
     /// candle itself failed (a tensor op, a CUDA call, a safetensors or GGUF read …).
@@ -127,6 +187,7 @@ pub enum DecodeError {
     Scripted(String),
 }
 
+/// A loaded model that decodes tokens at one precision.
 pub trait Decoder {
     /// Prefill `prompt_len` fixed tokens for `batch` sequences, then decode exactly `new_tokens`
     /// tokens greedily with the KV cache (never stopping early). Returns tokens generated
@@ -150,7 +211,9 @@ pub trait Decoder {
     fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError>;
 }
 
+/// Loads a [`Decoder`] per precision.
 pub trait DecoderFactory {
+    /// Load the model at `precision`.
     fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError>;
     /// Device bytes the arm needs: weights + KV cache + activations + runtime overhead.
     fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64;
@@ -162,21 +225,28 @@ pub trait DecoderFactory {
 /// A fake engine: each token costs `step_s` of virtual time on a [`FakeMeter`], during which the
 /// meter's scripted power applies. Failures can be scripted per precision.
 pub struct FakeDecoderFactory {
+    /// The fake meter whose virtual clock the decoding advances.
     pub meter: FakeMeter,
     /// (precision, seconds per generated token)
     pub step_s: Vec<(Precision, f64)>,
+    /// Precisions whose `load` fails.
     pub fail_load: Vec<Precision>,
+    /// Fail decoding at this precision after this many tokens.
     pub fail_decode_after: Option<(Precision, usize)>,
+    /// Device memory the fake says every arm needs (`required_bytes`), bytes.
     pub bytes: u64,
+    /// Precisions loaded so far, in order (recorded for tests).
     pub loads: Vec<Precision>,
     /// (precision, nats per predicted token) for `nll`; 2.0 where not listed.
     pub nll_per_token: Vec<(Precision, f64)>,
     /// Precisions whose `nll` fails.
     pub fail_nll: Vec<Precision>,
+    /// Whether `tokenize` fails.
     pub fail_tokenize: bool,
 }
 
 impl FakeDecoderFactory {
+    /// A fake engine on `meter` with no scripted failures.
     pub fn new(meter: FakeMeter) -> Self {
         FakeDecoderFactory {
             meter,

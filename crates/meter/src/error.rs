@@ -19,8 +19,11 @@ pub enum Error {
     /// "reading", "creating", "writing", "renaming to").
     #[error("{action} {}", path.display())]
     Io {
+        /// What was being done to the file (e.g. "write").
         action: &'static str,
+        /// The file concerned.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -32,10 +35,16 @@ pub enum Error {
     PlanToml(#[source] toml::de::Error),
     /// A `[[run]]` of a plan (numbered from 1) names no model, or both kinds.
     #[error("plan.toml: run {run}: give exactly one of `synthetic` or `model`")]
-    PlanModel { run: usize },
+    PlanModel {
+        /// The run's number, from 1.
+        run: usize,
+    },
     /// A `[[run]]` of a plan (numbered from 1) lists no precision.
     #[error("plan.toml: run {run}: `precisions` is empty")]
-    PlanPrecisions { run: usize },
+    PlanPrecisions {
+        /// The run's number, from 1.
+        run: usize,
+    },
     /// Serializing a report or a result to JSON failed.
     #[error("serializing JSON")]
     Json(#[from] serde_json::Error),
@@ -51,7 +60,12 @@ pub enum Error {
     InvalidReport(Vec<String>),
     /// `--synthetic NAME` names no known architecture (data/models.csv).
     #[error("unknown architecture {name:?} for --synthetic; known: {}", known.join(", "))]
-    UnknownArchitecture { name: String, known: Vec<String> },
+    UnknownArchitecture {
+        /// The name given.
+        name: String,
+        /// The architectures that are known.
+        known: Vec<String>,
+    },
     /// `--model PATH` is neither a directory nor a `.gguf` file.
     #[error("{}: expected a model directory or a .gguf file", .0.display())]
     NotAModel(PathBuf),

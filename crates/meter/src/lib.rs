@@ -24,6 +24,8 @@
 //! score) that has no figure, [`protocol::ProtocolError`] / [`overhead::OverheadError`] for a run
 //! that cannot start, and [`Error`] for everything else the library's public functions do.
 
+#![warn(missing_docs)]
+
 pub mod campaign;
 #[cfg(feature = "candle")]
 pub mod candle;

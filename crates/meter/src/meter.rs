@@ -41,28 +41,42 @@ impl MeterError {
 /// What the meter knows about the device, recorded in the report's `environment` block.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct DeviceInfo {
+    /// The GPU's marketing name.
     pub name: String,
+    /// The GPU architecture, where known.
     pub arch: Option<report::Arch>,
+    /// The GPU's UUID.
     pub uuid: Option<String>,
+    /// The NVIDIA driver version.
     pub driver: Option<String>,
+    /// The CUDA driver version.
     pub cuda: Option<String>,
+    /// The enforced power limit, W.
     pub power_limit_w: Option<f64>,
+    /// The SM clock at query time, MHz.
     pub sm_clock_mhz: Option<u32>,
+    /// The memory clock at query time, MHz.
     pub mem_clock_mhz: Option<u32>,
+    /// Total device memory, bytes.
     pub memory_total_bytes: Option<u64>,
+    /// Whether the device has a total-energy counter.
     pub energy_counter: bool,
 }
 
 /// A source of instantaneous power readings that can live on the sampling thread.
 pub type PowerProbe = Box<dyn FnMut() -> Result<f64, MeterError> + Send>;
 
+/// A GPU energy/power meter: the hardware behind a trait, so the protocol runs against a fake.
 pub trait EnergyMeter {
+    /// Static facts about the device.
     fn info(&mut self) -> Result<DeviceInfo, MeterError>;
     /// Cumulative hardware energy counter in mJ (NVML `total_energy_consumption`).
     fn energy_mj(&mut self) -> Result<u64, MeterError>;
     /// Instantaneous board power in W (NVML field `POWER_INSTANT`, not the 1 s average).
     fn power_w(&mut self) -> Result<f64, MeterError>;
+    /// GPU temperature, °C.
     fn temperature_c(&mut self) -> Result<f64, MeterError>;
+    /// Free device memory, bytes.
     fn free_memory_bytes(&mut self) -> Result<u64, MeterError>;
     /// A probe for the sampling thread (reads power only).
     fn power_probe(&self) -> PowerProbe;
@@ -73,21 +87,29 @@ pub trait EnergyMeter {
 /// counter integrates the scripted power exactly.
 #[derive(Clone)]
 pub struct FakeMeter {
+    /// The shared scripted state (clock, power, temperature, counters).
     pub state: Arc<Mutex<FakeState>>,
 }
 
+/// The scripted state behind a [`FakeMeter`].
 pub struct FakeState {
+    /// Virtual time, s.
     pub now_s: f64,
     /// Power in W at virtual time t.
     pub power: Box<dyn Fn(f64) -> f64 + Send>,
+    /// Temperature (°C) as a function of virtual time (s).
     pub temperature: Box<dyn Fn(f64) -> f64 + Send>,
+    /// Free device memory the fake reports, bytes.
     pub free_bytes: u64,
     /// Counter value in mJ, integrated as time advances.
     pub counter_mj: f64,
+    /// Whether the energy counter stays frozen (to test the stuck-counter refusal).
     pub counter_stuck: bool,
+    /// Whether the fake reports an energy counter at all.
     pub counter_supported: bool,
     /// Fail every n-th power read (0 = never).
     pub fail_power_every: u64,
+    /// How many power reads were made (for tests).
     pub power_reads: u64,
     /// After this virtual time every read returns `Lost`.
     pub lost_after_s: Option<f64>,
@@ -96,6 +118,7 @@ pub struct FakeState {
 }
 
 impl FakeMeter {
+    /// A fake meter whose power (W) is `power` of virtual time (s).
     pub fn new(power: impl Fn(f64) -> f64 + Send + 'static) -> FakeMeter {
         FakeMeter {
             state: Arc::new(Mutex::new(FakeState {
@@ -114,6 +137,7 @@ impl FakeMeter {
         }
     }
 
+    /// Adjust the scripted state with `f` (builder style).
     pub fn with<F: FnOnce(&mut FakeState)>(self, f: F) -> Self {
         f(&mut self.state.lock().unwrap());
         self
@@ -134,6 +158,7 @@ impl FakeMeter {
         }
     }
 
+    /// The current virtual time, s.
     pub fn now(&self) -> f64 {
         self.state.lock().unwrap().now_s
     }
@@ -201,7 +226,9 @@ impl EnergyMeter for FakeMeter {
 
 /// Time, behind a trait so cooldown waits are instant in tests.
 pub trait Clock: Send + Sync {
+    /// Seconds since the clock's origin.
     fn now_s(&self) -> f64;
+    /// Sleep for `s` seconds.
     fn sleep_s(&self, s: f64);
     /// The host's CPU accounting now (Linux `/proc`), `None` where it cannot be read. Batch-1 decode
     /// is launch-bound, so a window's speed may follow the host CPU: the report keeps how much CPU
@@ -216,6 +243,7 @@ pub trait Clock: Send + Sync {
 pub struct HostCpu {
     /// All CPUs, USER_HZ ticks: time stolen by the hypervisor, and every state together.
     pub steal_ticks: u64,
+    /// Total CPU ticks (all states) since boot.
     pub total_ticks: u64,
     /// CPU seconds (user + system) of this process.
     pub process_cpu_s: f64,
@@ -231,6 +259,7 @@ pub struct HostWindow {
 }
 
 impl HostWindow {
+    /// The host CPU usage between readings `a` and `b` over `window_s` seconds; None if not comparable.
     pub fn between(a: HostCpu, b: HostCpu, window_s: f64) -> Option<HostWindow> {
         let total = b.total_ticks.checked_sub(a.total_ticks)?;
         let steal = b.steal_ticks.checked_sub(a.steal_ticks)?;
@@ -265,6 +294,7 @@ pub fn parse_process_cpu_s(text: &str, ticks_per_s: f64) -> Option<f64> {
     Some((utime + stime) / ticks_per_s)
 }
 
+/// The wall clock: seconds since an `Instant`.
 pub struct RealClock(std::time::Instant);
 
 impl Default for RealClock {

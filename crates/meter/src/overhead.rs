@@ -16,38 +16,56 @@ use rand::SeedableRng;
 use report::Precision;
 use std::sync::Arc;
 
+/// The trace-thread overhead A/B: what to decode and how many paired windows.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OverheadConfig {
+    /// The precision decoded in every window.
     pub precision: Precision,
+    /// Number of (trace on, trace off) window pairs.
     pub pairs: usize,
     /// Decode calls (each `tokens` new tokens) per window.
     pub iterations: usize,
+    /// Tokens generated per window.
     pub tokens: usize,
+    /// Sequences decoded at once.
     pub batch: usize,
+    /// Prompt length, tokens.
     pub prompt_len: usize,
+    /// Untimed warm-up iterations before the windows.
     pub warmup: usize,
+    /// Power-trace sample rate when the trace is on, Hz.
     pub sample_hz: f64,
+    /// Seed for the window order and the prompt.
     pub seed: u64,
 }
 
+/// One metered window of the A/B.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Window {
+    /// Index of the pair this window belongs to.
     pub pair: usize,
+    /// Whether the power-trace thread ran during this window.
     pub trace_on: bool,
+    /// Tokens generated in the window.
     pub tokens: u64,
+    /// Window length, s.
     pub seconds: f64,
+    /// Energy from the hardware counter, J.
     pub counter_j: f64,
     /// Samples taken and the rate achieved (trace-on windows only).
     pub samples: Option<usize>,
+    /// The trace's achieved sample rate, Hz (None when the trace was off).
     pub achieved_hz: Option<f64>,
     /// Hypervisor steal and this process's CPU use during the window.
     pub host: Option<HostWindow>,
 }
 
 impl Window {
+    /// Throughput, tokens/s.
     pub fn tok_s(&self) -> f64 {
         self.tokens as f64 / self.seconds
     }
+    /// Energy per token from the counter, mJ.
     pub fn mj_per_token(&self) -> f64 {
         self.counter_j * 1000.0 / self.tokens as f64
     }
@@ -56,18 +74,29 @@ impl Window {
 /// The paired comparison. `overhead_pct` > 0 means the trace thread slowed decoding.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PairedSummary {
+    /// Number of complete pairs summarized.
     pub pairs: usize,
+    /// Mean throughput with the trace on, tokens/s.
     pub tok_s_on: f64,
+    /// Mean throughput with the trace off, tokens/s.
     pub tok_s_off: f64,
+    /// Mean per-pair throughput cost of the trace, % of trace-off tok/s.
     pub overhead_pct: f64,
+    /// Standard deviation of the per-pair overhead, %.
     pub overhead_sd_pct: f64,
+    /// 95 % confidence interval of the overhead, % (low, high).
     pub ci95_pct: (f64, f64),
+    /// Mean energy per token with the trace on, mJ.
     pub mj_per_token_on: f64,
+    /// Mean energy per token with the trace off, mJ.
     pub mj_per_token_off: f64,
+    /// The overhead target the verdict is judged against, %.
     pub target_pct: f64,
+    /// Whether the overhead meets the target.
     pub verdict: Verdict,
 }
 
+/// How the measured overhead compares with the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -79,32 +108,45 @@ pub enum Verdict {
     Unresolved,
 }
 
+/// Everything one overhead A/B run produced.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OverheadResult {
+    /// The configuration it ran with.
     pub config: OverheadConfig,
+    /// The device it ran on.
     pub device: DeviceInfo,
+    /// The decode kernel used.
     pub kernel: String,
+    /// Every window, in the order run.
     pub windows: Vec<Window>,
+    /// The paired summary (None if too few windows succeeded).
     pub summary: Option<PairedSummary>,
 }
 
+/// Why an overhead A/B could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum OverheadError {
+    /// The meter failed.
     #[error(transparent)]
     Meter(#[from] MeterError),
     /// The decoder failed loading, warming up, decoding or synchronizing the arm.
     #[error("{precision} arm")]
     Decode {
+        /// The precision that failed to load.
         precision: Precision,
+        /// The engine's error.
         #[source]
         source: DecodeError,
     },
+    /// A window yielded no figure.
     #[error(transparent)]
     Window(#[from] WindowError),
+    /// The configuration asks for too few pairs or iterations: (pairs, iterations per window).
     #[error("need at least 2 pairs and 1 iteration per window (got {0} pairs, {1} iterations)")]
     TooFew(usize, usize),
 }
 
+/// The overhead target: the trace may cost at most this much throughput, %.
 pub const TARGET_PCT: f64 = 0.5;
 
 /// Summarise windows into paired differences. `None` unless there are ≥ 2 complete pairs.

@@ -7,32 +7,43 @@ use report::Precision;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
+/// A sweep plan, as read from `plan.toml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     /// Output directory, relative to the plan file.
     pub out: PathBuf,
+    /// Settings that apply to every run unless it overrides them.
     #[serde(default)]
     pub defaults: Defaults,
+    /// The runs to make.
     #[serde(rename = "run")]
     pub runs: Vec<RunSpec>,
 }
 
+/// Plan-wide defaults for each run.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
+    /// Tokens generated per iteration.
     #[serde(default = "d_tokens")]
     pub tokens: usize,
+    /// Timed iterations per arm.
     #[serde(default = "d_iterations")]
     pub iterations: usize,
+    /// Untimed warm-up iterations per arm.
     #[serde(default = "d_warmup")]
     pub warmup: usize,
+    /// The precision the others are compared against.
     #[serde(default = "d_baseline")]
     pub baseline: Precision,
+    /// How many times each run is repeated.
     #[serde(default = "d_repeats")]
     pub repeats: usize,
+    /// Longest cooldown wait between arms, s.
     #[serde(default = "d_cooldown")]
     pub cooldown_max_s: f64,
+    /// Power-trace sample rate, Hz.
     #[serde(default = "d_hz")]
     pub sample_hz: f64,
     /// Decode engine of every run. Plans default to `eager`, the engine of the first H200
@@ -81,17 +92,26 @@ impl Default for Defaults {
     }
 }
 
+/// One run of the plan: a model and the precisions and batch sizes to measure.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
+    /// A synthetic architecture name (instead of `model`).
     pub synthetic: Option<String>,
+    /// Path to real model weights (instead of `synthetic`).
     pub model: Option<PathBuf>,
+    /// Precisions to measure, one arm each.
     pub precisions: Vec<Precision>,
+    /// Batch sizes to measure, one job each.
     #[serde(default = "one_batch")]
     pub batch: Vec<usize>,
+    /// Repeats for this run (overrides the default).
     pub repeats: Option<usize>,
+    /// Tokens per iteration (overrides the default).
     pub tokens: Option<usize>,
+    /// Timed iterations per arm (overrides the default).
     pub iterations: Option<usize>,
+    /// Baseline precision (overrides the default).
     pub baseline: Option<Precision>,
 }
 
@@ -102,8 +122,11 @@ fn one_batch() -> Vec<usize> {
 /// One process to start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
+    /// Command-line arguments for the process.
     pub args: Vec<String>,
+    /// The file stem of its reports.
     pub stem: String,
+    /// Report files the job writes; a job whose files all exist is skipped on resume.
     pub expected: Vec<PathBuf>,
 }
 

@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use report::Precision;
 use std::sync::Arc;
 
+/// How to wait for the GPU to cool down before each arm.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CooldownConfig {
     /// Wait until power ≤ idle + this many W…
@@ -20,6 +21,7 @@ pub struct CooldownConfig {
     pub temp_margin_c: f64,
     /// …but no longer than this (then `converged = false` is recorded).
     pub max_s: f64,
+    /// Interval between power/temperature polls, s.
     pub poll_s: f64,
 }
 
@@ -34,22 +36,32 @@ impl Default for CooldownConfig {
     }
 }
 
+/// The measurement protocol's settings for one run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProtocolConfig {
     /// The arms to measure besides the baseline (one report each).
     pub precisions: Vec<Precision>,
     /// The FP16-class baseline arm (F16 for candle). `None` measures only the requested arm.
     pub baseline: Option<Precision>,
+    /// Tokens generated per iteration.
     pub tokens: usize,
+    /// Timed iterations per arm.
     pub iterations: usize,
+    /// Untimed warm-up iterations per arm.
     pub warmup: usize,
+    /// Sequences decoded at once.
     pub batch: usize,
+    /// Prompt length, tokens.
     pub prompt_len: usize,
+    /// Seed for the arm order and the prompt.
     pub seed: u64,
+    /// Power-trace sample rate, Hz.
     pub sample_hz: f64,
     /// Run the power-trace thread (off only to measure its overhead).
     pub trace: bool,
+    /// The cooldown before each arm.
     pub cooldown: CooldownConfig,
+    /// Power reads taken for the idle reference.
     pub idle_reads: usize,
     /// Refuse to start when the largest arm needs more than this share of free VRAM.
     pub vram_fraction: f64,
@@ -61,9 +73,13 @@ pub struct ProtocolConfig {
 /// (so it never enters the energy figure), in windows of `seq_len` tokens, at most `max_tokens`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PerplexityConfig {
+    /// Name of the corpus (its path in the repository).
     pub corpus_name: String,
+    /// The corpus text.
     pub text: String,
+    /// Most tokens scored.
     pub max_tokens: usize,
+    /// Tokens per scoring window.
     pub seq_len: usize,
 }
 
@@ -77,6 +93,7 @@ impl PerplexityConfig {
             seq_len,
         }
     }
+    /// SHA-256 of the corpus text, hex.
     pub fn sha256(&self) -> String {
         use sha2::Digest;
         sha2::Sha256::digest(self.text.as_bytes())
@@ -86,7 +103,9 @@ impl PerplexityConfig {
     }
 }
 
+/// Name of the embedded perplexity corpus.
 pub const EMBEDDED_CORPUS_NAME: &str = "data/perplexity/us-founding-texts.txt";
+/// The embedded perplexity corpus text.
 pub const EMBEDDED_CORPUS: &str = include_str!("../../../data/perplexity/us-founding-texts.txt");
 
 /// One arm's perplexity score.
@@ -94,11 +113,14 @@ pub const EMBEDDED_CORPUS: &str = include_str!("../../../data/perplexity/us-foun
 pub struct PerplexityScore {
     /// Mean negative log-likelihood, nats per predicted token.
     pub mean_nll: f64,
+    /// Tokens scored.
     pub tokens_evaluated: usize,
+    /// Windows scored.
     pub windows: usize,
 }
 
 impl PerplexityScore {
+    /// Perplexity: exp of the mean NLL.
     pub fn perplexity(&self) -> f64 {
         self.mean_nll.exp()
     }
@@ -107,6 +129,7 @@ impl PerplexityScore {
 /// The corpus as token ids (at most `max_tokens`), shared by every arm of a run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Tokenized {
+    /// The token ids.
     pub ids: Vec<u32>,
     /// How the ids were made (the model's tokenizer file, or byte ids).
     pub how: String,
@@ -133,28 +156,47 @@ impl Default for ProtocolConfig {
     }
 }
 
+/// How a cooldown ended.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CooldownResult {
+    /// The power it waited to fall to, W.
     pub target_power_w: f64,
+    /// The temperature it waited to fall to, °C.
     pub target_temp_c: f64,
+    /// Whether both targets were reached before the limit.
     pub converged: bool,
+    /// Time spent waiting, s.
     pub seconds: f64,
+    /// Last power read, W.
     pub power_w: Option<f64>,
+    /// Last temperature read, °C.
     pub temp_c: Option<f64>,
 }
 
+/// What one arm measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ArmMeasurement {
+    /// Tokens generated in the metered window.
     pub tokens_generated: u64,
+    /// Metered window length, s.
     pub window_s: f64,
+    /// Energy from the hardware counter, J.
     pub counter_j: f64,
+    /// The power trace over the window, if it ran.
     pub trace: Option<Trace>,
+    /// Duration of each timed iteration, s.
     pub iteration_s: Vec<f64>,
+    /// The cooldown before this arm.
     pub cooldown: CooldownResult,
+    /// GPU temperature at the window's start, °C.
     pub temp_start_c: Option<f64>,
+    /// GPU temperature at the window's end, °C.
     pub temp_end_c: Option<f64>,
+    /// The decode kernel used.
     pub kernel: String,
+    /// Remarks to carry into the report.
     pub notes: Vec<String>,
+    /// Model load time, s.
     pub load_s: f64,
     /// Hypervisor steal and this process's CPU use during the window (where `/proc` is readable).
     pub host: Option<HostWindow>,
@@ -163,19 +205,24 @@ pub struct ArmMeasurement {
 }
 
 impl ArmMeasurement {
+    /// Energy per token from the counter, mJ.
     pub fn mj_per_token(&self) -> f64 {
         self.counter_j * 1000.0 / self.tokens_generated as f64
     }
+    /// Energy from the power trace's integral, J.
     pub fn trace_j(&self) -> Option<f64> {
         self.trace.as_ref().and_then(Trace::energy_j)
     }
+    /// Energy per token from the power trace, mJ.
     pub fn trace_mj_per_token(&self) -> Option<f64> {
         self.trace_j()
             .map(|j| j * 1000.0 / self.tokens_generated as f64)
     }
+    /// Throughput, tokens/s.
     pub fn tok_s(&self) -> f64 {
         self.tokens_generated as f64 / self.window_s
     }
+    /// Mean power over the window from the counter, W.
     pub fn avg_power_w(&self) -> f64 {
         self.counter_j / self.window_s
     }
@@ -188,9 +235,12 @@ impl ArmMeasurement {
 
 pub use analysis::stats::cv_pct;
 
+/// One arm's result: a measurement or why there is none.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ArmResult {
+    /// The arm's precision.
     pub precision: Precision,
+    /// The measurement, or why the arm has no figure.
     pub outcome: Result<ArmMeasurement, ArmFailure>,
 }
 
@@ -202,26 +252,48 @@ pub struct ArmResult {
 pub enum ArmFailure {
     /// The decoder could not load the arm's model.
     #[error("load {precision}: {error}")]
-    Load { precision: Precision, error: String },
+    Load {
+        /// The arm's precision.
+        precision: Precision,
+        /// The rendered error chain.
+        error: String,
+    },
     /// A warmup or timed generation failed.
     #[error("decode {precision}: {error}")]
-    Decode { precision: Precision, error: String },
+    Decode {
+        /// The arm's precision.
+        precision: Precision,
+        /// The rendered error chain.
+        error: String,
+    },
     /// Waiting for the device to finish its queued work failed.
     #[error("synchronize: {error}")]
-    Synchronize { error: String },
+    Synchronize {
+        /// The rendered error chain.
+        error: String,
+    },
     /// A meter read failed (the GPU is still there): the window means nothing.
     #[error("meter: {error}")]
-    MeterRead { error: String },
+    MeterRead {
+        /// The rendered error chain.
+        error: String,
+    },
     /// The GPU went away during this arm: the run ends here.
     #[error("meter: {error}")]
-    GpuLost { error: String },
+    GpuLost {
+        /// The rendered error chain.
+        error: String,
+    },
     /// The energy counter did not move during the window (never reported as a zero).
     #[error(
         "the energy counter did not move during a {seconds:.2} s window ({start_mj} mJ → {end_mj} mJ); refusing to report a zero"
     )]
     CounterStuck {
+        /// Window length, s.
         seconds: f64,
+        /// Counter reading at the start, mJ.
         start_mj: u64,
+        /// Counter reading at the end, mJ.
         end_mj: u64,
     },
     /// Not run: the GPU disappeared during an earlier arm of the run.
@@ -271,13 +343,19 @@ impl From<WindowError> for ArmFailure {
 pub enum ScoreError {
     /// The decoder could not tokenize the corpus (every arm of the run says so).
     #[error("tokenizing the corpus: {error}")]
-    Tokenize { error: String },
+    Tokenize {
+        /// The rendered error chain.
+        error: String,
+    },
     /// The corpus gave fewer than 2 tokens.
     #[error("the corpus gave {0} token(s); at least 2 are needed")]
     TooFewTokens(usize),
     /// The decoder failed while scoring a window.
     #[error("scoring: {error}")]
-    Scoring { error: String },
+    Scoring {
+        /// The rendered error chain.
+        error: String,
+    },
     /// No window had 2 tokens to score.
     #[error("nothing to score: the corpus is shorter than 2 tokens")]
     NothingToScore,
@@ -286,40 +364,58 @@ pub enum ScoreError {
     Unusable(f64),
 }
 
+/// What a protocol run produced.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Outcome {
+    /// The device measured.
     pub device: DeviceInfo,
+    /// Idle reference power, W.
     pub idle_power_w: f64,
+    /// Idle temperature, °C.
     pub idle_temp_c: Option<f64>,
+    /// The seeded order the arms ran in.
     pub arm_order: Vec<Precision>,
+    /// Each arm's result.
     pub arms: Vec<ArmResult>,
+    /// Free device memory before the run, bytes.
     pub free_vram_bytes: u64,
+    /// Device memory the largest arm needs, bytes.
     pub required_vram_bytes: u64,
     /// The perplexity corpus's tokens, or why there are none (then every arm's score says so).
     pub perplexity: Option<Result<Tokenized, ScoreError>>,
 }
 
 impl Outcome {
+    /// The result of the arm at `precision`, if it ran.
     pub fn arm(&self, precision: Precision) -> Option<&ArmResult> {
         self.arms.iter().find(|a| a.precision == precision)
     }
 }
 
+/// Why a protocol run cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
+    /// The meter failed.
     #[error(transparent)]
     Meter(#[from] MeterError),
     #[error(
         "pre-flight: the {precision} arm needs {need_gb:.2} GB (weights + KV + overhead) but only {limit_gb:.2} GB \
          ({pct:.0} % of {free_gb:.2} GB free VRAM) may be used — nothing was loaded"
     )]
+    /// An arm's weights do not fit in the allowed device memory.
     DoesNotFit {
+        /// The arm's precision.
         precision: Precision,
+        /// Memory it needs, GB.
         need_gb: f64,
+        /// Memory it may use, GB.
         limit_gb: f64,
+        /// Free device memory, GB.
         free_gb: f64,
+        /// The allowed fraction of free memory, %.
         pct: f64,
     },
+    /// The device has no energy counter (its name).
     #[error("the energy counter is not supported on this GPU ({0}); refusing to report a figure")]
     NoCounter(String),
 }
@@ -584,21 +680,26 @@ fn run_arm(
 /// What one energy-counter window measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metered {
+    /// Window length, s.
     pub seconds: f64,
     /// From the hardware counter (the primary figure).
     pub counter_j: f64,
+    /// The power trace over the window, if it ran.
     pub trace: Option<Trace>,
+    /// Host CPU usage over the window, if readable.
     pub host: Option<HostWindow>,
 }
 
 /// Why a window yields no figure although its body succeeded.
 #[derive(Debug, thiserror::Error)]
 pub enum WindowError {
+    /// The meter failed.
     #[error("meter: {0}")]
     Meter(#[from] MeterError),
     #[error(
         "the energy counter did not move during a {0:.2} s window ({1} mJ → {2} mJ); refusing to report a zero"
     )]
+    /// The counter did not move: (window s, start mJ, end mJ).
     CounterStuck(f64, u64, u64),
 }
 

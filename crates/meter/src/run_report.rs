@@ -11,29 +11,42 @@ use report::{Precision, Report};
 /// What the report says about the weights.
 #[derive(Debug, Clone)]
 pub enum WeightsInfo {
+    /// Synthetic weights generated from a seed.
     Synthetic {
+        /// The synthetic architecture name.
         architecture: String,
+        /// The seed the weights were generated from.
         seed: u64,
         /// Quantized arms are the float arms' weights, quantized (`quantize_synthetic_floats`),
         /// rather than their own random blocks: only then is a perplexity Δ between arms a Δ.
         quantized_from_float: bool,
     },
+    /// Real weights read from disk.
     Real {
+        /// The model path.
         path: String,
+        /// Each weight file: (name, SHA-256 hex, size in bytes).
         files: Vec<(String, String, u64)>,
     },
 }
 
+/// What a report needs beyond the protocol outcome.
 #[derive(Debug, Clone)]
 pub struct RunContext {
+    /// The model's name.
     pub model_name: String,
+    /// Parameter count, billions.
     pub params_b: f64,
+    /// Where the weights came from.
     pub weights: WeightsInfo,
     /// The decode engine: the report's `stack.engine` is its [`Engine::stack_name`] ("candle"
     /// for eager, "candle-graph" for the graph engine, [`crate::engine`]).
     pub engine: Engine,
+    /// The decode engine's version.
     pub engine_version: String,
+    /// When the run started, UTC.
     pub timestamp_utc: String,
+    /// The host's name.
     pub host: String,
 }
 

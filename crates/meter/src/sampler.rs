@@ -7,13 +7,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// A power trace: timed power samples over a window.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Trace {
     /// (seconds since the window opened, watts)
     pub samples: Vec<(f64, f64)>,
+    /// Power reads that failed.
     pub failed_reads: u64,
+    /// The sample rate asked for, Hz.
     pub requested_hz: f64,
+    /// The sample rate achieved, Hz.
     pub achieved_hz: f64,
+    /// The trace's length, s.
     pub duration_s: f64,
 }
 
@@ -32,6 +37,7 @@ impl Trace {
         )
     }
 
+    /// Mean of the samples, W (None if there are none).
     pub fn mean_power_w(&self) -> Option<f64> {
         let e = self.energy_j()?;
         let span = self.samples.last()?.0 - self.samples.first()?.0;
@@ -39,12 +45,14 @@ impl Trace {
     }
 }
 
+/// The power-trace thread, running until stopped.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<Trace>,
 }
 
 impl Sampler {
+    /// Start sampling `probe` at `rate_hz` Hz on `clock`.
     pub fn start(mut probe: PowerProbe, clock: Arc<dyn Clock>, rate_hz: f64) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

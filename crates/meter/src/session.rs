@@ -126,7 +126,9 @@ fn weights_info(
 
 /// What `measure` produced.
 pub struct MeasureResult {
+    /// The reports written, with their paths.
     pub reports: Vec<(PathBuf, report::Report)>,
+    /// Whether any report was measured (false: all are the labelled no-GPU estimate).
     pub measured: bool,
 }
 
@@ -139,6 +141,7 @@ fn decode_device(index: u32) -> Result<candle_core::Device> {
     }
 }
 
+/// Run `measure` end to end and write its reports.
 pub fn run_measure(opts: &MeasureOptions) -> Result<MeasureResult> {
     let cfg = &opts.protocol;
     let source = opts.source()?;
@@ -182,6 +185,7 @@ pub fn measure_on_gpu(
     write_reports(opts, cfg, &outcome, &ctx, &model_name)
 }
 
+/// Build one report per precision from `outcome` and write each atomically under `opts.out`.
 pub fn write_reports(
     opts: &MeasureOptions,
     cfg: &ProtocolConfig,

@@ -15,6 +15,7 @@ pub(crate) struct Loaded {
     pub(crate) notes: Vec<String>,
 }
 
+/// A loaded candle model with its tokenizer, decoding on the GPU.
 pub struct CandleDecoder {
     pub(crate) model: Loaded,
     pub(crate) device: Device,
@@ -213,6 +214,7 @@ pub(crate) fn quant_model_from_bytes(
     quant_model(shape, ct, &mut cur, dev)
 }
 
+/// The candle Qwen2 configuration for a model shape.
 pub fn qwen2_config(s: &ModelShape) -> qwen2::Config {
     qwen2::Config {
         vocab_size: s.vocab,
@@ -232,6 +234,7 @@ pub fn qwen2_config(s: &ModelShape) -> qwen2::Config {
     }
 }
 
+/// The candle Llama configuration for a model shape.
 pub fn llama_config(s: &ModelShape) -> llama::Config {
     llama::Config {
         hidden_size: s.hidden,

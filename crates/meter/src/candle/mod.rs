@@ -32,6 +32,7 @@ use hf::*;
 use synthetic::*;
 pub use synthetic::{write_synthetic_gguf, write_synthetic_hf_dir};
 
+/// The candle crate version this engine is built against, recorded in reports.
 pub const CANDLE_VERSION: &str = "0.11.1";
 
 /// The engine's results fail with a [`DecodeError`] (candle's own errors convert with `?`).
@@ -40,8 +41,16 @@ type Result<T, E = DecodeError> = std::result::Result<T, E>;
 /// Where the weights come from.
 #[derive(Debug, Clone)]
 pub enum WeightSource {
-    Synthetic { shape: ModelShape, seed: u64 },
+    /// Random weights of a given shape, generated from a seed.
+    Synthetic {
+        /// The model shape to generate.
+        shape: ModelShape,
+        /// The seed the weights are generated from.
+        seed: u64,
+    },
+    /// A Hugging Face model directory (config.json, safetensors, tokenizer).
     HfDir(PathBuf),
+    /// A GGUF weights file.
     Gguf(PathBuf),
 }
 
@@ -88,8 +97,11 @@ pub fn bytes_per_param(p: Format) -> f64 {
     }
 }
 
+/// Builds candle decoders for one weight source on one device.
 pub struct CandleFactory {
+    /// Where the weights come from.
     pub source: WeightSource,
+    /// The candle device the decoders run on.
     pub device: Device,
     shape: ModelShape,
     /// Synthetic quantized arms: quantize the float arms' seeded weights (slower to load) instead
@@ -101,6 +113,7 @@ pub struct CandleFactory {
 }
 
 impl CandleFactory {
+    /// A factory for `source` on `device`; reads the model's shape up front.
     pub fn new(source: WeightSource, device: Device) -> Result<Self> {
         let shape = match &source {
             WeightSource::Synthetic { shape, .. } => shape.clone(),
@@ -115,6 +128,7 @@ impl CandleFactory {
         })
     }
 
+    /// The shape of the model this factory loads.
     pub fn shape(&self) -> &ModelShape {
         &self.shape
     }

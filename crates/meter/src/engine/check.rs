@@ -15,24 +15,34 @@ use serde::Serialize;
 pub struct CheckOptions {
     /// Synthetic weights at a real architecture's shapes (see data/models.csv).
     pub synthetic: String,
+    /// The precisions to compare, one engine pair each.
     pub precisions: Vec<Precision>,
+    /// Sequences decoded together.
     pub batch: usize,
+    /// Fixed prompt tokens per sequence.
     pub prompt_len: usize,
     /// Generated tokens per sequence (compared, and per timed generation).
     pub tokens: usize,
     /// Timed generations per engine (after 2 untimed ones).
     pub timing_runs: usize,
+    /// Seed of the synthetic weights.
     pub seed: u64,
     /// CUDA device index (the CPU when the binary has no CUDA).
     pub device: usize,
 }
 
+/// What one precision's comparison found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckResult {
+    /// The model's name.
     pub model: String,
+    /// The precision compared.
     pub precision: Precision,
+    /// Sequences decoded together.
     pub batch: usize,
+    /// Prompt tokens per sequence.
     pub prompt_len: usize,
+    /// Generated tokens per sequence.
     pub tokens: usize,
     /// Greedy tokens equal at every position of every sequence.
     pub identical: bool,
@@ -48,10 +58,15 @@ pub struct CheckResult {
     /// The largest eager top-1 − top-2 logit gap (relative to max |logit|) among those: a
     /// difference only at near-ties is rounding, not a wrong forward.
     pub tf_max_gap_where_differs: f64,
+    /// Eager engine, generated tokens per second.
     pub eager_tok_s: f64,
+    /// Graph engine, generated tokens per second.
     pub graph_tok_s: f64,
+    /// `graph_tok_s / eager_tok_s`.
     pub speedup: f64,
+    /// The graph engine's kernel label.
     pub graph_kernel: String,
+    /// Where it ran (`cuda:0` or `cpu`).
     pub device: String,
 }
 

@@ -28,10 +28,12 @@ impl Engine {
 
 /// Loads [`GraphDecoder`]s from the same weights [`CandleFactory`] gives the eager engine.
 pub struct GraphFactory {
+    /// The eager engine's factory, whose weights the graph engine reuses.
     pub inner: CandleFactory,
 }
 
 impl GraphFactory {
+    /// Load one arm's weights into a static model, ready to decode.
     pub fn load_graph(&mut self, precision: Precision) -> Result<GraphDecoder> {
         let t0 = std::time::Instant::now();
         let shape = self.inner.shape().clone();
@@ -95,12 +97,15 @@ struct CudaGraphState {
     warm: usize,
 }
 
+/// The graph engine's decoder: a static model, its decode state, and the captured step.
 pub struct GraphDecoder {
+    /// The static-cache forward.
     pub model: StaticModel,
     device: Device,
     precision: Precision,
     base_kernel: String,
     notes: Vec<String>,
+    /// The device-side decode state (none before the first generation).
     pub state: Option<DecodeState>,
     /// Capture the step into a CUDA graph (CUDA only; `QE_GRAPH_NO_CAPTURE` turns it off to
     /// time the static forward op by op).

@@ -84,7 +84,9 @@ struct Layer {
 /// and the constants the mask is computed from. All are device tensors; the step reads and writes
 /// them in place.
 pub struct DecodeState {
+    /// Sequences.
     pub batch: usize,
+    /// Positions the cache holds (prompt + new tokens).
     pub ctx: usize,
     /// (batch, 1) u32: the tokens fed to the next step (overwritten in place by its argmax).
     pub tok: Tensor,
@@ -117,7 +119,10 @@ impl DecodeState {
     }
 }
 
+/// A Qwen2 or Llama model whose forward reads and writes a preallocated KV cache at a device-side
+/// position.
 pub struct StaticModel {
+    /// Which family's numerics it mirrors.
     pub kind: Kind,
     embed: Embedding,
     layers: Vec<Layer>,
@@ -129,9 +134,11 @@ pub struct StaticModel {
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
+    /// Vocabulary size, tokens.
     pub vocab: usize,
     /// Activations' dtype (the float weights' dtype, F32 for GGUF).
     dtype: DType,
+    /// Where the weights live.
     pub device: Device,
 }
 
