@@ -182,6 +182,9 @@ pub enum DecodeError {
     #[cfg(feature = "candle")]
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// A served model failed (started, answered, streamed or counted wrong).
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
     /// A failure scripted into [`FakeDecoderFactory`] (tests).
     #[error("{0}")]
     Scripted(String),
@@ -209,6 +212,13 @@ pub trait Decoder {
     /// Teacher-forced negative log-likelihood of one sequence, fresh cache: the sum over
     /// `ids[1..]` of −ln p(idₜ | ids[..t]) in nats (`ids.len() − 1` predictions).
     fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError>;
+    /// Forget the latency recorded so far (the protocol calls it after the warm-ups, so only
+    /// the timed iterations are summarized).
+    fn reset_latency(&mut self) {}
+    /// For a served model: who served it and the streamed latency since the last reset.
+    fn served(&self) -> Option<crate::server::Served> {
+        None
+    }
 }
 
 /// Loads a [`Decoder`] per precision.

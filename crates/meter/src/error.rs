@@ -84,6 +84,17 @@ pub enum Error {
     /// `overhead` found no GPU meter (there is nothing to estimate instead).
     #[error("the trace overhead can only be measured on a GPU")]
     OverheadNeedsGpu(#[source] MeterError),
+    /// An external server's size was not given (`--params-b`).
+    #[error(
+        "an external server's model size is unknown: pass --params-b (billions of parameters)"
+    )]
+    ServerParamsUnknown,
+    /// A model file given to a server run could not be inspected.
+    #[error(transparent)]
+    ModelFile(#[from] crate::model_file::ModelFileError),
+    /// A server arm could not be set up.
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
     /// The decode engine failed (loading a model, reading its shape, opening the device …).
     #[error(transparent)]
     Decode(#[from] DecodeError),

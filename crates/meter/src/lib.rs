@@ -16,6 +16,10 @@
 //! | [`plan`] | sweep plans (`plan.toml`) → one job per repeat, resumable | – |
 //! | [`campaign`] | per-report CSV, aggregation into anchors rows, the campaign targets | – |
 //! | `session` | `measure` / `overhead` end to end on a GPU, or the labelled no-GPU estimate | `nvml` + `candle` |
+//! | [`server`] | `measure --server-cmd` / `--server`: a served model as a decoder (start, drive over HTTP, stop), its reports | – (NVML meters: `nvml`) |
+//! | [`multi_meter`] | several cards metered as one (`--gpu 0,1`) | – |
+//! | [`model_file`] | GGUF / safetensors headers: precision, parameters, size, without loading weights | – |
+//! | [`fallback`] | no GPU: the labelled dataset estimate per arm | – |
 //! | [`files`] | atomic writes, safe file names, digests, time stamps | – |
 //! | [`error`] | the library's [`Error`], and [`error::chain`] to render an error with its causes | – |
 //!
@@ -32,8 +36,11 @@ pub mod candle;
 pub mod decoder;
 pub mod engine;
 pub mod error;
+pub mod fallback;
 pub mod files;
 pub mod meter;
+pub mod model_file;
+pub mod multi_meter;
 #[cfg(feature = "nvml")]
 pub mod nvml_meter;
 pub mod overhead;
@@ -41,6 +48,7 @@ pub mod plan;
 pub mod protocol;
 pub mod run_report;
 pub mod sampler;
+pub mod server;
 #[cfg(all(feature = "nvml", feature = "candle"))]
 pub mod session;
 

@@ -61,6 +61,19 @@ pub struct DeviceInfo {
     pub memory_total_bytes: Option<u64>,
     /// Whether the device has a total-energy counter.
     pub energy_counter: bool,
+    /// Every card metered, when a run sums several (`--gpu 0,1`); empty for one.
+    pub cards: Vec<CardRef>,
+}
+
+/// One card of a multi-GPU meter.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct CardRef {
+    /// NVML index.
+    pub index: u32,
+    /// Card name.
+    pub name: String,
+    /// Card UUID.
+    pub uuid: Option<String>,
 }
 
 /// A source of instantaneous power readings that can live on the sampling thread.
@@ -195,6 +208,7 @@ impl EnergyMeter for FakeMeter {
             mem_clock_mhz: Some(3201),
             memory_total_bytes: Some(80 << 30),
             energy_counter: s.counter_supported,
+            cards: Vec::new(),
         })
     }
     fn energy_mj(&mut self) -> Result<u64, MeterError> {

@@ -117,6 +117,7 @@ impl EnergyMeter for NvmlMeter {
             memory_total_bytes: dev.memory_info().ok().map(|m| m.total),
             energy_counter: dev.total_energy_consumption().is_ok(),
             name,
+            cards: Vec::new(),
         })
     }
     fn energy_mj(&mut self) -> Result<u64, MeterError> {

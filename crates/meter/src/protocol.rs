@@ -202,6 +202,8 @@ pub struct ArmMeasurement {
     pub host: Option<HostWindow>,
     /// Perplexity scored after the window closed (`None` when not asked for).
     pub perplexity: Option<Result<PerplexityScore, ScoreError>>,
+    /// Server arms: who served the model and the streamed latency of the timed iterations.
+    pub served: Option<crate::server::Served>,
 }
 
 impl ArmMeasurement {
@@ -631,6 +633,7 @@ fn run_arm(
         decode(&mut dec)?;
     }
     dec.synchronize().map_err(sync_failure)?;
+    dec.reset_latency();
     let cooldown = cool_down(meter, clock.as_ref(), idle_w, idle_c, &cfg.cooldown)?;
     let temp_start_c = meter.temperature_c().ok();
 
@@ -659,6 +662,7 @@ fn run_arm(
     });
     let kernel = dec.kernel();
     let notes = dec.notes();
+    let served = dec.served();
     drop(dec); // free the model before the next arm
     Ok(ArmMeasurement {
         tokens_generated: tokens,
@@ -674,6 +678,7 @@ fn run_arm(
         load_s,
         host: window.host,
         perplexity,
+        served,
     })
 }
 

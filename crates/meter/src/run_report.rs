@@ -1,6 +1,5 @@
 //! Turn a protocol [`Outcome`] into an `energy.json` report, and write it atomically.
 
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::protocol::{
     ArmFailure, ArmMeasurement, CooldownResult, Outcome, PerplexityConfig, PerplexityScore,
@@ -39,9 +38,10 @@ pub struct RunContext {
     pub params_b: f64,
     /// Where the weights came from.
     pub weights: WeightsInfo,
-    /// The decode engine: the report's `stack.engine` is its [`Engine::stack_name`] ("candle"
-    /// for eager, "candle-graph" for the graph engine, [`crate::engine`]).
-    pub engine: Engine,
+    /// The report's `stack.engine`: [`crate::engine::Engine::stack_name`] for the candle engines ("candle" for
+    /// eager, "candle-graph" for the graph engine, [`crate::engine`]). A served arm names its
+    /// server instead (what the server said it is).
+    pub engine: String,
     /// The decode engine's version.
     pub engine_version: String,
     /// When the run started, UTC.
@@ -102,6 +102,11 @@ fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, ArmFailure>) -> re
         cooldown: Some(cooldown_block(&a.cooldown)),
         temperature_start_c: a.temp_start_c,
         temperature_end_c: a.temp_end_c,
+        latency: a
+            .served
+            .as_ref()
+            .and_then(|s| s.latency.as_ref())
+            .map(|l| l.to_report()),
         perplexity: a.perplexity.as_ref().map(|p| match p {
             Ok(s) => report::ArmPerplexity {
                 value: Some(r(s.perplexity(), 4)),
@@ -383,6 +388,37 @@ fn protocol_block(
     }
 }
 
+/// The report's `stack` block: the candle engine of the run, or the server that answered the
+/// arm (its own name and version, and how it was driven).
+fn stack_block(
+    ctx: &RunContext,
+    out: &Outcome,
+    ok: Option<&ArmMeasurement>,
+    cfg: &ProtocolConfig,
+) -> report::Stack {
+    let served = ok.and_then(|a| a.served.as_ref());
+    report::Stack {
+        engine: Some(served.map_or(ctx.engine.clone(), |s| s.identity.engine.clone())),
+        engine_version: match served {
+            Some(s) => s.identity.version.clone(),
+            None => Some(ctx.engine_version.clone()),
+        },
+        kernel: Some(ok.map(|a| a.kernel.clone()).unwrap_or_default()),
+        cuda: out.device.cuda.clone(),
+        driver: out.device.driver.clone(),
+        serving: served.map(|s| report::Serving {
+            mode: s.mode,
+            api: Some(s.api.path().into()),
+            command: s.command.clone(),
+            concurrency: Some(cfg.batch as u32),
+            model_id: s.model_id.clone(),
+            identified_by: Some(s.identity.identified_by.clone()),
+            extra: Default::default(),
+        }),
+        extra: Default::default(),
+    }
+}
+
 /// The report's `environment` block: the device as NVML saw it.
 fn environment_block(out: &Outcome, ok: Option<&ArmMeasurement>) -> report::Environment {
     let d = &out.device;
@@ -398,6 +434,17 @@ fn environment_block(out: &Outcome, ok: Option<&ArmMeasurement>) -> report::Envi
         temperature_end_c: ok.and_then(|a| a.temp_end_c),
         idle_power_watts: Some(r(out.idle_power_w, 2)),
         idle_temperature_c: out.idle_temp_c,
+        gpus: (d.cards.len() > 1).then(|| {
+            d.cards
+                .iter()
+                .map(|c| report::GpuRef {
+                    index: c.index,
+                    name: Some(c.name.clone()),
+                    uuid: c.uuid.clone(),
+                    extra: Default::default(),
+                })
+                .collect()
+        }),
         extra: Default::default(),
     }
 }
@@ -442,7 +489,7 @@ pub fn build_report(
         system_under_test: report::SystemUnderTest {
             gpu: out.device.name.clone(),
             gpu_arch,
-            accelerator_count: 1,
+            accelerator_count: out.device.cards.len().max(1) as u32,
             host: Some(ctx.host.clone()),
             extra: Default::default(),
         },
@@ -482,14 +529,7 @@ pub fn build_report(
             extra: Default::default(),
         },
         quality: quality_block(cfg, out, precision, &requested, baseline.as_ref(), &ctx.weights),
-        stack: Some(report::Stack {
-            engine: Some(ctx.engine.stack_name().into()),
-            engine_version: Some(ctx.engine_version.clone()),
-            kernel: Some(ok.map(|a| a.kernel.clone()).unwrap_or_default()),
-            cuda: out.device.cuda.clone(),
-            driver: out.device.driver.clone(),
-            extra: Default::default(),
-        }),
+        stack: Some(stack_block(ctx, out, ok, cfg)),
         energy: Some(energy_block(cfg, out, ok)),
         protocol: Some(protocol_block(cfg, out, ok)),
         environment: Some(environment_block(out, ok)),

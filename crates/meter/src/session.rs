@@ -37,7 +37,7 @@ pub struct MeasureOptions {
     /// Output file name stem (default: derived from model, precision, batch).
     pub name: Option<String>,
     /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
-    pub gpu: Option<String>,
+    pub card: Option<String>,
     /// Decode engine: graph (static KV cache, one CUDA graph per token) or eager (candle's
     /// models op by op). The report's `stack.engine` says which, so the two are never pooled.
     pub engine: Engine,
@@ -124,13 +124,7 @@ fn weights_info(
     })
 }
 
-/// What `measure` produced.
-pub struct MeasureResult {
-    /// The reports written, with their paths.
-    pub reports: Vec<(PathBuf, report::Report)>,
-    /// Whether any report was measured (false: all are the labelled no-GPU estimate).
-    pub measured: bool,
-}
+pub use crate::fallback::MeasureResult;
 
 /// The device the decoder runs on: CUDA when built with it, else nothing we may measure.
 fn decode_device(index: u32) -> Result<candle_core::Device> {
@@ -177,7 +171,7 @@ pub fn measure_on_gpu(
         model_name: model_name.clone(),
         params_b,
         weights,
-        engine: opts.engine,
+        engine: opts.engine.stack_name().into(),
         engine_version: CANDLE_VERSION.into(),
         timestamp_utc: utc_now(),
         host: hostname(),
@@ -292,7 +286,6 @@ fn fallback(
     source: &WeightSource,
     reason: &str,
 ) -> Result<MeasureResult> {
-    tracing::warn!("no measurement possible: {reason}");
     let (params_b, model_name) = match source {
         WeightSource::Synthetic { shape, .. } => (shape.params_b, shape.name.clone()),
         WeightSource::HfDir(d) => {
@@ -304,109 +297,15 @@ fn fallback(
             (s.params_b, s.name)
         }
     };
-    let gpu = opts.gpu.clone().unwrap_or_else(|| "no GPU detected".into());
-    let arch = opts.gpu.as_deref().and_then(report::arch_from_gpu_name);
-    let ds = analysis::Dataset::embedded();
-    let mut reports = Vec::new();
-    for &p in &cfg.precisions {
-        let mut rep = match arch {
-            Some(arch) => {
-                let input = analysis::EstimateInput {
-                    arch,
-                    params_b,
-                    precision: p,
-                    batch: cfg.batch as u32,
-                    context: (cfg.prompt_len + cfg.tokens) as u32,
-                };
-                let e = analysis::estimate(ds, analysis::default_classes(), &input);
-                analysis::estimate_report(&e, &gpu, &model_name)
-            }
-            None => no_card_report(&gpu, &model_name, params_b, p, cfg),
-        };
-        let note = rep.results.note.take().unwrap_or_default();
-        rep.results.note = Some(format!("Not measured: {reason}. {note}"));
-        rep.measurement_source = Some(format!(
-            "quantenergy embedded dataset (no on-device measurement: {reason})"
-        ));
-        if cfg.perplexity.is_some() {
-            rep.quality = Some(report::Quality {
-                metric: "perplexity".into(),
-                basis: "unavailable".into(),
-                error: Some(format!("not scored: nothing was run ({reason})")),
-                ..Default::default()
-            });
-        }
-        let stem = file_stem(&model_name, p, cfg.batch);
-        let path = opts.out.join(format!("{stem}.estimate.json"));
-        write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;
-        reports.push((path, rep));
-    }
-    Ok(MeasureResult {
-        reports,
-        measured: false,
-    })
-}
-
-/// No GPU and no `--gpu` to estimate for: a report that says so, with no figure.
-fn no_card_report(
-    gpu: &str,
-    model_name: &str,
-    params_b: f64,
-    precision: report::Precision,
-    cfg: &ProtocolConfig,
-) -> report::Report {
-    report::Report {
-        schema_version: report::SCHEMA_VERSION.into(),
-        benchmark: "quantenergy-estimate".into(),
-        scenario: if cfg.batch <= 1 {
-            "SingleStream"
-        } else {
-            "Offline"
-        }
-        .into(),
-        timestamp_utc: Some(utc_now()),
-        system_under_test: report::SystemUnderTest {
-            gpu: gpu.into(),
-            gpu_arch: "unknown".into(),
-            accelerator_count: 1,
-            host: None,
-            extra: Default::default(),
+    let arms: Vec<_> = cfg.precisions.iter().map(|&p| (p, params_b)).collect();
+    crate::fallback::estimate_reports(
+        &crate::fallback::EstimateTarget {
+            out: &opts.out,
+            card: opts.card.as_deref(),
+            model_name: &model_name,
+            arms: &arms,
         },
-        workload: report::Workload {
-            model_name: model_name.into(),
-            params_b: Some(params_b),
-            precision: precision.as_str().into(),
-            batch_size: cfg.batch as u32,
-            context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
-            extra: Default::default(),
-        },
-        measurement: report::Measurement {
-            method: "none: no GPU to measure and no card named to estimate for".into(),
-            sample_rate_hz: 0,
-            tokens_per_run: None,
-            iterations: None,
-            warmup: None,
-            extra: Default::default(),
-        },
-        measurement_source: None,
-        results: report::Results {
-            total_energy_joules: None,
-            tokens_generated: None,
-            energy_per_token_mj: None,
-            fp16_energy_per_token_mj: None,
-            vs_fp16_energy_pct: None,
-            avg_power_watts: None,
-            throughput_tokens_per_s: None,
-            basis: report::Basis::Unavailable,
-            note: Some("No estimate: pass --gpu NAME to estimate for a card.".into()),
-            extra: Default::default(),
-        },
-        quality: None,
-        stack: None,
-        energy: None,
-        protocol: None,
-        environment: None,
-        weights: None,
-        extra: Default::default(),
-    }
+        cfg,
+        reason,
+    )
 }

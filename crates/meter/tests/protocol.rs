@@ -56,7 +56,7 @@ fn ctx() -> RunContext {
             seed: 1,
             quantized_from_float: false,
         },
-        engine: meter::engine::Engine::Eager,
+        engine: meter::engine::Engine::Eager.stack_name().into(),
         engine_version: "test".into(),
         timestamp_utc: "2026-11-30T00:00:00Z".into(),
         host: "test".into(),

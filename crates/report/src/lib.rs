@@ -52,9 +52,10 @@ pub use precision::{ParsePrecisionError, Precision};
 pub use schema::{schema_errors, schema_value};
 pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, SCENARIOS};
 pub use types::{
-    Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra,
-    IterationEnergy, Measurement, ParseBasisError, Preflight, Protocol, Quality, Report, Results,
-    Stack, SystemUnderTest, WeightFile, Weights, WeightsKind, Workload,
+    Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra, GpuRef,
+    IterationEnergy, Latency, Measurement, ParseBasisError, Preflight, Protocol, Quality, Report,
+    Results, Serving, ServingMode, Stack, SystemUnderTest, TokenCount, WeightFile, Weights,
+    WeightsKind, Workload,
 };
 
 /// The report schema (draft-07), a superset of upstream ecocompute-energy/1.0 and /1.1.

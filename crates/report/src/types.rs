@@ -332,6 +332,102 @@ pub struct Stack {
     /// `$.stack.driver`: NVIDIA driver version, e.g. 580.159.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// `$.stack.serving`: set when the meter drove an inference server over HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<Serving>,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `started`: the meter started and stopped the server; `external`: someone else did.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ServingMode {
+    /// The meter started the server for the arm (its command, load time and flags are known).
+    Started,
+    /// A server someone else started: its flags, other clients and load are unknown.
+    External,
+}
+
+/// quantenergy/1.2 `$.stack.serving`: how the meter drove an inference server.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Serving {
+    /// Who started the server.
+    pub mode: ServingMode,
+    /// The endpoint driven, e.g. `/v1/completions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// The server command line (started servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Concurrent streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// The model name the server answered with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    /// Where engine and version came from, e.g. `GET /props build_info`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identified_by: Option<String>,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// How a server arm's output tokens were counted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenCount {
+    /// The server's usage fields, cross-checked against the streamed chunks.
+    Usage,
+    /// Streamed tokens (the server reported no usage).
+    Stream,
+}
+
+/// quantenergy/1.2 `$.protocol.arms[].latency`: streamed latency of a server arm over its timed
+/// iterations, and how its tokens were counted.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Latency {
+    /// Requests in the timed iterations.
+    pub requests: u64,
+    /// Streamed chunks that carried output.
+    pub streamed_chunks: u64,
+    /// Output tokens from the server's usage fields (`None`: it reported none).
+    #[serde(default)]
+    pub usage_tokens: Option<u64>,
+    /// Where the token count came from.
+    pub counted_from: TokenCount,
+    /// Time to first token, median, ms.
+    pub ttft_ms_p50: f64,
+    /// Time to first token, 90th percentile, ms.
+    pub ttft_ms_p90: f64,
+    /// Time to first token, mean, ms.
+    pub ttft_ms_mean: f64,
+    /// Gap between streamed chunks, median, ms.
+    pub itl_ms_p50: f64,
+    /// Gap between streamed chunks, 90th percentile, ms.
+    pub itl_ms_p90: f64,
+    /// Gap between streamed chunks, 99th percentile, ms.
+    pub itl_ms_p99: f64,
+    /// Time per output token after the first, mean over requests, ms.
+    pub tpot_ms_mean: f64,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One card of `$.environment.gpus`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct GpuRef {
+    /// NVML index.
+    pub index: u32,
+    /// Card name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Card UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
@@ -533,6 +629,9 @@ pub struct Arm {
     /// This arm's perplexity, when the run scored it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perplexity: Option<ArmPerplexity>,
+    /// Streamed latency (server arms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
@@ -578,6 +677,7 @@ impl Arm {
             temperature_start_c: None,
             temperature_end_c: None,
             perplexity: None,
+            latency: None,
             extra: Extra::new(),
         }
     }
@@ -666,6 +766,9 @@ pub struct Environment {
     /// GPU temperature at the idle reference, °C.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_temperature_c: Option<f64>,
+    /// Every card whose counter was summed (multi-GPU server runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Vec<GpuRef>>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,

@@ -29,7 +29,7 @@ pub struct MeasureArgs {
     #[arg(
         long,
         conflicts_with = "synthetic",
-        required_unless_present = "synthetic"
+        required_unless_present_any = ["synthetic", "server_cmd", "server"]
     )]
     pub model: Option<PathBuf>,
     /// Seeded random weights at a real architecture's exact shapes (see data/models.csv), e.g.
@@ -37,12 +37,18 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub synthetic: Option<String>,
     /// Precision(s) to measure, comma-separated: F16, BF16, F32, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K.
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// With --server-cmd the precisions come from the --model-file arms.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "server_cmd",
+        conflicts_with = "server_cmd"
+    )]
     pub precision: Vec<Precision>,
     /// The baseline arm measured in the same run ("none" to skip; then no Δ is reported).
     #[arg(long, default_value = "F16", value_parser = parse_baseline)]
     pub baseline: Baseline,
-    /// GPU index (NVML and CUDA).
+    /// GPU index (NVML and CUDA) of the candle path.
     #[arg(long, default_value_t = 0)]
     pub device: u32,
     #[arg(long, default_value_t = 256)]
@@ -51,7 +57,8 @@ pub struct MeasureArgs {
     pub iterations: usize,
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-    #[arg(long, default_value_t = 1)]
+    /// Sequences decoded at once; on the server path, concurrent streams.
+    #[arg(long, visible_alias = "concurrency", default_value_t = 1)]
     pub batch: usize,
     #[arg(long, default_value_t = 16)]
     pub prompt_len: usize,
@@ -73,9 +80,12 @@ pub struct MeasureArgs {
     /// Output file name stem (default: derived from model, precision, batch).
     #[arg(long)]
     pub name: Option<String>,
-    /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
-    #[arg(long)]
-    pub gpu: Option<String>,
+    /// GPU indices to meter, comma-separated (`0,1`: a server spread over two cards, counters
+    /// summed); or, without a GPU, the card name to estimate for (e.g. "RTX 4090").
+    #[arg(long, value_parser = super::serve::parse_gpu)]
+    pub gpu: Option<super::serve::GpuSel>,
+    #[command(flatten)]
+    pub server: super::serve::ServerArgs,
     /// After each arm's energy window, score teacher-forced perplexity on the fixed public-domain
     /// text in data/perplexity/ (the report's `quality` block: value and Δ vs the FP16 arm).
     #[arg(long)]
@@ -114,12 +124,13 @@ impl MeasureArgs {
             device: self.device,
             out: self.out.clone(),
             name: self.name.clone(),
-            gpu: self.gpu.clone(),
+            card: self.gpu.as_ref().and_then(super::serve::GpuSel::card),
             engine: self.engine,
         }
     }
 
-    fn protocol(&self) -> ProtocolConfig {
+    /// The protocol as the arguments set it (the server path sets its arms from the files).
+    pub fn protocol(&self) -> ProtocolConfig {
         ProtocolConfig {
             precisions: self.precision.clone(),
             baseline: self.baseline.0,
@@ -145,7 +156,23 @@ impl MeasureArgs {
 
 /// Measure every requested arm (plus the baseline) and print what was written.
 pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
-    let res = meter::session::run_measure(&args.options())?;
+    let res = if args.server.is_server() {
+        super::serve::run(args)?
+    } else {
+        let opts = args.options();
+        match args.gpu.as_ref().map(super::serve::GpuSel::single_index) {
+            Some(Err(e)) => anyhow::bail!(e),
+            Some(Ok(Some(i))) => {
+                meter::session::run_measure(&MeasureOptions { device: i, ..opts })?
+            }
+            _ => meter::session::run_measure(&opts)?,
+        }
+    };
+    print_results(&res)
+}
+
+/// What was written, its figures, a share link each, and the first report as Markdown.
+pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<ExitCode> {
     for (path, rep) in &res.reports {
         println!(
             "wrote {} (basis: {})",

@@ -11,6 +11,8 @@ pub mod measure;
 pub mod optimize;
 #[cfg(feature = "gpu")]
 pub mod probe;
+#[cfg(feature = "gpu")]
+pub mod serve;
 pub mod share;
 #[cfg(feature = "gpu")]
 pub mod sweep;

@@ -1,0 +1,144 @@
+//! No GPU to measure: the dataset estimate for each arm, labelled as such with the reason, or a
+//! report that says there is no figure. Shared by the candle path and the server path.
+
+use crate::error::Result;
+use crate::files::{file_stem, utc_now, write_atomic};
+use crate::protocol::ProtocolConfig;
+use report::Precision;
+use std::path::{Path, PathBuf};
+
+/// What `measure` produced.
+pub struct MeasureResult {
+    /// The reports written, with their paths.
+    pub reports: Vec<(PathBuf, report::Report)>,
+    /// Whether any report was measured (false: all are the labelled no-GPU estimate).
+    pub measured: bool,
+}
+
+/// Where the estimates go and what they are of.
+pub struct EstimateTarget<'a> {
+    /// Output directory.
+    pub out: &'a Path,
+    /// The card to estimate for (`--card`); `None`: no figure at all.
+    pub card: Option<&'a str>,
+    /// The model's name.
+    pub model_name: &'a str,
+    /// Each arm: its precision and the model's size, billions of parameters.
+    pub arms: &'a [(Precision, f64)],
+}
+
+/// Write one labelled estimate per arm (`<stem>.estimate.json`): the embedded dataset's estimate
+/// for the named card, or a report with no figure when no card is named. `reason` says why
+/// nothing was measured and goes into every report.
+pub fn estimate_reports(
+    t: &EstimateTarget,
+    cfg: &ProtocolConfig,
+    reason: &str,
+) -> Result<MeasureResult> {
+    tracing::warn!("no measurement possible: {reason}");
+    let gpu = t.card.unwrap_or("no GPU detected").to_string();
+    let arch = t.card.and_then(report::arch_from_gpu_name);
+    let ds = analysis::Dataset::embedded();
+    let mut reports = Vec::new();
+    for &(p, params_b) in t.arms {
+        let mut rep = match arch {
+            Some(arch) => {
+                let input = analysis::EstimateInput {
+                    arch,
+                    params_b,
+                    precision: p,
+                    batch: cfg.batch as u32,
+                    context: (cfg.prompt_len + cfg.tokens) as u32,
+                };
+                let e = analysis::estimate(ds, analysis::default_classes(), &input);
+                analysis::estimate_report(&e, &gpu, t.model_name)
+            }
+            None => no_card_report(&gpu, t.model_name, params_b, p, cfg),
+        };
+        let note = rep.results.note.take().unwrap_or_default();
+        rep.results.note = Some(format!("Not measured: {reason}. {note}"));
+        rep.measurement_source = Some(format!(
+            "quantenergy embedded dataset (no on-device measurement: {reason})"
+        ));
+        if cfg.perplexity.is_some() {
+            rep.quality = Some(report::Quality {
+                metric: "perplexity".into(),
+                basis: "unavailable".into(),
+                error: Some(format!("not scored: nothing was run ({reason})")),
+                ..Default::default()
+            });
+        }
+        let stem = file_stem(t.model_name, p, cfg.batch);
+        let path = t.out.join(format!("{stem}.estimate.json"));
+        write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;
+        reports.push((path, rep));
+    }
+    Ok(MeasureResult {
+        reports,
+        measured: false,
+    })
+}
+
+/// No GPU and no card named to estimate for: a report that says so, with no figure.
+pub fn no_card_report(
+    gpu: &str,
+    model_name: &str,
+    params_b: f64,
+    precision: report::Precision,
+    cfg: &ProtocolConfig,
+) -> report::Report {
+    report::Report {
+        schema_version: report::SCHEMA_VERSION.into(),
+        benchmark: "quantenergy-estimate".into(),
+        scenario: if cfg.batch <= 1 {
+            "SingleStream"
+        } else {
+            "Offline"
+        }
+        .into(),
+        timestamp_utc: Some(utc_now()),
+        system_under_test: report::SystemUnderTest {
+            gpu: gpu.into(),
+            gpu_arch: "unknown".into(),
+            accelerator_count: 1,
+            host: None,
+            extra: Default::default(),
+        },
+        workload: report::Workload {
+            model_name: model_name.into(),
+            params_b: Some(params_b),
+            precision: precision.as_str().into(),
+            batch_size: cfg.batch as u32,
+            context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
+            extra: Default::default(),
+        },
+        measurement: report::Measurement {
+            method: "none: no GPU to measure and no card named to estimate for".into(),
+            sample_rate_hz: 0,
+            tokens_per_run: None,
+            iterations: None,
+            warmup: None,
+            extra: Default::default(),
+        },
+        measurement_source: None,
+        results: report::Results {
+            total_energy_joules: None,
+            tokens_generated: None,
+            energy_per_token_mj: None,
+            fp16_energy_per_token_mj: None,
+            vs_fp16_energy_pct: None,
+            avg_power_watts: None,
+            throughput_tokens_per_s: None,
+            basis: report::Basis::Unavailable,
+            note: Some("No estimate: pass --card NAME to estimate for a card.".into()),
+            extra: Default::default(),
+        },
+        quality: None,
+        stack: None,
+        energy: None,
+        protocol: None,
+        environment: None,
+        weights: None,
+        extra: Default::default(),
+    }
+}

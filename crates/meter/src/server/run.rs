@@ -1,0 +1,208 @@
+//! A server run end to end: arms from the model files, the protocol over the card(s), one report
+//! per arm (each naming its own file and the server that answered), or the labelled estimate
+//! when there is no GPU to read.
+
+use super::{Launch, ServerFactory, ServerOptions};
+use crate::error::{Error, Result};
+use crate::fallback::{estimate_reports, EstimateTarget, MeasureResult};
+use crate::files::{file_stem, hostname, sha256_file, utc_now, write_atomic};
+use crate::meter::{Clock, EnergyMeter};
+use crate::protocol::{self, ProtocolConfig};
+use crate::run_report::{build_report, RunContext, WeightsInfo};
+use report::Precision;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A server measurement as the CLI asked for it.
+#[derive(Debug, Clone)]
+pub struct ServerRun {
+    /// How to reach the server(s), and how to drive them.
+    pub server: ServerOptions,
+    /// Tokens, iterations, warm-ups, concurrency (`batch`), cooldown, seed. Its `precisions` and
+    /// `baseline` are set from the arms by [`ServerRun::arm_protocol`].
+    pub protocol: ProtocolConfig,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Output file name stem (default: from the model and precision).
+    pub name: Option<String>,
+    /// The card to estimate for when there is no GPU.
+    pub card: Option<String>,
+    /// Parameters, billions, for an external server (a started one reads them from its file).
+    pub params_b: Option<f64>,
+    /// Model name for an external server's reports.
+    pub model_name: Option<String>,
+}
+
+impl ServerRun {
+    /// The protocol with every arm requested and the FP16-class arm (F16, else BF16) as the
+    /// baseline, so each report carries its Δ against the float file served in the same run.
+    pub fn arm_protocol(&self, arms: &[Precision]) -> ProtocolConfig {
+        let baseline = [Precision::Fp16, Precision::Bf16]
+            .into_iter()
+            .find(|b| arms.contains(b));
+        ProtocolConfig {
+            precisions: arms.to_vec(),
+            baseline,
+            perplexity: None,
+            ..self.protocol.clone()
+        }
+    }
+
+    /// Each arm's precision, model name, size (billions) and weights, in the order given.
+    fn arms(&self) -> Result<Vec<(Precision, String, f64, WeightsInfo)>> {
+        match &self.server.launch {
+            Launch::Start { models, .. } => models
+                .iter()
+                .map(|m| {
+                    let (h, n) = sha256_file(&m.path)?;
+                    let file = m
+                        .path
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let name = m.info.name.clone().unwrap_or_else(|| stem_of(&m.path));
+                    let weights = synthetic_from_name(&name).unwrap_or(WeightsInfo::Real {
+                        path: m.path.display().to_string(),
+                        files: vec![(file, h, n)],
+                    });
+                    Ok((m.precision, name, m.info.params as f64 / 1e9, weights))
+                })
+                .collect(),
+            Launch::External { url, precision } => {
+                let params_b = self.params_b.ok_or(Error::ServerParamsUnknown)?;
+                let name = self
+                    .model_name
+                    .clone()
+                    .unwrap_or_else(|| "served model".into());
+                Ok(vec![(
+                    *precision,
+                    name,
+                    params_b,
+                    WeightsInfo::Real {
+                        path: format!("served by {url} (the files are the server's)"),
+                        files: Vec::new(),
+                    },
+                )])
+            }
+        }
+    }
+}
+
+fn stem_of(p: &Path) -> String {
+    p.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into())
+}
+
+/// Our synthetic GGUF writers name a file `synthetic <architecture> <type> seed <n>`; such a
+/// file's reports say synthetic weights, never real ones.
+fn synthetic_from_name(name: &str) -> Option<WeightsInfo> {
+    let rest = name.strip_prefix("synthetic ")?;
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let seed_at = words.iter().position(|w| *w == "seed")?;
+    Some(WeightsInfo::Synthetic {
+        architecture: words.first()?.to_string(),
+        seed: words.get(seed_at + 1)?.parse().ok()?,
+        quantized_from_float: false,
+    })
+}
+
+/// Run the protocol over the server arms on `meter` and write one report per arm.
+pub fn measure_served(
+    run: &ServerRun,
+    meter: &mut dyn EnergyMeter,
+    clock: Arc<dyn Clock>,
+) -> Result<MeasureResult> {
+    let arms = run.arms()?;
+    let precisions: Vec<Precision> = arms.iter().map(|a| a.0).collect();
+    let cfg = run.arm_protocol(&precisions);
+    let mut factory = ServerFactory::new(run.server.clone());
+    let outcome = protocol::run(&cfg, meter, &mut factory, clock)?;
+    let timestamp = utc_now();
+    let mut reports = Vec::new();
+    let mut measured = false;
+    for (precision, model_name, params_b, weights) in arms {
+        let ctx = RunContext {
+            model_name: model_name.clone(),
+            params_b,
+            weights,
+            engine: "server".into(),
+            engine_version: String::new(),
+            timestamp_utc: timestamp.clone(),
+            host: hostname(),
+        };
+        let rep = build_report(&cfg, &outcome, &ctx, precision)?;
+        measured |= rep.results.basis == report::Basis::Measured;
+        let stem = match &run.name {
+            Some(n) if precisions.len() == 1 => n.clone(),
+            Some(n) => format!("{n}_{}", precision.as_str()),
+            None => format!(
+                "{}_server",
+                file_stem(
+                    model_name.split(' ').next().unwrap_or(&model_name),
+                    precision,
+                    cfg.batch
+                )
+            ),
+        };
+        let path = run.out.join(format!("{stem}.json"));
+        write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;
+        reports.push((path, rep));
+    }
+    Ok(MeasureResult { reports, measured })
+}
+
+/// No GPU to read: the labelled estimate for every arm, with the reason.
+pub fn estimate_served(run: &ServerRun, reason: &str) -> Result<MeasureResult> {
+    let arms = run.arms()?;
+    let model_name = arms.first().map(|a| a.1.clone()).unwrap_or_default();
+    let sizes: Vec<(Precision, f64)> = arms.iter().map(|a| (a.0, a.2)).collect();
+    let cfg = run.arm_protocol(&sizes.iter().map(|a| a.0).collect::<Vec<_>>());
+    estimate_reports(
+        &EstimateTarget {
+            out: &run.out,
+            card: run.card.as_deref(),
+            model_name: &model_name,
+            arms: &sizes,
+        },
+        &cfg,
+        reason,
+    )
+}
+
+/// `measure --server-cmd` / `--server` on this machine: the NVML meters of `gpus` summed, or
+/// the labelled estimate when NVML cannot read them.
+#[cfg(feature = "nvml")]
+pub fn run_served(run: &ServerRun, gpus: &[u32]) -> Result<MeasureResult> {
+    use crate::meter::RealClock;
+    use crate::multi_meter::SumMeter;
+    use crate::nvml_meter::NvmlMeter;
+    let mut meters: Vec<(u32, Box<dyn EnergyMeter + Send>)> = Vec::new();
+    for &g in gpus {
+        match NvmlMeter::open(g) {
+            Ok(m) => meters.push((g, Box::new(m))),
+            Err(e) => return estimate_served(run, &e.to_string()),
+        }
+    }
+    let mut meter = SumMeter::new(meters)?;
+    measure_served(run, &mut meter, Arc::new(RealClock::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_names_are_read_back() {
+        match synthetic_from_name("synthetic qwen2-0.5b Q4_K seed 7") {
+            Some(WeightsInfo::Synthetic {
+                architecture, seed, ..
+            }) => {
+                assert_eq!((architecture.as_str(), seed), ("qwen2-0.5b", 7));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(synthetic_from_name("Qwen2 0.5B Instruct").is_none());
+        assert!(synthetic_from_name("synthetic qwen2 seed x").is_none());
+    }
+}
