@@ -6,6 +6,7 @@
 #   LLAMA_SRC    source tree            (default <repo>/.peers/llama.cpp; run_all.sh passes its own)
 #   LLAMA_BUILD  build directory        (default $HOME/.cache/quantenergy/llama-build-<kind>, outside the tree)
 #   JOBS         parallel jobs          (default: nproc)
+#   TARGETS      what to build          (default: llama-server llama-bench llama-quantize)
 # CUDA: nvcc from /usr/local/cuda/bin (13.0 on the H200 machine: not newer than the driver), cmake and
 # ninja from /opt/torch/.venv/bin when they are not on PATH. CPU: needs cmake + ninja-build (apt).
 # Prints the binaries' directory on the last line of stdout.
@@ -43,7 +44,7 @@ if [ -f "$BUILD/CMakeCache.txt" ] && ! grep -q "^CMAKE_HOME_DIRECTORY:INTERNAL=$
 fi
 cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${COMMON[@]}" "${FLAGS[@]}" >"$BUILD/configure.log" 2>&1 \
   || { tail -40 "$BUILD/configure.log" >&2; exit 1; }
-cmake --build "$BUILD" -j "$JOBS" --target llama-server llama-bench llama-quantize >"$BUILD/build.log" 2>&1 \
+cmake --build "$BUILD" -j "$JOBS" --target ${TARGETS:-llama-server llama-bench llama-quantize} >"$BUILD/build.log" 2>&1 \
   || { tail -60 "$BUILD/build.log" >&2; exit 1; }
 echo "built llama.cpp ($KIND) in $(( $(date +%s) - t0 )) s: $BUILD/bin" >&2
 ls -la "$BUILD/bin" >&2

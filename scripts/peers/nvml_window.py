@@ -60,7 +60,9 @@ class FakeNvml:
 
 
 class Meter:
-    def __init__(self, index=0):
+    def __init__(self, index=None):
+        # NVML_INDEX: the card to meter when a campaign runs one job per GPU.
+        index = int(os.environ.get("NVML_INDEX", "0")) if index is None else index
         if os.environ.get("QE_FAKE_NVML") == "1":
             self.nv, self.h, self.fake = FakeNvml(), None, True
             return
