@@ -218,22 +218,76 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
     rows
 }
 
-/// Engine and version, kernel, CUDA, driver.
+/// Engine and version, how a server was driven, kernel, CUDA, driver.
 fn stack_line(s: &crate::Stack) -> String {
     esc_long(&join_present(
         &[
-            match (&s.engine, &s.engine_version) {
-                (Some(e), Some(v)) => Some(format!("{e} {v}")),
-                (Some(e), None) => Some(e.clone()),
-                (None, Some(v)) => Some(v.clone()),
-                (None, None) => None,
-            },
+            engine_and_version(s),
+            s.serving.as_ref().map(serving_words),
             s.kernel.clone(),
             s.cuda.as_ref().map(|c| format!("CUDA {c}")),
             s.driver.as_ref().map(|d| format!("driver {d}")),
         ],
         " · ",
     ))
+}
+
+fn engine_and_version(s: &crate::Stack) -> Option<String> {
+    match (&s.engine, &s.engine_version) {
+        (Some(e), Some(v)) => Some(format!("{e} {v}")),
+        (Some(e), None) => Some(e.clone()),
+        (None, Some(v)) => Some(v.clone()),
+        (None, None) => None,
+    }
+}
+
+/// "server started by the meter, /v1/completions, 8 streams".
+fn serving_words(v: &crate::Serving) -> String {
+    join_present(
+        &[
+            Some(match v.mode {
+                crate::ServingMode::Started => "server started by the meter".to_string(),
+                crate::ServingMode::External => "external server".to_string(),
+            }),
+            v.api.clone(),
+            v.concurrency
+                .map(|c| format!("{c} stream{}", if c == 1 { "" } else { "s" })),
+        ],
+        ", ",
+    )
+}
+
+/// The report's stack in one plain line — engine and version, how a server was driven, and the
+/// streamed latency of the report's own arm — or `None` when the report names no stack (upstream
+/// reports). The page shows it beside an overlaid point; `compare` prints it.
+pub fn stack_summary(r: &Report) -> Option<String> {
+    let s = r.stack.as_ref()?;
+    let latency = r
+        .protocol
+        .as_ref()
+        .and_then(|p| p.arms.as_ref())
+        .and_then(|arms| arms.iter().find(|a| a.precision == r.workload.precision))
+        .and_then(|a| a.latency.as_ref())
+        .map(|l| {
+            format!(
+                "TTFT p50 {:.1} ms · inter-token p50 {:.2} ms · tokens from {}",
+                l.ttft_ms_p50,
+                l.itl_ms_p50,
+                match l.counted_from {
+                    crate::TokenCount::Usage => "the server's usage",
+                    crate::TokenCount::Stream => "the stream",
+                }
+            )
+        });
+    let line = join_present(
+        &[
+            engine_and_version(s),
+            s.serving.as_ref().map(serving_words),
+            latency,
+        ],
+        " · ",
+    );
+    (!line.is_empty()).then_some(line)
 }
 
 /// Kind, architecture, where from, seed, files and their hashes.
@@ -461,5 +515,26 @@ mod tests {
         assert!(!md.contains("@everyone"));
         // The JSON block's fence is longer than any backtick run inside it.
         assert!(md.contains("\n`````json\n"), "{md}");
+    }
+}
+
+#[cfg(test)]
+mod stack_summary_tests {
+    use super::*;
+
+    /// A committed H200 llama-server report: engine, how it was driven and its own arm's latency.
+    #[test]
+    fn a_server_report_names_its_stack_and_latency() {
+        let text = include_str!(
+            "../../../data/measurements/h200/server/llama-server/qwen2-7b-c1/qwen2-7b-llama-server-c1_Q4_K.json"
+        );
+        let r: Report = serde_json::from_str(text).unwrap();
+        let line = stack_summary(&r).unwrap();
+        assert!(line.starts_with("llama.cpp b0-unknown · server started by the meter, /v1/completions, 1 stream · TTFT p50 9.8 ms"), "{line}");
+        assert!(line.ends_with("tokens from the server's usage"), "{line}");
+        assert!(to_markdown(&r).contains("server started by the meter"));
+        let mut upstream = r.clone();
+        upstream.stack = None;
+        assert_eq!(stack_summary(&upstream), None);
     }
 }

@@ -35,11 +35,17 @@ pub enum Precision {
     GgufF16,
     /// llama.cpp GGUF Q4_0 file (`GGUF-Q4_0`).
     GgufQ4_0,
+    /// Activation-aware 4-bit weights, as vLLM / SGLang / TGI serve them (`AWQ-INT4`).
+    AwqInt4,
+    /// GPTQ 4-bit weights, as vLLM / SGLang / TGI serve them (`GPTQ-INT4`).
+    GptqInt4,
+    /// 8-bit floating point weights (E4M3), as vLLM / SGLang / TensorRT-LLM serve them (`FP8`).
+    Fp8,
 }
 
 impl Precision {
     /// Every precision, in the order of the schema's enum.
-    pub const ALL: [Precision; 13] = [
+    pub const ALL: [Precision; 16] = [
         Precision::Fp16,
         Precision::Nf4,
         Precision::Int8,
@@ -53,6 +59,9 @@ impl Precision {
         Precision::Q6K,
         Precision::GgufF16,
         Precision::GgufQ4_0,
+        Precision::AwqInt4,
+        Precision::GptqInt4,
+        Precision::Fp8,
     ];
 
     /// The schema's spelling (`FP16`, `Q4_K`, `INT8-pure`, `GGUF-Q4_0`, …).
@@ -71,6 +80,9 @@ impl Precision {
             Precision::Q6K => "Q6_K",
             Precision::GgufF16 => "GGUF-F16",
             Precision::GgufQ4_0 => "GGUF-Q4_0",
+            Precision::AwqInt4 => "AWQ-INT4",
+            Precision::GptqInt4 => "GPTQ-INT4",
+            Precision::Fp8 => "FP8",
         }
     }
 
@@ -105,7 +117,7 @@ impl Precision {
 
     /// An 8-bit format (INT8, INT8-pure, Q8_0): these save less, so their fit allows less saving.
     pub fn is_8bit(self) -> bool {
-        self.is_int8() || self == Precision::Q8_0
+        self.is_int8() || matches!(self, Precision::Q8_0 | Precision::Fp8)
     }
 
     /// A GGML/GGUF block format (candle's `Q*` or llama.cpp's `GGUF-*`).
@@ -145,9 +157,9 @@ impl fmt::Display for Precision {
     }
 }
 
-/// `"FP8".parse::<Precision>()` fails with this.
+/// `"FP4".parse::<Precision>()` fails with this.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown precision {0:?}: expected one of FP16, NF4, INT8, BF16, FP32, INT8-pure, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K, GGUF-F16, GGUF-Q4_0")]
+#[error("unknown precision {0:?}: expected one of FP16, NF4, INT8, BF16, FP32, INT8-pure, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K, GGUF-F16, GGUF-Q4_0, AWQ-INT4, GPTQ-INT4, FP8")]
 pub struct ParsePrecisionError(pub String);
 
 impl FromStr for Precision {
@@ -198,7 +210,9 @@ mod tests {
         }
         assert_eq!("F16".parse(), Ok(Precision::Fp16));
         assert_eq!(" q4_k ".parse(), Ok(Precision::Q4K));
-        assert!("FP8".parse::<Precision>().is_err());
+        assert_eq!("fp8".parse(), Ok(Precision::Fp8));
+        assert_eq!("awq-int4".parse(), Ok(Precision::AwqInt4));
+        assert!("FP4".parse::<Precision>().is_err());
         assert!("GGUF-Q4_0-mlperf-client-file".parse::<Precision>().is_err());
     }
 

@@ -748,7 +748,7 @@ mod tests {
     fn labels_outside_the_enums() {
         let mut r = no_gpu();
         r.scenario = "Batch".into();
-        r.workload.precision = "FP8".into();
+        r.workload.precision = "FP4".into();
         let (e, _) = semantic_checks(&r);
         assert_eq!(paths(&e), ["$.scenario", "$.workload.precision"]);
         assert!(e[0]

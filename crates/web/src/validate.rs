@@ -41,6 +41,9 @@ pub struct Checked {
     /// The report's perplexity check in one line, where it has one (valid reports only).
     #[serde(default)]
     pub quality: Option<String>,
+    /// The software stack that ran it, in one line (engine, version, server, latency).
+    #[serde(default)]
+    pub stack: Option<String>,
     /// `schema` when the JSON-Schema pass ran, `typed` for typed + semantic checks only,
     /// `size`/`read`/`none` when the text was never checked.
     pub engine: String,
@@ -58,6 +61,7 @@ impl Checked {
             point: None,
             markdown: None,
             quality: None,
+            stack: None,
             engine: engine.into(),
         }
     }
@@ -120,6 +124,11 @@ pub fn check_here(text: &str) -> Checked {
         .filter(|_| valid)
         .and_then(|r| r.quality.as_ref())
         .map(report::quality_line);
+    let stack = v
+        .report
+        .as_ref()
+        .filter(|_| valid)
+        .and_then(report::stack_summary);
     Checked {
         errors: conv(v.errors),
         warnings: conv(v.warnings),
@@ -127,6 +136,7 @@ pub fn check_here(text: &str) -> Checked {
         point,
         markdown,
         quality,
+        stack,
         engine: if cfg!(feature = "schema") {
             "schema".into()
         } else {

@@ -190,6 +190,14 @@ pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<ExitCode> {
                 rep.results.note.clone().unwrap_or_default()
             ),
         }
+        if let Some(stack) = rep
+            .stack
+            .as_ref()
+            .filter(|s| s.serving.is_some())
+            .and(report::stack_summary(rep))
+        {
+            println!("  {stack}");
+        }
         println!(
             "  share: {}",
             report::share::link(

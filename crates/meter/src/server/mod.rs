@@ -387,8 +387,16 @@ pub struct ServerDecoder {
 }
 
 impl ServerDecoder {
-    /// A request error, with the server's last words when it has died meanwhile.
+    /// A request error, with the server's last words when it has died meanwhile. A server that
+    /// crashed is often still being torn down when its connection breaks: wait up to a second
+    /// for its exit before deciding it is alive.
     fn explain(&mut self, e: ServerError) -> ServerError {
+        if let Some(p) = self.process.as_mut() {
+            let t0 = std::time::Instant::now();
+            while p.exited().is_none() && t0.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         match self
             .process
             .as_mut()

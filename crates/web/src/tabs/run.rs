@@ -706,6 +706,7 @@ fn EntryCard(e: Entry) -> impl IntoView {
                 let warnings = c.warnings.clone();
                 view! {
                     <PointSummary p=point.clone() warnings=warnings/>
+                    {c.stack.clone().map(|s| view! { <p class="fine stack-line">"Stack: "{s}</p> })}
                     {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}
                     <details class="md">
                         <summary>"Markdown for a submission"</summary>

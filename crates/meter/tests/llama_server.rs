@@ -1,0 +1,320 @@
+//! The server path against the real thing: llama.cpp's `llama-server` built for the CPU from the
+//! tree vendored in PyPI's llama-cpp-python sdist (`scripts/peers/fetch-llama-cpp.sh`,
+//! `build-llama-cpp.sh cpu`; `./dev test` does both and caches the build), serving tiny synthetic
+//! GGUFs written by `scripts/peers/make_gguf.py`. The energy comes from a meter that integrates a
+//! constant power over real time (there is no GPU here): what is tested is everything else —
+//! starting and stopping the server per arm, readiness, identity, streamed token counting and
+//! latency, a server killed mid-run, and valid reports.
+//!
+//! `QE_LLAMA_SERVER` points at another binary. Without one the test fails and says how to build
+//! it: a missing peer never passes silently.
+
+use meter::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe, RealClock};
+use meter::protocol::{CooldownConfig, ProtocolConfig};
+use meter::server::run::{measure_served, ServerRun};
+use meter::server::{Api, Launch, ServedModel, ServerOptions};
+use report::Precision;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WATTS: f64 = 100.0;
+
+/// Constant power over real time: energy = W × elapsed.
+struct WallMeter(Instant);
+
+impl EnergyMeter for WallMeter {
+    fn info(&mut self) -> Result<DeviceInfo, MeterError> {
+        Ok(DeviceInfo {
+            name: "NVIDIA H200 (simulated meter)".into(),
+            arch: Some(report::Arch::Hopper),
+            energy_counter: true,
+            ..Default::default()
+        })
+    }
+    fn energy_mj(&mut self) -> Result<u64, MeterError> {
+        Ok((self.0.elapsed().as_secs_f64() * WATTS * 1000.0) as u64 + 1)
+    }
+    fn power_w(&mut self) -> Result<f64, MeterError> {
+        Ok(WATTS)
+    }
+    fn temperature_c(&mut self) -> Result<f64, MeterError> {
+        Ok(40.0)
+    }
+    fn free_memory_bytes(&mut self) -> Result<u64, MeterError> {
+        Ok(80 << 30)
+    }
+    fn power_probe(&self) -> PowerProbe {
+        Box::new(|| Ok(WATTS))
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn llama_server() -> PathBuf {
+    let p = std::env::var_os("QE_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            home.join(".cache/quantenergy/llama-build-cpu/bin/llama-server")
+        });
+    assert!(
+        p.is_file(),
+        "no llama-server at {}: run `scripts/peers/fetch-llama-cpp.sh && scripts/peers/build-llama-cpp.sh cpu` \
+         (./dev test does) or set QE_LLAMA_SERVER",
+        p.display()
+    );
+    p
+}
+
+/// A tiny synthetic GGUF of `ty` (F16 / Q4_0), written once per machine (one writer at a time:
+/// the tests of this file run in parallel).
+fn tiny_gguf(ty: &str) -> PathBuf {
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join("qe-llama-server-ggufs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("tiny-{ty}.gguf"));
+    if !path.exists() {
+        let out = std::process::Command::new("python3")
+            .arg(repo().join("scripts/peers/make_gguf.py"))
+            .args(["--shape", "tiny", "--type", ty, "--seed", "3", "--out"])
+            .arg(&path)
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "make_gguf.py failed (needs numpy and .peers/llama.cpp): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    path
+}
+
+fn model(precision: Precision, ty: &str) -> ServedModel {
+    let path = tiny_gguf(ty);
+    let info = meter::model_file::inspect(&path).unwrap();
+    assert_eq!(
+        info.precision,
+        Some(precision),
+        "{ty}: {:?}",
+        info.weight_types
+    );
+    ServedModel {
+        precision,
+        path,
+        info,
+    }
+}
+
+fn protocol(tokens: usize, batch: usize) -> ProtocolConfig {
+    ProtocolConfig {
+        tokens,
+        iterations: 3,
+        warmup: 1,
+        batch,
+        prompt_len: 8,
+        sample_hz: 20.0,
+        idle_reads: 2,
+        cooldown: CooldownConfig {
+            max_s: 0.2,
+            poll_s: 0.05,
+            ..CooldownConfig::default()
+        },
+        ..ProtocolConfig::default()
+    }
+}
+
+fn run(
+    command: String,
+    models: Vec<ServedModel>,
+    api: Api,
+    cfg: ProtocolConfig,
+    out: &Path,
+) -> ServerRun {
+    ServerRun {
+        server: ServerOptions {
+            launch: Launch::Start {
+                command,
+                models,
+                log_dir: out.join("server-logs"),
+            },
+            api,
+            served_model: None,
+            ready_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(60),
+            stall_timeout: Duration::from_secs(20),
+            seed: 5,
+        },
+        protocol: cfg,
+        out: out.to_path_buf(),
+        name: None,
+        card: None,
+        params_b: None,
+        model_name: None,
+    }
+}
+
+fn out_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("qe-llama-server-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn arm(r: &report::Report, p: Precision) -> &report::Arm {
+    r.protocol
+        .as_ref()
+        .unwrap()
+        .arms
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|a| a.precision == p.as_str())
+        .unwrap()
+}
+
+#[test]
+fn llama_server_arms_are_measured_with_latency_and_identity() {
+    let server = llama_server();
+    let out = out_dir("ok");
+    let cmd = format!(
+        "{} -m {{model}} --port {{port}} -c 512 -t 2 -np 2",
+        server.display()
+    );
+    for (api, batch) in [(Api::Completions, 1), (Api::Llama, 2)] {
+        let r = run(
+            cmd.clone(),
+            vec![
+                model(Precision::Fp16, "F16"),
+                model(Precision::Q4_0, "Q4_0"),
+            ],
+            api,
+            protocol(24, batch),
+            &out,
+        );
+        let res = measure_served(
+            &r,
+            &mut WallMeter(Instant::now()),
+            Arc::new(RealClock::default()),
+        )
+        .unwrap();
+        assert!(res.measured);
+        assert_eq!(res.reports.len(), 2);
+        for (path, rep) in &res.reports {
+            let text = std::fs::read_to_string(path).unwrap();
+            let v = report::validate_str(&text);
+            assert!(v.errors.is_empty(), "{}: {:?}", path.display(), v.errors);
+            assert_eq!(
+                rep.results.basis,
+                report::Basis::Measured,
+                "{:?}",
+                rep.results.note
+            );
+            assert_eq!(rep.results.tokens_generated, Some(3 * 24 * batch as u64));
+            assert_eq!(rep.workload.batch_size, batch as u32);
+            let stack = rep.stack.as_ref().unwrap();
+            assert_eq!(stack.engine.as_deref(), Some("llama.cpp"));
+            assert!(stack.engine_version.is_some());
+            let serving = stack.serving.as_ref().unwrap();
+            assert_eq!(serving.mode, report::ServingMode::Started);
+            assert_eq!(serving.api.as_deref(), Some(api.path()));
+            assert!(serving.command.as_deref().unwrap().contains("--port "));
+            assert_eq!(
+                serving.identified_by.as_deref(),
+                Some("GET /props build_info")
+            );
+            let w = rep.weights.as_ref().unwrap();
+            assert_eq!(
+                w.kind,
+                report::WeightsKind::Synthetic,
+                "make_gguf.py names its files synthetic"
+            );
+            let p: Precision = rep.workload.precision.parse().unwrap();
+            let lat = arm(rep, p)
+                .latency
+                .as_ref()
+                .expect("latency of a server arm");
+            assert_eq!(lat.requests, 3 * batch as u64);
+            assert_eq!(lat.usage_tokens, Some(3 * 24 * batch as u64));
+            assert_eq!(lat.counted_from, report::TokenCount::Usage);
+            assert!(
+                lat.ttft_ms_p50 > 0.0 && lat.itl_ms_p50 > 0.0 && lat.tpot_ms_mean > 0.0,
+                "{lat:?}"
+            );
+            assert!(lat.streamed_chunks >= 3, "{lat:?}");
+            // Each arm's Δ is against the F16 file served in the same run.
+            assert!(rep.results.fp16_energy_per_token_mj.is_some());
+        }
+        let q4 = res
+            .reports
+            .iter()
+            .find(|(_, r)| r.workload.precision == "Q4_0")
+            .unwrap();
+        assert!(q4.1.results.vs_fp16_energy_pct.is_some());
+        assert!(out.join("server-logs/Q4_0.log").exists());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A server killed while its arm runs fails that arm with the server's exit and last words; the
+/// other arm is still measured and the reports validate.
+#[test]
+fn a_killed_llama_server_fails_its_arm_and_keeps_the_other() {
+    let server = llama_server();
+    let out = out_dir("kill");
+    // The F16 arm's server is killed (SIGKILL) once it has finished its first completion (the
+    // warm-up): a crash mid-run. The Q4_0 arm's server runs normally.
+    let cmd = format!(
+        "case {{model}} in *F16*) ({} -m {{model}} --port {{port}} -c 512 -t 2 & S=$!; \
+         while ! grep -q 'stop processing' {log} 2>/dev/null; do sleep 0.05; done; \
+         kill -9 $S; wait $S; exit 137) ;; *) exec {} -m {{model}} --port {{port}} -c 512 -t 2 ;; esac",
+        server.display(),
+        server.display(),
+        log = out.join("server-logs/FP16.log").display(),
+    );
+    let r = run(
+        cmd,
+        vec![
+            model(Precision::Fp16, "F16"),
+            model(Precision::Q4_0, "Q4_0"),
+        ],
+        Api::Completions,
+        protocol(48, 1),
+        &out,
+    );
+    let res = measure_served(
+        &r,
+        &mut WallMeter(Instant::now()),
+        Arc::new(RealClock::default()),
+    )
+    .unwrap();
+    let f16 = res
+        .reports
+        .iter()
+        .find(|(_, r)| r.workload.precision == "FP16")
+        .unwrap();
+    let q4 = res
+        .reports
+        .iter()
+        .find(|(_, r)| r.workload.precision == "Q4_0")
+        .unwrap();
+    for (path, _) in &res.reports {
+        let v = report::validate_str(&std::fs::read_to_string(path).unwrap());
+        assert!(v.errors.is_empty(), "{}: {:?}", path.display(), v.errors);
+    }
+    assert_eq!(f16.1.results.basis, report::Basis::Unavailable);
+    assert!(f16.1.results.energy_per_token_mj.is_none());
+    let err = arm(&f16.1, Precision::Fp16).error.clone().unwrap();
+    // The wrapper shell reports the SIGKILL as exit status 137.
+    assert!(err.contains("exited (exit status: 137)"), "{err}");
+    assert_eq!(q4.1.results.basis, report::Basis::Measured);
+    assert!(
+        q4.1.results.vs_fp16_energy_pct.is_none(),
+        "no Δ against a failed baseline"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
