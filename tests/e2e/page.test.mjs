@@ -109,6 +109,25 @@ test('choosing both upstream examples with the file input overlays two points an
   await context.close();
 });
 
+test('a llama-server report from the H200 overlays on the hopper curve and names its stack and latency', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=run`);
+  await painted(page, 'overlay-canvas');
+  const report = path.join(
+    path.dirname(DIST),
+    'data/measurements/h200/server/llama-server/qwen2-7b-c1/qwen2-7b-llama-server-c1_Q4_K.json',
+  );
+  await page.setInputFiles('#file-input', [report]);
+  const text = await entriesText(page, 1);
+  assert.match(text, /Q4_K/);
+  assert.match(text, /measured/);
+  assert.match(text, /drawn on the hopper Q4_K curve/);
+  const stack = await page.locator('#entries .stack-line').innerText();
+  assert.match(stack, /^Stack: llama\.cpp b0-unknown · server started by the meter, \/v1\/completions, 1 stream · TTFT p50 9\.8 ms/);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('dropping both upstream examples (synthetic drop event with DataTransfer) stacks them', async () => {
   const { page, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=run`);

@@ -374,7 +374,7 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
     spec
 }
 
-const COMMANDS: [(&str, &str); 4] = [
+const COMMANDS: [(&str, &str); 6] = [
     (
         "Measure (synthetic weights in a real model's shapes; needs an NVIDIA GPU and the CUDA toolkit)",
         "cargo run --release -p cli --features cuda -- measure --synthetic qwen2-0.5b --precision Q4_K",
@@ -382,6 +382,14 @@ const COMMANDS: [(&str, &str); 4] = [
     (
         "Your own weights, with a quality check (Δ perplexity vs the FP16 arm on a fixed text)",
         "quantenergy measure --model ./Qwen2-1.5B --precision Q4_K --perplexity",
+    ),
+    (
+        "The server you deploy (llama.cpp here; vLLM, SGLang, TGI alike): one server per file, the F16 file is the baseline",
+        "quantenergy measure --server-cmd \"llama-server -m {model} --port {port} -ngl 999\" --model-file F16=qwen2-7b-f16.gguf --model-file Q4_K=qwen2-7b-q4_k.gguf",
+    ),
+    (
+        "Where do your reports sit against the published curve of their card and stack?",
+        "quantenergy compare *.json",
     ),
     (
         "Validate the report it wrote",
