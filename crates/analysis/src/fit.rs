@@ -16,6 +16,8 @@ pub const N_STAR_MIN: f64 = 0.1;
 pub const N_STAR_MAX: f64 = 200.0;
 /// Floor on the residual scale used for uncertainty (upstream `base = max(resid, 2)`).
 pub const SIGMA_FLOOR: f64 = 2.0;
+/// The band's half-width in σ: 1.96, a two-sided 95 % normal interval.
+pub const BAND_Z: f64 = 1.96;
 
 /// Why a fit could not be made.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -184,12 +186,19 @@ impl Fit {
         }
     }
 
-    /// 95 % band of the curve at `n`: ±1.96·√(se_curve² + σ_extrap²). Inside the anchors' range
-    /// this is the parameter uncertainty; outside it widens with the log-distance.
-    pub fn band(&self, n: f64) -> (f64, f64) {
+    /// The σ the band at `n` is built from: √(se_curve² + σ_extrap²), points. A residual divided
+    /// by it says how many σ a point sits from the curve ([`crate::compare`]).
+    pub fn band_sigma(&self, n: f64) -> f64 {
         let se = self.curve_se(n);
         let ex = self.extrapolation_sigma(n);
-        let half = 1.96 * (se * se + ex * ex).sqrt();
+        (se * se + ex * ex).sqrt()
+    }
+
+    /// 95 % band of the curve at `n`: ±1.96·[`Fit::band_sigma`] = ±1.96·√(se_curve² + σ_extrap²).
+    /// Inside the anchors' range this is the parameter uncertainty; outside it widens with the
+    /// log-distance.
+    pub fn band(&self, n: f64) -> (f64, f64) {
+        let half = BAND_Z * self.band_sigma(n);
         let y = self.predict(n);
         (y - half, y + half)
     }

@@ -8,6 +8,8 @@
 //! * [`curves`] — one fit per (architecture, precision) class, user points joining their class.
 //! * [`estimate`](mod@estimate) — a user's model: ΔE% with CI, basis, confidence, absolute energy.
 //! * [`verdict`] — the plain-language verdict on a ΔE and its interval.
+//! * [`compare`](mod@compare) — where a report's measured ΔE sits against its class's curve (the
+//!   page's overlay and `quantenergy compare`).
 //! * `to_report` — an estimate as a schema-valid `energy.json` ([`estimate_report`]).
 //! * [`shapes`](mod@shapes) — real transformer shapes (`data/models.csv`).
 //! * [`vram`](mod@vram) — weight formats at their true storage cost, and the VRAM a configuration needs.
@@ -19,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+pub mod compare;
 pub mod curves;
 pub mod dataset;
 pub mod estimate;
@@ -28,6 +31,7 @@ pub mod stats;
 mod to_report;
 pub mod verdict;
 
+pub use compare::{place, place_report, Comparison, NoCurve, Outcome, Placement, Subject};
 pub use curves::{
     default_classes, find_class, fit_classes, ClassPoint, CurveClass, ExtraPoint, PointOrigin,
 };

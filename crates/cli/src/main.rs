@@ -29,6 +29,18 @@ enum Command {
         #[arg(required = true)]
         files: Vec<String>,
     },
+    /// Place reports against the published crossover curve of their class (the page's overlay).
+    ///
+    /// For each report: the curve of its architecture, precision and — where the report names one
+    /// in stack.engine — its software stack, at its model size: the curve's ΔE, the 95 % band,
+    /// inside or outside, and residual ÷ the band's σ. Or why there is no curve (no class, another
+    /// stack, batch > 1), or that the report is not compared: an estimate (basis interpolated,
+    /// extrapolated or unavailable) or a report without an FP16 figure.
+    ///
+    /// Exit codes: 0 every report placed inside its band or explained; 1 any measured report
+    /// outside its band (use it as a regression check); 2 any file unreadable, not JSON or invalid
+    /// (with `validate`'s messages naming the field).
+    Compare(cmd::compare::CompareArgs),
     /// Estimate ΔE% vs FP16 for a model from the published dataset (never a measurement).
     Estimate(cmd::estimate::EstimateArgs),
     /// The fitted crossover table per architecture and precision.
@@ -105,6 +117,7 @@ fn main() -> ExitCode {
     let ok = |r: anyhow::Result<()>| r.map(|_| ExitCode::SUCCESS);
     let result = match cli.command {
         Command::Validate { files } => cmd::validate::validate(&files),
+        Command::Compare(args) => cmd::compare::run(&args),
         Command::Estimate(args) => ok(cmd::estimate::run(&args)),
         Command::Crossover {
             arch,

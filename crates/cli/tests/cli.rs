@@ -372,3 +372,214 @@ fn aggregate_keeps_the_graph_engine_apart_from_the_eager_one() {
         );
     }
 }
+
+const INSIDE: &str = "data/measurements/h200/raw/qwen2-7b_b1_r1_Q4_K.json";
+const OUTSIDE: &str = "data/measurements/h200/raw/qwen2-1.5b_b1_r2_Q4_0.json";
+const GRAPH: &str = "data/measurements/h200/engine/sitting-2026-11-30/qwen2-7b_graph_Q4_K.json";
+const BATCH64: &str = "data/measurements/h200/raw/qwen2-1.5b_b64_r1_Q4_K.json";
+
+fn compare_json(args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
+    let mut all = vec!["compare", "--json"];
+    all.extend_from_slice(args);
+    let o = qe(&all);
+    let rows: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    (o.status.code(), rows.as_array().unwrap().clone())
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qe-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A committed report with `edit` applied, written to `dir/name`.
+fn tampered(dir: &std::path::Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> String {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join(INSIDE)).unwrap()).unwrap();
+    edit(&mut v);
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn compare_places_a_committed_report_inside_its_curve_band() {
+    let o = qe(&["compare", INSIDE]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let out = stdout(&o);
+    let row = out.lines().find(|l| l.starts_with(INSIDE)).expect(&out);
+    // Qwen2-7B Q4_K on the H200, eager candle: −28.6 % measured, the hopper Q4_K curve −27.1 %
+    // at 7.62 B, band −31.6 … −22.6 %, 0.7 σ below it.
+    for cell in [
+        "NVIDIA H200 · hopper",
+        "Q4_K",
+        "7.62 B",
+        "candle",
+        "−28.6 %",
+        "−27.1 %",
+        "−31.6 % … −22.6 %",
+        "−0.7",
+        "inside",
+    ] {
+        assert!(row.contains(cell), "{cell:?} not in {row}");
+    }
+    let (code, rows) = compare_json(&[INSIDE]);
+    assert_eq!(code, Some(0));
+    let r = &rows[0];
+    assert_eq!(r["file"], INSIDE);
+    assert_eq!(r["outcome"], "inside");
+    assert_eq!(r["curve"], "hopper Q4_K");
+    assert_eq!(r["engine"], "candle");
+    let c = &r["comparison"];
+    assert_eq!(c["measured_pct"], -28.62);
+    let (pred, sigma) = (
+        c["predicted_pct"].as_f64().unwrap(),
+        c["sigma_pct"].as_f64().unwrap(),
+    );
+    assert!((pred + 27.1).abs() < 0.05, "{pred}");
+    let z = c["sigmas"].as_f64().unwrap();
+    assert!((z - (-28.62 - pred) / sigma).abs() < 1e-9, "{z}");
+    let band = c["band_pct"].as_array().unwrap();
+    let half = (band[1].as_f64().unwrap() - band[0].as_f64().unwrap()) / 2.0;
+    assert!((half - 1.96 * sigma).abs() < 1e-9);
+}
+
+#[test]
+fn compare_exits_1_when_a_measured_report_is_outside_its_band() {
+    // A committed single run far from its class's curve (−32.1 % where the curve says −19.9 %).
+    let o = qe(&["compare", INSIDE, OUTSIDE]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let out = stdout(&o);
+    let row = out.lines().find(|l| l.starts_with(OUTSIDE)).expect(&out);
+    assert!(row.contains("OUTSIDE") && row.contains("−8.4"), "{row}");
+    assert!(
+        out.contains("2 files: 1 inside the band, 1 outside"),
+        "{out}"
+    );
+    // The same report with its quantized energy tampered to +20 % vs FP16.
+    let dir = temp_dir("compare-outside");
+    let path = tampered(&dir, "plus20.json", |v| {
+        let fp16 = v["results"]["fp16_energy_per_token_mj"].as_f64().unwrap();
+        v["results"]["energy_per_token_mj"] = (fp16 * 1.2).into();
+        v["results"]["vs_fp16_energy_pct"] = 20.0.into();
+    });
+    let (code, rows) = compare_json(&[&path]);
+    assert_eq!(code, Some(1));
+    assert_eq!(rows[0]["outcome"], "outside");
+    assert_eq!(rows[0]["measured_delta_pct"], 20.0);
+    assert!(rows[0]["comparison"]["sigmas"].as_f64().unwrap() > 1.96);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn compare_explains_what_it_cannot_place_and_exits_0() {
+    let files = [
+        GRAPH,
+        BATCH64,
+        "data/examples/interpolated.json",
+        "data/examples/unavailable.json",
+        "data/examples/upstream-measured-illustrative.json",
+    ];
+    let mut args = vec!["compare"];
+    args.extend_from_slice(&files);
+    let o = qe(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let out = stdout(&o);
+    for line in [
+        "no hopper Q4_K curve for stack candle-graph: the published hopper Q4_K curve was measured with candle",
+        "no curve at batch 64: the published curves are single-stream decode (batch 1)",
+        "not measured (basis interpolated): an estimate is not compared with the curve",
+        "not measured (basis unavailable): an estimate is not compared with the curve",
+        "the report names no stack.engine: compared with the curve measured with transformers + bitsandbytes",
+    ] {
+        assert!(out.contains(line), "{line:?} not in {out}");
+    }
+    let (code, rows) = compare_json(&files);
+    assert_eq!(code, Some(0));
+    let outcomes: Vec<&str> = rows
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "no_curve",
+            "no_curve",
+            "not_measured",
+            "not_measured",
+            "inside"
+        ]
+    );
+    assert_eq!(rows[0]["no_curve"]["kind"], "stack");
+    assert_eq!(rows[1]["no_curve"]["kind"], "batch");
+    // An estimate never gets a number.
+    for r in &rows[2..4] {
+        assert!(
+            r["measured_delta_pct"].is_null() && r["comparison"].is_null(),
+            "{r}"
+        );
+    }
+    let est = out
+        .lines()
+        .find(|l| l.starts_with("data/examples/interpolated.json"))
+        .unwrap();
+    assert!(!est.contains('%'), "{est}");
+}
+
+#[test]
+fn compare_says_when_a_report_has_no_fp16_figure() {
+    let dir = temp_dir("compare-nodelta");
+    let path = tampered(&dir, "no-fp16.json", |v| {
+        let r = v["results"].as_object_mut().unwrap();
+        r.remove("fp16_energy_per_token_mj");
+        r.remove("vs_fp16_energy_pct");
+    });
+    let o = qe(&["compare", &path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("no ΔE: the report has no FP16 energy"));
+    let (_, rows) = compare_json(&[&path]);
+    assert_eq!(rows[0]["outcome"], "no_delta");
+    assert!(rows[0]["measured_delta_pct"].is_null());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn compare_exits_2_on_an_invalid_or_unreadable_file_naming_the_field() {
+    let dir = temp_dir("compare-invalid");
+    let bad = tampered(&dir, "bad-batch.json", |v| {
+        v["workload"]["batch_size"] = "one".into();
+    });
+    // Invalid beats outside: 2, with validate's message at the field's path.
+    let o = qe(&["compare", INSIDE, OUTSIDE, &bad]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(out.contains(&format!("{bad}: INVALID")), "{out}");
+    assert!(
+        out.contains("error   $.workload.batch_size: expected an integer ≥ 1"),
+        "{out}"
+    );
+    assert!(out.contains("1 unreadable or invalid"), "{out}");
+    let (code, rows) = compare_json(&[&bad, "/nonexistent/energy.json"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(rows[0]["outcome"], "invalid");
+    assert_eq!(rows[0]["errors"][0]["path"], "$.workload.batch_size");
+    assert_eq!(rows[1]["outcome"], "unreadable");
+    let not_json = dir.join("x.json");
+    std::fs::write(&not_json, "{ nope").unwrap();
+    assert_eq!(
+        qe(&["compare", not_json.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn compare_help_documents_the_exit_codes() {
+    let o = qe(&["compare", "--help"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("1 any measured report outside its band") && out.contains("regression check"),
+        "{out}"
+    );
+}

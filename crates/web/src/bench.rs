@@ -2,6 +2,7 @@
 //! end-to-end tests call them in headless Chromium and print the numbers for the performance
 //! notes.
 
+use analysis::compare::Subject;
 use analysis::curves::{ExtraPoint, PointOrigin};
 use analysis::{ClassPoint, Point};
 use report::{Arch, Precision};
@@ -71,7 +72,7 @@ pub fn redraw_ms(points: u32, reps: u32) -> f64 {
         .map(|i| {
             let n = 0.4 * 1.01f64.powi(i as i32 % 500);
             NamedPoint {
-                point: SharePoint {
+                subject: Subject::from_share_point(&SharePoint {
                     model: format!("bench-{i}"),
                     params_b: Some(n),
                     arch: "ada".into(),
@@ -80,7 +81,7 @@ pub fn redraw_ms(points: u32, reps: u32) -> f64 {
                     basis: ["measured", "interpolated", "extrapolated"][i as usize % 3].into(),
                     gpu: "RTX 4090".into(),
                     source: None,
-                },
+                }),
                 name: format!("bench {i}"),
             }
         })

@@ -36,6 +36,10 @@ pub struct Checked {
     pub valid: bool,
     /// The point the report contributes to an overlay (size, architecture, recomputed ΔE, …).
     pub point: Option<PointWire>,
+    /// The same point with the report's stack engine and batch size: what
+    /// `analysis::compare::place` places (an overlay link carries neither).
+    #[serde(default)]
+    pub subject: Option<analysis::compare::Subject>,
     /// Markdown for a submission (valid reports only).
     pub markdown: Option<String>,
     /// The report's perplexity check in one line, where it has one (valid reports only).
@@ -59,6 +63,7 @@ impl Checked {
             warnings: Vec::new(),
             valid: false,
             point: None,
+            subject: None,
             markdown: None,
             quality: None,
             stack: None,
@@ -117,6 +122,11 @@ pub fn check_here(text: &str) -> Checked {
         .as_ref()
         .filter(|_| valid)
         .map(report::share::from_report);
+    let subject = v
+        .report
+        .as_ref()
+        .filter(|_| valid)
+        .map(analysis::compare::Subject::from_report);
     let markdown = v.report.as_ref().filter(|_| valid).map(report::to_markdown);
     let quality = v
         .report
@@ -134,6 +144,7 @@ pub fn check_here(text: &str) -> Checked {
         warnings: conv(v.warnings),
         valid,
         point,
+        subject,
         markdown,
         quality,
         stack,

@@ -229,6 +229,43 @@ async fn run_tab_stacks_pasted_reports_and_lists_their_basis() {
 }
 
 #[test]
+async fn run_tab_places_reports_with_the_function_quantenergy_compare_runs() {
+    // An eager-candle H200 report sits on the hopper Q4_K curve; the graph engine's report of the
+    // same shape is drawn alone (engines are never pooled). The card shows the line
+    // `analysis::compare` writes, the one `quantenergy compare` prints for the same file.
+    const EAGER: &str =
+        include_str!("../../../data/measurements/h200/raw/qwen2-7b_b1_r1_Q4_K.json");
+    const GRAPH: &str = include_str!(
+        "../../../data/measurements/h200/engine/sitting-2026-11-30/qwen2-7b_graph_Q4_K.json"
+    );
+    let m = mount("?tab=run");
+    settle().await;
+    for text in [EAGER, GRAPH] {
+        set_and_fire(&q(&m.root, "#paste-box"), text, "input");
+        settle().await;
+        q(&m.root, "#paste-check")
+            .unchecked_into::<web_sys::HtmlElement>()
+            .click();
+        settle().await;
+    }
+    settle().await;
+    let t = text(&m.root);
+    for text in [EAGER, GRAPH] {
+        let r = report::validate_str(text).report.unwrap();
+        let line = analysis::compare::place_report(&r, analysis::default_classes()).summary();
+        assert!(t.contains(&line), "{line:?} not in {t}");
+    }
+    assert!(
+        t.contains("drawn on the hopper Q4_K curve; inside the hopper Q4_K band"),
+        "{t}"
+    );
+    assert!(
+        t.contains("drawn alone: no hopper Q4_K curve for stack candle-graph"),
+        "{t}"
+    );
+}
+
+#[test]
 async fn a_report_with_a_perplexity_check_shows_it_on_its_card() {
     // The upstream illustrative report carries a quality block (schema 1.1): 11.43 vs 11.29.
     let m = mount("?tab=run");

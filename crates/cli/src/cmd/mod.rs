@@ -2,6 +2,7 @@
 //! and `meter`. The GPU subcommands (measure, overhead, engine-check, sweep, probe) need the `gpu` feature.
 
 pub mod aggregate;
+pub mod compare;
 pub mod crossover;
 #[cfg(feature = "gpu")]
 pub mod engine_check;

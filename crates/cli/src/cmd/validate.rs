@@ -1,7 +1,94 @@
 //! `quantenergy validate`: schema + semantic checks of reports, with exit codes a script can use.
+//! [`check_file`] and [`print_check`] are also how `quantenergy compare` reads its reports.
 
 use anyhow::Result;
 use std::process::ExitCode;
+
+/// One file read and validated.
+pub enum FileCheck {
+    /// The file could not be read as UTF-8 text (the message says why).
+    Unreadable(String),
+    /// The text was validated.
+    Checked {
+        /// What `report::validate_str` found.
+        validation: Box<report::Validation>,
+        /// The text is not JSON at all.
+        not_json: bool,
+    },
+}
+
+impl FileCheck {
+    /// The typed report of a valid file.
+    pub fn report(&self) -> Option<&report::Report> {
+        match self {
+            FileCheck::Checked { validation, .. } if validation.is_valid() => {
+                validation.report.as_ref()
+            }
+            _ => None,
+        }
+    }
+
+    /// Unreadable, or not JSON: exit 2 in both commands.
+    pub fn unreadable(&self) -> bool {
+        matches!(
+            self,
+            FileCheck::Unreadable(_) | FileCheck::Checked { not_json: true, .. }
+        )
+    }
+
+    /// Every error as (JSON path, message); an unreadable file's reason at `$`.
+    pub fn errors(&self) -> Vec<(String, String)> {
+        match self {
+            FileCheck::Unreadable(why) => vec![("$".into(), why.clone())],
+            FileCheck::Checked { validation, .. } => validation
+                .errors
+                .iter()
+                .map(|i| (i.path.clone(), i.message.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Read `path` (`-`: standard input) and validate it.
+pub fn check_file(path: &str) -> FileCheck {
+    match super::read_input(path) {
+        Ok(text) => FileCheck::Checked {
+            validation: Box::new(report::validate_str(&text)),
+            not_json: serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err(),
+        },
+        Err(e) => FileCheck::Unreadable(format!("{e:#}")),
+    }
+}
+
+/// Print what `validate` prints for one file: `path: ok` / `INVALID` / `unreadable`, then each
+/// error and (with `warnings`) each warning with its JSON path.
+pub fn print_check(path: &str, check: &FileCheck, warnings: bool) {
+    match check {
+        FileCheck::Unreadable(why) => println!("{path}: unreadable: {why}"),
+        FileCheck::Checked { validation: v, .. } => {
+            if v.errors.is_empty() {
+                println!(
+                    "{path}: ok{}",
+                    if v.warnings.is_empty() {
+                        ""
+                    } else {
+                        " (with warnings)"
+                    }
+                );
+            } else {
+                println!("{path}: INVALID");
+            }
+            for e in &v.errors {
+                println!("  error   {}: {}", e.path, e.message);
+            }
+            if warnings {
+                for w in &v.warnings {
+                    println!("  warning {}: {}", w.path, w.message);
+                }
+            }
+        }
+    }
+}
 
 /// Validate each file (or `-`, standard input). Exit 0 when all are valid, 1 when any is invalid,
 /// 2 when any is unreadable or not JSON.
@@ -9,37 +96,11 @@ pub fn validate(files: &[String]) -> Result<ExitCode> {
     let mut any_invalid = false;
     let mut any_unreadable = false;
     for path in files {
-        let text = match super::read_input(path) {
-            Ok(t) => t,
-            Err(e) => {
-                println!("{path}: unreadable: {e:#}");
-                any_unreadable = true;
-                continue;
-            }
-        };
-        let v = report::validate_str(&text);
-        let not_json = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err();
-        if v.errors.is_empty() {
-            println!(
-                "{path}: ok{}",
-                if v.warnings.is_empty() {
-                    ""
-                } else {
-                    " (with warnings)"
-                }
-            );
-        } else {
-            println!("{path}: INVALID");
-        }
-        for e in &v.errors {
-            println!("  error   {}: {}", e.path, e.message);
-        }
-        for w in &v.warnings {
-            println!("  warning {}: {}", w.path, w.message);
-        }
-        if not_json {
+        let check = check_file(path);
+        print_check(path, &check, true);
+        if check.unreadable() {
             any_unreadable = true;
-        } else if !v.errors.is_empty() {
+        } else if check.report().is_none() {
             any_invalid = true;
         }
     }

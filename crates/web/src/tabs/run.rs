@@ -1,12 +1,14 @@
 //! Run it yourself: how to run the meter; a drop zone, file picker and paste box that stack
 //! several `energy.json` reports (or overlay links); each report validated locally with errors by
 //! JSON path and warnings next to its point; valid points drawn on the fitted curve of their
-//! class, coloured by basis; Markdown for a submission and a share link per point; and a toggle
-//! that refits the curves with your measured points as extra anchors.
+//! class, coloured by basis, each placed against that curve's band by `analysis::compare::place`
+//! (the function behind `quantenergy compare`); Markdown for a submission and a share link per
+//! point; and a toggle that refits the curves with your measured points as extra anchors.
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
+use analysis::compare::{place, Outcome, Placement, Subject};
 use analysis::curves::{ExtraPoint, PointOrigin};
 use analysis::estimate::ClassId;
 use analysis::{default_classes, find_class, fit_classes, ClassPoint, CurveClass, Dataset, Point};
@@ -51,51 +53,25 @@ impl Entry {
             _ => None,
         }
     }
-}
 
-/// Where a point goes on the chart.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Placement {
-    /// The class the point belongs to, when it names a known architecture and precision.
-    pub class: Option<ClassId>,
-    /// The architecture as the point names it (lower case), for labels.
-    pub arch: String,
-    /// The precision as the point names it, for labels.
-    pub precision: String,
-    /// Model size, B parameters.
-    pub n: f64,
-    /// ΔE vs FP16, %.
-    pub delta: f64,
-}
-
-/// Where a point goes on the chart, when it has a size, a ΔE and an architecture. The point's
-/// text is parsed into [`Arch`] and [`Precision`] here, once.
-pub fn placement(p: &SharePoint) -> Option<Placement> {
-    let n = p.params_b.filter(|x| x.is_finite() && *x > 0.0)?;
-    let delta = p.vs_fp16_pct.filter(|x| x.is_finite())?;
-    let arch = p.arch.trim().to_ascii_lowercase();
-    if arch.is_empty() {
-        return None;
+    /// What `analysis::compare::place` places, when the entry is valid: a report's point with its
+    /// stack engine and batch size, a link's point without them.
+    pub fn subject(&self) -> Option<Subject> {
+        match &self.state {
+            EntryState::Report(c) if c.valid => c
+                .subject
+                .clone()
+                .or_else(|| c.point.as_ref().map(Subject::from_share_point)),
+            EntryState::Link(Ok(p)) => Some(Subject::from_share_point(p)),
+            _ => None,
+        }
     }
-    let precision = p.precision.trim().to_string();
-    let class = arch
-        .parse::<Arch>()
-        .ok()
-        .zip(precision.parse::<Precision>().ok())
-        .map(|(arch, precision)| ClassId { arch, precision });
-    Some(Placement {
-        class,
-        arch,
-        precision,
-        n,
-        delta,
-    })
 }
 
-/// The published class of a placement, if there is one.
-fn published_class(pl: &Placement) -> Option<&'static CurveClass> {
-    let c = pl.class?;
-    find_class(default_classes(), c.arch, c.precision)
+/// Where a subject goes: its class's published curve, or why there is none, and the comparison
+/// (`analysis::compare::place`, the function `quantenergy compare` runs).
+pub fn placement(subject: &Subject) -> Placement {
+    place(subject, default_classes())
 }
 
 #[derive(Clone, Copy)]
@@ -230,28 +206,25 @@ impl RunState {
         }
     }
 
-    /// The user's measured points as extra anchors (those that name a known architecture and
-    /// precision: a class needs both).
+    /// The user's measured points as extra anchors: each joins the class `Placement::joins_class`
+    /// names (its curve's, or a new one where no curve of its architecture and precision exists;
+    /// never one measured with another engine or at another batch size).
     pub fn extra_anchors(&self) -> Vec<ExtraPoint> {
         self.entries.with(|es| {
             es.iter()
                 .filter_map(|e| {
-                    let p = e.point()?;
-                    if p.basis != "measured" {
-                        return None;
-                    }
-                    let pl = placement(&p)?;
-                    let class = pl.class?;
+                    let s = e.subject()?;
+                    let class = placement(&s).joins_class()?;
                     Some(ExtraPoint {
                         arch: class.arch,
                         precision: class.precision,
                         point: ClassPoint {
                             point: Point {
-                                n: pl.n,
-                                delta: pl.delta,
+                                n: s.params_b?,
+                                delta: s.delta_pct?,
                             },
-                            gpu: p.gpu.clone(),
-                            model: p.model.clone(),
+                            gpu: s.gpu.clone(),
+                            model: s.model.clone(),
                             n: Some(1),
                             cv_pct: None,
                             source: format!("your report: {}", e.name),
@@ -279,8 +252,8 @@ pub fn refit(extra: &[ExtraPoint]) -> Refit {
 /// A valid point of one entry, with the entry's name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NamedPoint {
-    /// The overlay point.
-    pub point: SharePoint,
+    /// The point with its stack engine and batch size (where known).
+    pub subject: Subject,
     /// The entry it came from (file name, "pasted JSON", "overlay link 1").
     pub name: String,
 }
@@ -297,11 +270,12 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
     let mut keys: Vec<ClassId> = Vec::new();
     let placed: Vec<(&NamedPoint, Placement)> = points
         .iter()
-        .filter_map(|np| placement(&np.point).map(|pl| (np, pl)))
+        .map(|np| (np, placement(&np.subject)))
+        .filter(|(_, pl)| pl.drawable())
         .collect();
     for (_, pl) in &placed {
-        if let Some(k) = pl.class.filter(|k| !keys.contains(k)) {
-            if published_class(pl).is_some() {
+        if let Ok(k) = pl.curve {
+            if !keys.contains(&k) {
                 keys.push(k);
             }
         }
@@ -313,9 +287,9 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
         });
     }
     let (mut x0, mut x1) = (0.3f64, 30.0f64);
-    for (_, pl) in &placed {
-        x0 = x0.min(pl.n / 1.5);
-        x1 = x1.max(pl.n * 1.5);
+    for n in placed.iter().filter_map(|(_, pl)| pl.subject.params_b) {
+        x0 = x0.min(n / 1.5);
+        x1 = x1.max(n * 1.5);
     }
     spec.x_range = (x0.max(0.05), x1.min(1000.0));
     let xr = spec.x_range;
@@ -345,7 +319,10 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
         }
     }
     for (np, pl) in placed {
-        let (p, name, n, d) = (&np.point, &np.name, pl.n, pl.delta);
+        let (p, name) = (&pl.subject, &np.name);
+        let (Some(n), Some(d)) = (p.params_b, p.delta_pct) else {
+            continue;
+        };
         spec.marks.push(Mark {
             x: n,
             y: d,
@@ -419,8 +396,8 @@ pub fn RunTab() -> impl IntoView {
         st.entries.with(|es| {
             es.iter()
                 .filter_map(|e| {
-                    e.point().map(|point| NamedPoint {
-                        point,
+                    e.subject().map(|subject| NamedPoint {
+                        subject,
                         name: e.name.clone(),
                     })
                 })
@@ -597,7 +574,7 @@ fn OverlayCard(spec: Signal<Spec>, refitted: Memo<Option<Refit>>) -> impl IntoVi
         <div class="card">
             <h2 class="card-title">"3 · Your points on the fitted curves"</h2>
             <p class="sub">
-                "Each valid report is drawn at (size, ΔE recomputed from its energies) on the fitted curve of its architecture and precision, coloured by basis. Grey circles: the published anchors."
+                "Each valid report is drawn at (size, ΔE recomputed from its energies) on the fitted curve of its architecture and precision — of its stack too, where the report names its engine — coloured by basis; its card says whether a measured point is inside the curve's 95 % band (the same check as quantenergy compare). Grey circles: the published anchors."
             </p>
             <div class="chart-controls">
                 <super::Toggle id="include-fit" checked=st.include_fit label="Include my measured points in the fit"/>
@@ -689,6 +666,7 @@ fn EntryCard(e: Entry) -> impl IntoView {
         Origin::Link => "link",
     };
     let point = e.point();
+    let subject = e.subject();
     let body = match &e.state {
         EntryState::Checking => view! { <p class="checking">"Checking…"</p> }.into_any(),
         EntryState::Link(Err(msg)) => view! {
@@ -699,7 +677,8 @@ fn EntryCard(e: Entry) -> impl IntoView {
         }
         .into_any(),
         EntryState::Link(Ok(_)) => {
-            view! { <PointSummary p=point.clone() warnings=Vec::new()/> }.into_any()
+            view! { <PointSummary p=point.clone() subject=subject.clone() warnings=Vec::new()/> }
+                .into_any()
         }
         EntryState::Report(c) => {
             let c = (**c).clone();
@@ -713,7 +692,7 @@ fn EntryCard(e: Entry) -> impl IntoView {
                 let md = c.markdown.clone().unwrap_or_default();
                 let warnings = c.warnings.clone();
                 view! {
-                    <PointSummary p=point.clone() warnings=warnings/>
+                    <PointSummary p=point.clone() subject=subject.clone() warnings=warnings/>
                     {c.stack.clone().map(|s| view! { <p class="fine stack-line">"Stack: "{s}</p> })}
                     {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}
                     <details class="md">
@@ -769,22 +748,16 @@ fn EntryCard(e: Entry) -> impl IntoView {
 }
 
 #[component]
-fn PointSummary(p: Option<SharePoint>, warnings: Vec<validate::Finding>) -> impl IntoView {
+fn PointSummary(
+    p: Option<SharePoint>,
+    subject: Option<Subject>,
+    warnings: Vec<validate::Finding>,
+) -> impl IntoView {
     let Some(p) = p else {
         return view! { <p class="fine">"No point to draw."</p> }.into_any();
     };
-    let placed = placement(&p);
-    let where_ = match &placed {
-        Some(pl) => {
-            let (a, pr) = (&pl.arch, &pl.precision);
-            if published_class(pl).is_some() {
-                format!("drawn on the {a} {pr} curve")
-            } else {
-                format!("drawn alone: no published {a} {pr} curve yet")
-            }
-        }
-        None => "not drawn: the report has no usable size or ΔE (params_b / energies)".into(),
-    };
+    let subject = subject.unwrap_or_else(|| Subject::from_share_point(&p));
+    let where_ = where_line(&placement(&subject));
     let basis = p.basis.clone();
     view! {
         <div class="point">
@@ -806,4 +779,29 @@ fn PointSummary(p: Option<SharePoint>, warnings: Vec<validate::Finding>) -> impl
         </div>
     }
     .into_any()
+}
+
+/// The card's line under a point: which curve it is drawn on (or why it is drawn alone, or not
+/// at all), then what `analysis::compare` concluded.
+pub fn where_line(pl: &Placement) -> String {
+    if !pl.drawable() {
+        return match pl.outcome {
+            Outcome::NoDelta | Outcome::NoSize => format!("not drawn: {}", pl.summary()),
+            _ if pl.subject.delta_pct.is_none() => {
+                format!(
+                    "not drawn: the report has no ΔE (no FP16 figure); {}",
+                    pl.summary()
+                )
+            }
+            _ => format!(
+                "not drawn: the report has no model size (params_b); {}",
+                pl.summary()
+            ),
+        };
+    }
+    match (&pl.curve, &pl.outcome) {
+        (Ok(class), _) => format!("drawn on the {class} curve; {}", pl.summary()),
+        (Err(why), Outcome::NoCurve) => format!("drawn alone: {why}"),
+        (Err(why), _) => format!("drawn alone: {why}; {}", pl.summary()),
+    }
 }
