@@ -101,6 +101,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `quantenergy compare … | head` must end quietly when the reader goes away, as Unix tools
+    // do, not panic in println!: restore SIGPIPE's default action (Rust ignores it at start-up).
+    #[cfg(unix)]
+    // SAFETY: called first, before any thread exists; SIG_DFL is always a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",

@@ -583,3 +583,44 @@ fn compare_help_documents_the_exit_codes() {
         "{out}"
     );
 }
+
+/// A llama.cpp report has no curve among the candle-measured Hopper classes; `--any-stack`
+/// compares it anyway, says it is a cross-stack comparison, and the stack's effect is the residual.
+#[test]
+fn compare_any_stack_places_a_llama_cpp_report_on_the_candle_curve_and_says_so() {
+    let f =
+        "data/measurements/h200/server/llama-server/qwen2-7b-c1/qwen2-7b-llama-server-c1_Q4_K.json";
+    let (code, rows) = compare_json(&[f]);
+    assert_eq!(code, Some(0));
+    assert_eq!(rows[0]["outcome"], "no_curve", "{:?}", rows[0]);
+    let (code, rows) = compare_json(&[f, "--any-stack"]);
+    let o = rows[0]["outcome"].as_str().unwrap();
+    assert!(o == "inside" || o == "outside", "{:?}", rows[0]);
+    assert_eq!(code, Some(if o == "outside" { 1 } else { 0 }));
+    assert_eq!(
+        rows[0]["engine"], "llama.cpp",
+        "the report keeps its engine"
+    );
+    let text = stdout(&qe(&["compare", f, "--any-stack"]));
+    assert!(
+        text.contains("across stacks (--any-stack): a llama.cpp report against the curve measured with candle"),
+        "{text}"
+    );
+}
+
+/// A reader that goes away (`quantenergy … | head`) ends the command quietly, never with a panic.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+        .args(["compare", "--json", "data/measurements/h200/raw"])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before the first line
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}

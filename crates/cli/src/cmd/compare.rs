@@ -2,7 +2,9 @@
 //! curve of its class — the page's overlay as a table. Every number comes from
 //! `analysis::compare::place`, the function the page calls for each dropped report.
 
-use analysis::compare::{place_report, sigmas_label, size_label, Outcome, Placement};
+use analysis::compare::{
+    place, place_report, sigmas_label, size_label, Outcome, Placement, Subject,
+};
 use analysis::default_classes;
 use analysis::verdict::signed_pct;
 use anyhow::Result;
@@ -21,6 +23,11 @@ pub struct CompareArgs {
     /// Print a JSON array (one object per file) instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Compare with the curve of the report's card class and precision even when that curve was
+    /// measured with another engine (e.g. a llama.cpp report against the candle curve): the
+    /// residual then includes what the stack does to the answer. Marked as such in the output.
+    #[arg(long)]
+    pub any_stack: bool,
 }
 
 /// One file's line of `--json`.
@@ -55,7 +62,7 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
         .collect();
     let placed: Vec<(&str, Option<Placement>)> = checks
         .iter()
-        .map(|(f, c)| (*f, c.report().map(|r| place_report(r, default_classes()))))
+        .map(|(f, c)| (*f, c.report().map(|r| place_one(r, a.any_stack))))
         .collect();
     let any_refused = placed.iter().any(|(_, p)| p.is_none());
     let any_outside = placed
@@ -93,6 +100,31 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Place one report; with `any_stack` against its class's curve whatever engine measured it. The
+/// subject keeps its engine for the output, so a cross-stack comparison stays visible.
+fn place_one(r: &report::Report, any_stack: bool) -> Placement {
+    if !any_stack {
+        return place_report(r, default_classes());
+    }
+    let subject = Subject::from_report(r);
+    let mut p = place(
+        &Subject {
+            engine: None,
+            ..subject.clone()
+        },
+        default_classes(),
+    );
+    p.subject = subject;
+    p
+}
+
+/// The report's engine differs from every engine its curve was measured with.
+fn cross_stack(p: &Placement) -> Option<&str> {
+    let e = p.subject.engine.as_deref()?;
+    let key = analysis::compare::engine_key(e);
+    (!p.curve_engines.is_empty() && !p.curve_engines.iter().any(|c| *c == key)).then_some(e)
 }
 
 const HEADERS: [&str; 10] = [
@@ -198,6 +230,12 @@ fn print_table(checks: &[(&str, FileCheck)], placed: &[(&str, Option<Placement>)
                         inside += 1;
                     } else {
                         outside += 1;
+                    }
+                    if let Some(e) = cross_stack(p) {
+                        println!(
+                            "    across stacks (--any-stack): a {e} report against the curve measured with {}",
+                            p.curve_engines.join(" + ")
+                        );
                     }
                     if p.subject.engine.is_none() {
                         println!(
