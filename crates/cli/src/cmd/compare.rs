@@ -124,7 +124,7 @@ fn place_one(r: &report::Report, any_stack: bool) -> Placement {
 fn cross_stack(p: &Placement) -> Option<&str> {
     let e = p.subject.engine.as_deref()?;
     let key = analysis::compare::engine_key(e);
-    (!p.curve_engines.is_empty() && !p.curve_engines.iter().any(|c| *c == key)).then_some(e)
+    (!p.curve_engines.is_empty() && !p.curve_engines.contains(&key)).then_some(e)
 }
 
 const HEADERS: [&str; 10] = [
