@@ -3,8 +3,9 @@
 //! vLLM) loads the same file, so nothing here loads a weight or needs `candle`.
 //!
 //! [`inspect`] takes a `.gguf` file, a `.safetensors` file, or a Hugging Face directory of
-//! `*.safetensors` shards (with an optional `config.json`); [`inspect_gguf_bytes`] is the pure
-//! GGUF header parser it uses. Every length and count in a file is bounded before anything is
+//! `*.safetensors` shards (with an optional `config.json`); [`inspect_gguf_bytes`],
+//! [`inspect_safetensors_bytes`] and [`config_model_type_bytes`] are the pure parsers it uses
+//! (the fuzz targets of `fuzz/` drive them). Every length and count in a file is bounded before anything is
 //! allocated for it, and every malformed input is a [`ModelFileError`], never a panic.
 
 use std::collections::BTreeMap;
@@ -450,6 +451,28 @@ pub fn inspect_gguf_bytes(header: &[u8]) -> Result<GgufHeader, ModelFileError> {
     })
 }
 
+/// Reads a whole safetensors file held in memory (header, then data: every tensor's
+/// `data_offsets` is checked against the bytes after the header, as [`inspect`] checks them against
+/// the file's length). The pure counterpart of [`inspect`] on one `.safetensors` file, without the
+/// `config.json` beside it (`architecture` stays `None`); errors name the path `<memory>`.
+pub fn inspect_safetensors_bytes(file: &[u8]) -> Result<ModelFileInfo, ModelFileError> {
+    let path = Path::new(IN_MEMORY);
+    let len = file.len() as u64;
+    let end = safetensors_header_end(file, len).map_err(|p| safetensors_error(path, p))?;
+    // `end <= len` was checked, so the slice is in range.
+    let json = &file[8..end as usize];
+    let tensors = parse_safetensors_header(json, len - end).map_err(|e| header_error(path, e))?;
+    let mut info = summarize(ModelFormat::Safetensors, path, tensors.into_iter());
+    info.bytes = len;
+    Ok(info)
+}
+
+/// `model_type` of `config.json` text, `None` when the field is absent: what [`inspect`] reads
+/// from the `config.json` beside safetensors weights. Errors name the path `<memory>`.
+pub fn config_model_type_bytes(json: &[u8]) -> Result<Option<String>, ModelFileError> {
+    Ok(parse_side_json::<Config>(json, Path::new(IN_MEMORY), "config.json")?.model_type)
+}
+
 /// Tensors as (type name, elements, number of dims) → a [`ModelFileInfo`] with `bytes`,
 /// `architecture` and `name` left for the caller.
 fn summarize(
@@ -795,10 +818,23 @@ fn read_safetensors(
     mut buf: Vec<u8>,
     len: u64,
 ) -> Result<Vec<TensorSummary>, ModelFileError> {
-    let bad = |problem| ModelFileError::Safetensors {
-        path: path.to_path_buf(),
-        problem,
-    };
+    let end = safetensors_header_end(&buf, len).map_err(|p| safetensors_error(path, p))?;
+    read_up_to(file, path, &mut buf, end)?;
+    let json = buf.get(8..end as usize).ok_or_else(|| {
+        safetensors_error(
+            path,
+            SafetensorsProblem::Truncated {
+                header_len: end - 8,
+                file_len: buf.len() as u64,
+            },
+        )
+    })?;
+    parse_safetensors_header(json, len - end).map_err(|e| header_error(path, e))
+}
+
+/// The end of a safetensors header (8 + its length), checked against the limit and against
+/// `len`, the file's length; `buf` holds at least the file's first 8 bytes when it has them.
+fn safetensors_header_end(buf: &[u8], len: u64) -> Result<u64, SafetensorsProblem> {
     let header_len = match buf.get(..8) {
         Some(b) => {
             let mut a = [0u8; 8];
@@ -806,37 +842,41 @@ fn read_safetensors(
             u64::from_le_bytes(a)
         }
         None => {
-            return Err(bad(SafetensorsProblem::Truncated {
+            return Err(SafetensorsProblem::Truncated {
                 header_len: 0,
                 file_len: len,
-            }))
+            })
         }
     };
     if header_len > MAX_SAFETENSORS_HEADER {
-        return Err(bad(SafetensorsProblem::HeaderTooLarge { len: header_len }));
+        return Err(SafetensorsProblem::HeaderTooLarge { len: header_len });
     }
     let end = 8 + header_len;
     if end > len {
-        return Err(bad(SafetensorsProblem::Truncated {
+        return Err(SafetensorsProblem::Truncated {
             header_len,
             file_len: len,
-        }));
+        });
     }
-    read_up_to(file, path, &mut buf, end)?;
-    let json = buf.get(8..end as usize).ok_or_else(|| {
-        bad(SafetensorsProblem::Truncated {
-            header_len,
-            file_len: buf.len() as u64,
-        })
-    })?;
-    parse_safetensors_header(json, len - end).map_err(|e| match e {
+    Ok(end)
+}
+
+fn safetensors_error(path: &Path, problem: SafetensorsProblem) -> ModelFileError {
+    ModelFileError::Safetensors {
+        path: path.to_path_buf(),
+        problem,
+    }
+}
+
+fn header_error(path: &Path, e: HeaderError) -> ModelFileError {
+    match e {
         HeaderError::Json(source) => ModelFileError::Json {
             path: path.to_path_buf(),
             what: "the safetensors header",
             source,
         },
-        HeaderError::Problem(problem) => bad(problem),
-    })
+        HeaderError::Problem(problem) => safetensors_error(path, problem),
+    }
 }
 
 enum HeaderError {
@@ -1006,21 +1046,40 @@ fn read_side_json<T: for<'de> Deserialize<'de>>(
     file.take(MAX_SIDE_JSON)
         .read_to_end(&mut bytes)
         .map_err(|e| ModelFileError::io("reading", path, e))?;
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|source| ModelFileError::Json {
-            path: path.to_path_buf(),
-            what,
-            source,
-        })
+    parse_side_json(&bytes, path, what).map(Some)
+}
+
+/// Parses the bytes of a side JSON file read from `path`.
+fn parse_side_json<T: for<'de> Deserialize<'de>>(
+    bytes: &[u8],
+    path: &Path,
+    what: &'static str,
+) -> Result<T, ModelFileError> {
+    let json_error = |source| ModelFileError::Json {
+        path: path.to_path_buf(),
+        what,
+        source,
+    };
+    // serde's derived structs also read an array of their fields in order, so `["qwen2"]` read as
+    // a config with `model_type` qwen2 (issue 17: found by the `config_json` fuzz target). Both
+    // files are JSON objects.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(json_error(de::Error::invalid_type(
+            de::Unexpected::Seq,
+            &"a JSON object",
+        )));
+    }
+    serde_json::from_slice(bytes).map_err(json_error)
+}
+
+/// The one field of `config.json` read.
+#[derive(Deserialize)]
+struct Config {
+    model_type: Option<String>,
 }
 
 /// `model_type` of a `config.json`, `None` when the file or the field is absent.
 fn config_model_type(path: &Path) -> Result<Option<String>, ModelFileError> {
-    #[derive(Deserialize)]
-    struct Config {
-        model_type: Option<String>,
-    }
     Ok(read_side_json::<Config>(path, "config.json")?.and_then(|c| c.model_type))
 }
 
@@ -1465,6 +1524,47 @@ mod tests {
         out.extend_from_slice(&json);
         out.resize(out.len() + offset as usize, 0);
         out
+    }
+
+    /// The pure readers the fuzz targets drive read what `inspect` reads from a file.
+    #[test]
+    fn safetensors_and_config_bytes_read_as_files_do() {
+        let one = safetensors(&[("w", "BF16", &[10, 4]), ("n", "F32", &[4])]);
+        let info = inspect_safetensors_bytes(&one).unwrap();
+        assert_eq!(info.path, PathBuf::from("<memory>"));
+        assert_eq!((info.bytes, info.params), (one.len() as u64, 44));
+        assert_eq!(info.precision, Some(Precision::Bf16));
+        let path = scratch("st-bytes").join("model.safetensors");
+        std::fs::write(&path, &one).unwrap();
+        let file = inspect(&path).unwrap();
+        assert_eq!(file.weight_types, info.weight_types);
+        // One byte of data missing: refused, as from a file.
+        assert!(matches!(
+            inspect_safetensors_bytes(&one[..one.len() - 1]),
+            Err(ModelFileError::Safetensors {
+                problem: SafetensorsProblem::BadTensor { .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            inspect_safetensors_bytes(&one[..7]),
+            Err(ModelFileError::Safetensors {
+                problem: SafetensorsProblem::Truncated { .. },
+                ..
+            })
+        ));
+        assert_eq!(
+            config_model_type_bytes(br#"{"model_type": "qwen2", "x": [1]}"#).unwrap(),
+            Some("qwen2".to_string())
+        );
+        assert_eq!(config_model_type_bytes(b"{}").unwrap(), None);
+        // Issue 17 (fuzzing): an array of the fields in order is not a config.
+        let err = config_model_type_bytes(br#" ["qwen2"]"#).unwrap_err();
+        assert!(
+            format!("{:?}", err).contains("expected a JSON object"),
+            "{err:?}"
+        );
+        assert!(config_model_type_bytes(br#"{"model_type": 3}"#).is_err());
     }
 
     #[test]

@@ -40,16 +40,41 @@ pub struct Defaults {
     /// How many times each run is repeated.
     #[serde(default = "d_repeats")]
     pub repeats: usize,
-    /// Longest cooldown wait between arms, s.
-    #[serde(default = "d_cooldown")]
+    /// Longest cooldown wait between arms, s (finite, ≥ 0).
+    #[serde(default = "d_cooldown", deserialize_with = "non_negative")]
     pub cooldown_max_s: f64,
-    /// Power-trace sample rate, Hz.
-    #[serde(default = "d_hz")]
+    /// Power-trace sample rate, Hz (finite, > 0).
+    #[serde(default = "d_hz", deserialize_with = "positive")]
     pub sample_hz: f64,
     /// Decode engine of every run. Plans default to `eager`, the engine of the first H200
     /// campaign: runs are only appended to a plan, and one plan's rows must stay one stack.
     #[serde(default = "d_engine")]
     pub engine: crate::engine::Engine,
+}
+
+// TOML spells `nan` and `inf`, which every job would pass on as `--sample-hz NaN` (issue 17:
+// the `sweep_plan` fuzz target asserts that an accepted plan's rate and cooldown are usable).
+// Refused here, the error names the line and column.
+fn positive<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    let x = f64::deserialize(d)?;
+    if x.is_finite() && x > 0.0 {
+        Ok(x)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "expected a finite number > 0, found {x}"
+        )))
+    }
+}
+
+fn non_negative<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    let x = f64::deserialize(d)?;
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "expected a finite number ≥ 0, found {x}"
+        )))
+    }
 }
 
 fn d_tokens() -> usize {
@@ -262,6 +287,33 @@ repeats = 1
         assert_eq!(d.engine, crate::engine::Engine::Graph);
         assert_eq!(Defaults::default().engine, crate::engine::Engine::Eager);
         assert!(toml::from_str::<Defaults>("engine = \"turbo\"").is_err());
+    }
+
+    /// Issue 17 (fuzzing): TOML's `nan` / `inf` and non-positive rates are refused with the
+    /// line they are on, not passed on to every job.
+    #[test]
+    fn a_plan_refuses_unusable_rates_and_cooldowns() {
+        for bad in [
+            "sample_hz = nan",
+            "sample_hz = inf",
+            "sample_hz = 0",
+            "sample_hz = -50",
+            "cooldown_max_s = -inf",
+            "cooldown_max_s = nan",
+            "cooldown_max_s = -1",
+        ] {
+            let text = PLAN.replace("[defaults]\n", &format!("[defaults]\n{bad}\n"));
+            let err = parse_plan(&text).unwrap_err();
+            let msg = crate::error::chain(&err);
+            assert!(msg.contains("expected a finite number"), "{bad}: {msg}");
+            assert!(msg.contains("line 4"), "{bad}: {msg}");
+        }
+        let ok = PLAN.replace(
+            "[defaults]\n",
+            "[defaults]\ncooldown_max_s = 0\nsample_hz = 10\n",
+        );
+        let d = parse_plan(&ok).unwrap().defaults;
+        assert_eq!((d.cooldown_max_s, d.sample_hz), (0.0, 10.0));
     }
 
     #[test]

@@ -84,6 +84,20 @@ fn join_present(parts: &[Option<String>], sep: &str) -> String {
     }
 }
 
+/// `s` as one plain line: every control character (a line break, a tab, the ESC of a terminal
+/// escape sequence …) becomes a space. The one-line texts below are made of report text and are
+/// shown as plain text by the page and printed by the CLI (issue 17: the `markdown` fuzz target
+/// asserts it).
+fn plain_line(s: String) -> String {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    } else {
+        s
+    }
+}
+
 /// The quality block in one line of plain text (escape it for Markdown): the metric and its Δ vs
 /// FP16 with the corpus that makes it comparable, or why there is none.
 pub fn quality_line(q: &crate::Quality) -> String {
@@ -119,7 +133,7 @@ pub fn quality_line(q: &crate::Quality) -> String {
         )),
         _ => None,
     };
-    join_present(
+    plain_line(join_present(
         &[
             Some(q.basis.clone()),
             figure,
@@ -128,7 +142,7 @@ pub fn quality_line(q: &crate::Quality) -> String {
             corpus.map(|c| format!("corpus {c}")),
         ],
         " · ",
-    )
+    ))
 }
 
 /// Markdown for a submission issue: a summary table (GPU, architecture, model, size, precision,
@@ -287,7 +301,7 @@ pub fn stack_summary(r: &Report) -> Option<String> {
         ],
         " · ",
     );
-    (!line.is_empty()).then_some(line)
+    (!line.is_empty()).then(|| plain_line(line))
 }
 
 /// Kind, architecture, where from, seed, files and their hashes.
@@ -536,5 +550,49 @@ mod stack_summary_tests {
         let mut upstream = r.clone();
         upstream.stack = None;
         assert_eq!(stack_summary(&upstream), None);
+    }
+
+    /// Issue 17 (fuzzing): the JSON block reads back as the very report, to the last bit of
+    /// every number — serde_json's default float parser put 2.5555555555555554e20 one ULP off
+    /// (report's manifest turns on `float_roundtrip`).
+    #[test]
+    fn json_block_reads_back_as_the_same_report() {
+        let text = include_str!("../../../data/examples/measured.json");
+        let mut r: Report = serde_json::from_str(text).unwrap();
+        r.results.energy_per_token_mj = Some(2.5555555555555554e20);
+        r.results.avg_power_watts = Some(0.1 + 0.2);
+        let md = to_markdown(&r);
+        let block = md.split("```json\n").nth(1).unwrap();
+        let json = block.split("\n```").next().unwrap();
+        let back: Report = serde_json::from_str(json).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(
+            serde_json::from_str::<f64>("2.5555555555555554e20").unwrap(),
+            2.5555555555555554e20
+        );
+    }
+
+    /// Issue 17 (fuzzing): report text with a line break or a terminal escape sequence in the
+    /// stack or the quality block cannot make the one-line summaries span lines or colour a
+    /// terminal.
+    #[test]
+    fn one_line_summaries_stay_one_plain_line() {
+        let text = include_str!("../../../data/examples/measured.json");
+        let mut r: Report = serde_json::from_str(text).unwrap();
+        let stack = r.stack.get_or_insert_with(Default::default);
+        stack.engine = Some("candle\n\u{1b}[31mred".into());
+        stack.engine_version = Some("0.11\t1\r".into());
+        let line = stack_summary(&r).unwrap();
+        assert_eq!(line, "candle  [31mred 0.11 1 ");
+        let q: crate::Quality = serde_json::from_value(serde_json::json!({
+            "metric": "perplexity\n",
+            "basis": "measured\u{1b}[2J",
+            "value": 9.5,
+            "error": "line\nbreak"
+        }))
+        .unwrap();
+        let line = quality_line(&q);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.starts_with("measured [2J · perplexity  9.5"), "{line}");
     }
 }
