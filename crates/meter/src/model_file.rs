@@ -414,7 +414,7 @@ pub fn inspect(path: &Path) -> Result<ModelFileInfo, ModelFileError> {
         Some("safetensors") => false,
         // No telling extension: sniff the GGUF magic, or a safetensors header's opening brace.
         _ if buf.starts_with(b"GGUF") => true,
-        _ if buf.get(8) == Some(&b'{') => false,
+        _ if buf.get(8) == Some(&0x7b) => false, // an opening brace
         _ => return Err(ModelFileError::UnknownFormat(path.to_path_buf())),
     };
     if is_gguf {
@@ -1063,7 +1063,8 @@ fn parse_side_json<T: for<'de> Deserialize<'de>>(
     // serde's derived structs also read an array of their fields in order, so `["qwen2"]` read as
     // a config with `model_type` qwen2 (issue 17: found by the `config_json` fuzz target). Both
     // files are JSON objects.
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&0x5b) {
+        // an opening bracket
         return Err(json_error(de::Error::invalid_type(
             de::Unexpected::Seq,
             &"a JSON object",

@@ -505,9 +505,7 @@ fn DropZone() -> impl IntoView {
     }
 }
 
-/// The paste box (a report or an overlay link) with its check and clear-all buttons. About 40
-/// lines: a line counter that takes the `'{'` / `'['` character literals below for block braces
-/// runs it on to the end of the file.
+/// The paste box (a report or an overlay link) with its check and clear-all buttons.
 #[component]
 fn PasteBox() -> impl IntoView {
     let st = expect_context::<crate::AppState>().run;
@@ -518,7 +516,8 @@ fn PasteBox() -> impl IntoView {
         if t.is_empty() {
             return;
         }
-        if t.starts_with('{') || t.starts_with('[') {
+        if t.starts_with(['\u{7b}', '\u{5b}']) {
+            // An opening brace or bracket: JSON (written as escapes so no brace literal stands here)
             st.add_text("pasted JSON".into(), Origin::Paste, text);
         } else {
             st.add_link(t);
