@@ -9,45 +9,17 @@
 //! `QE_LLAMA_SERVER` points at another binary. Without one the test fails and says how to build
 //! it: a missing peer never passes silently.
 
-use meter::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe, RealClock};
+use meter::meter::RealClock;
 use meter::protocol::{CooldownConfig, ProtocolConfig};
 use meter::server::run::{measure_served, ServerRun};
 use meter::server::{Api, Launch, ServedModel, ServerOptions};
 use report::Precision;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const WATTS: f64 = 100.0;
-
-/// Constant power over real time: energy = W × elapsed.
-struct WallMeter(Instant);
-
-impl EnergyMeter for WallMeter {
-    fn info(&mut self) -> Result<DeviceInfo, MeterError> {
-        Ok(DeviceInfo {
-            name: "NVIDIA H200 (simulated meter)".into(),
-            arch: Some(report::Arch::Hopper),
-            energy_counter: true,
-            ..Default::default()
-        })
-    }
-    fn energy_mj(&mut self) -> Result<u64, MeterError> {
-        Ok((self.0.elapsed().as_secs_f64() * WATTS * 1000.0) as u64 + 1)
-    }
-    fn power_w(&mut self) -> Result<f64, MeterError> {
-        Ok(WATTS)
-    }
-    fn temperature_c(&mut self) -> Result<f64, MeterError> {
-        Ok(40.0)
-    }
-    fn free_memory_bytes(&mut self) -> Result<u64, MeterError> {
-        Ok(80 << 30)
-    }
-    fn power_probe(&self) -> PowerProbe {
-        Box::new(|| Ok(WATTS))
-    }
-}
+mod common;
+use common::WallMeter;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -196,12 +168,8 @@ fn llama_server_arms_are_measured_with_latency_and_identity() {
             protocol(24, batch),
             &out,
         );
-        let res = measure_served(
-            &r,
-            &mut WallMeter(Instant::now()),
-            Arc::new(RealClock::default()),
-        )
-        .unwrap();
+        let res =
+            measure_served(&r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
         assert!(res.measured);
         assert_eq!(res.reports.len(), 2);
         for (path, rep) in &res.reports {
@@ -286,12 +254,7 @@ fn a_killed_llama_server_fails_its_arm_and_keeps_the_other() {
         protocol(48, 1),
         &out,
     );
-    let res = measure_served(
-        &r,
-        &mut WallMeter(Instant::now()),
-        Arc::new(RealClock::default()),
-    )
-    .unwrap();
+    let res = measure_served(&r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
     let f16 = res
         .reports
         .iter()

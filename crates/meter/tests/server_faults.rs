@@ -11,7 +11,7 @@
 //! the real one. Fast and deterministic: every test takes a few seconds at most.
 
 use meter::fallback::MeasureResult;
-use meter::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe, RealClock};
+use meter::meter::RealClock;
 use meter::model_file::{ModelFileInfo, ModelFormat};
 use meter::protocol::{CooldownConfig, ProtocolConfig};
 use meter::server::run::{measure_served, ServerRun};
@@ -24,43 +24,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-const WATTS: f64 = 100.0;
+mod common;
+use common::WallMeter;
 const TOKENS: usize = 16;
 const ITERATIONS: usize = 3;
-
-/// Constant power over real time: energy = W × elapsed since creation.
-struct WallMeter(Instant);
-
-impl WallMeter {
-    fn new() -> WallMeter {
-        WallMeter(Instant::now())
-    }
-}
-
-impl EnergyMeter for WallMeter {
-    fn info(&mut self) -> Result<DeviceInfo, MeterError> {
-        Ok(DeviceInfo {
-            name: "NVIDIA H200".into(),
-            energy_counter: true,
-            ..Default::default()
-        })
-    }
-    fn energy_mj(&mut self) -> Result<u64, MeterError> {
-        Ok((self.0.elapsed().as_secs_f64() * WATTS * 1000.0) as u64)
-    }
-    fn power_w(&mut self) -> Result<f64, MeterError> {
-        Ok(WATTS)
-    }
-    fn temperature_c(&mut self) -> Result<f64, MeterError> {
-        Ok(40.0)
-    }
-    fn free_memory_bytes(&mut self) -> Result<u64, MeterError> {
-        Ok(80 << 30)
-    }
-    fn power_probe(&self) -> PowerProbe {
-        Box::new(|| Ok(WATTS))
-    }
-}
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_server.py")
