@@ -108,6 +108,12 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // CUDA numbers devices fastest-first unless told otherwise, NVML by PCI bus: make both count
+    // the same way, before anything starts CUDA, so the card the meter reads is the card the
+    // decoder (or a server it starts, which inherits this) runs on.
+    if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
+        std::env::set_var("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",
@@ -138,7 +144,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "gpu")]
         Command::EngineCheck(args) => cmd::engine_check::run(&args),
         #[cfg(feature = "gpu")]
-        Command::Sweep(args) => ok(cmd::sweep::run(&args.plan, &args)),
+        Command::Sweep(args) => cmd::sweep::run(&args),
         #[cfg(feature = "gpu")]
         Command::Probe { device } => cmd::probe::run(device),
         Command::Aggregate(args) => ok(cmd::aggregate::run(&args)),

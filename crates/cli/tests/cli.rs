@@ -308,7 +308,7 @@ fn aggregate_markdown_is_the_full_table_with_both_energies() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let t = stdout(&o);
     assert!(t.starts_with(
-        "| model | params B | batch | precision | n | cards | mJ/tok counter | mJ/tok trace"
+        "| model | params B | batch | precision | n | cards | nodes | mJ/tok counter | mJ/tok trace"
     ));
     let row = |model: &str, batch: &str, p: &str| -> Vec<String> {
         t.lines()
@@ -320,20 +320,22 @@ fn aggregate_markdown_is_the_full_table_with_both_energies() {
             .map(|c| c.trim().to_string())
             .collect()
     };
-    // Cells: 1 model, 5 n, 6 cards, 7 counter, 8 trace, 9 counter/trace, 12 CV, 13 ΔE.
+    // Cells: 1 model, 5 n, 6 cards, 7 nodes, 8 counter, 9 trace, 10 counter/trace, 13 CV, 14 ΔE.
     let q4 = row("Qwen2.5-14B", "1", "Q4_0");
     assert_eq!(q4[5], "3");
     assert_eq!(q4[6], "1", "all three 14B runs on one card");
-    let (counter, trace): (f64, f64) = (q4[7].parse().unwrap(), q4[8].parse().unwrap());
+    let (counter, trace): (f64, f64) = (q4[8].parse().unwrap(), q4[9].parse().unwrap());
     assert!((counter / trace - 1.0).abs() < 0.02, "{counter} vs {trace}");
-    assert!(q4[13].starts_with('-'), "14B Q4_0 saves energy: {}", q4[13]);
+    assert!(q4[14].starts_with('-'), "14B Q4_0 saves energy: {}", q4[14]);
+    // One host name behind every H200 run (the device machine is always called the same).
+    assert_eq!(q4[7], "1");
     let fp16 = row("Qwen2.5-14B", "1", "FP16");
-    assert_eq!(fp16[13], "–");
+    assert_eq!(fp16[14], "–");
     // Pooled over sessions: the 1.5B batch-1 baseline ran on two cards.
     assert_eq!(row("Qwen2-1.5B", "1", "FP16")[6], "2");
     // Batch 64 meets the CV target and is marked so; a batch-1 row of the launch-bound regime is not.
-    assert!(row("Qwen2-1.5B", "64", "FP16")[12].ends_with('✓'));
-    assert!(!row("Qwen2-0.5B", "1", "FP16")[12].ends_with('✓'));
+    assert!(row("Qwen2-1.5B", "64", "FP16")[13].ends_with('✓'));
+    assert!(!row("Qwen2-0.5B", "1", "FP16")[13].ends_with('✓'));
 }
 
 #[test]

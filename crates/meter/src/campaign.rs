@@ -28,9 +28,16 @@ fn csv_text(w: csv::Writer<Vec<u8>>) -> Result<String> {
 /// The valid reports of a directory (an invalid or unreadable file is skipped: it never
 /// contributes a figure), with their file names.
 fn valid_reports(dir: &Path) -> Result<Vec<(String, report::Report)>> {
+    Ok(read_reports(dir)?.0)
+}
+
+/// The valid reports of a directory, and how many files were not valid reports.
+fn read_reports(dir: &Path) -> Result<(Vec<(String, report::Report)>, usize)> {
     let mut out = Vec::new();
+    let mut invalid = 0;
     for f in json_files(dir)? {
         let Ok(text) = std::fs::read_to_string(&f) else {
+            invalid += 1;
             continue;
         };
         let v = report::validate_str(&text);
@@ -41,9 +48,11 @@ fn valid_reports(dir: &Path) -> Result<Vec<(String, report::Report)>> {
                 .to_string_lossy()
                 .into_owned();
             out.push((name, rep));
+        } else {
+            invalid += 1;
         }
     }
-    Ok(out)
+    Ok((out, invalid))
 }
 
 /// One line of `aggregate.csv`: one report of a campaign, for spreadsheets.
@@ -179,6 +188,12 @@ pub struct AnchorRow {
     pub n: usize,
     /// Distinct GPUs (by UUID) the runs were made on: run-to-run spread includes card-to-card.
     pub cards: usize,
+    /// Distinct nodes (the Slurm node, else the host) the runs were made on.
+    pub nodes: usize,
+    /// The measurement session the reports name (`protocol.session`), if they name one.
+    pub session: Option<String>,
+    /// The software stack, as the reports describe it ([`stack_label`]).
+    pub stack: String,
     /// Run-to-run coefficient of variation of the energy, % (NaN with n = 1).
     pub cv_pct: f64,
     /// Mean of the runs' power-trace energies (the counter is the primary figure).
@@ -245,7 +260,11 @@ impl CampaignTargets {
                 "FP16 baseline of the {gpu} batch sweep (batch {b}), n = {}: feeds the optimizer's batch term",
                 r.n
             ),
-            (false, 1) => format!("{gpu} candle campaign, n = {} independent runs", r.n),
+            (false, 1) => format!(
+                "{gpu} {} campaign, n = {} independent runs",
+                r.stack.split_whitespace().next().unwrap_or("candle"),
+                r.n
+            ),
             (false, b) => format!(
                 "{gpu} batch sweep (batch {b}), n = {}: feeds the optimizer's batch term, not the batch-1 curves",
                 r.n
@@ -354,12 +373,49 @@ fn dp2_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Erro
 /// Where a campaign's rows come from, for the anchors' provenance columns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Provenance {
-    /// The software stack.
-    pub stack: String,
-    /// The session name.
-    pub session: String,
+    /// The software stack's label, replacing the one derived from the reports ([`stack_label`]);
+    /// refused when the rows hold several stacks.
+    pub stack: Option<String>,
+    /// The session of rows whose reports name none; refused when it contradicts theirs.
+    pub session: Option<String>,
     /// The source description.
     pub source: String,
+}
+
+impl Provenance {
+    /// Check that these labels can be given to `rows` without pooling or relabelling anything
+    /// that differs: one `--stack` label for one stack only, a `--session` that agrees with the
+    /// sessions the reports name, and a session for every row.
+    pub fn check(&self, rows: &[AnchorRow]) -> std::result::Result<(), String> {
+        let mut stacks: Vec<&str> = rows.iter().map(|r| r.stack.as_str()).collect();
+        stacks.sort_unstable();
+        stacks.dedup();
+        if self.stack.is_some() && stacks.len() > 1 {
+            return Err(format!(
+                "the reports hold {} stacks ({}): one --stack label cannot describe them;                  leave --stack out (each row is labelled with its own) or aggregate each stack's reports apart",
+                stacks.len(),
+                stacks.join("; ")
+            ));
+        }
+        for r in rows {
+            match (&r.session, &self.session) {
+                (None, None) => {
+                    return Err(format!(
+                        "{} {}: its reports name no session (protocol.session): pass --session",
+                        r.model, r.precision
+                    ))
+                }
+                (Some(have), Some(want)) if have != want => {
+                    return Err(format!(
+                        "{} {}: its reports belong to session {have:?}, not {want:?}: sessions are                          never relabelled or pooled (leave --session out)",
+                        r.model, r.precision
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 impl AnchorsCsvRow {
@@ -383,8 +439,12 @@ impl AnchorsCsvRow {
             n: r.n,
             cv_pct: r.cv_pct.is_finite().then_some(r.cv_pct),
             power_accounting: "gross",
-            stack: prov.stack.clone(),
-            session: prov.session.clone(),
+            stack: prov.stack.clone().unwrap_or_else(|| r.stack.clone()),
+            session: r
+                .session
+                .clone()
+                .or_else(|| prov.session.clone())
+                .unwrap_or_default(),
             source: prov.source.clone(),
             default_curve: u8::from(r.feeds_curve()),
             curve_note: targets.note(r, &gpu),
@@ -422,8 +482,8 @@ pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
             .then(a.precision.display_rank().cmp(&b.precision.display_rank()))
     });
     let mut out = format!(
-        "| model | params B | batch | precision | n | cards | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < {}) | ΔE vs FP16 % |\n\
-         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| model | params B | batch | precision | n | cards | nodes | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < {}) | ΔE vs FP16 % |\n\
+         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         targets.max_cv_pct
     );
     let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
@@ -444,13 +504,14 @@ pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.2} | {} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
+            "| {} | {:.2} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
             r.model,
             r.params_b,
             r.batch,
             r.precision,
             r.n,
             r.cards,
+            r.nodes,
             r.energy_mj,
             f(r.trace_mj, 1),
             f(r.counter_over_trace, 4),
@@ -468,6 +529,7 @@ struct RunArm {
     key: ConfigKey,
     run: String,
     card: String,
+    node: String,
     energy: f64,
     tok_s: f64,
     power: f64,
@@ -475,9 +537,12 @@ struct RunArm {
     trace: Option<f64>,
 }
 
-/// What makes a configuration: model, precision, batch.
+/// What makes a configuration: session, stack, model, precision, batch. Runs of different
+/// sessions or stacks are never pooled.
 #[derive(Debug, Clone, PartialEq)]
 struct ConfigKey {
+    session: Option<String>,
+    stack: String,
     model: String,
     precision: Precision,
     batch: u64,
@@ -502,9 +567,65 @@ fn pooled_model(rep: &report::Report) -> String {
     }
 }
 
+/// The software stack a report was measured with, in words: engine and version (with the
+/// kernels, for candle), how a server was driven, the CUDA version and the kind of weights —
+/// `candle 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights`. Runs are pooled only
+/// within one stack.
+pub fn stack_label(rep: &report::Report) -> String {
+    let s = rep.stack.as_ref();
+    let engine = s
+        .and_then(|s| s.engine.as_deref())
+        .unwrap_or("unknown engine");
+    let mut head = match s.and_then(|s| s.engine_version.as_deref()) {
+        Some(v) if !v.is_empty() => format!("{engine} {v}"),
+        _ => engine.to_string(),
+    };
+    if engine.starts_with("candle") {
+        head.push_str(" GGUF/cuBLAS kernels");
+    }
+    let mut parts = vec![head];
+    if let Some(v) = s.and_then(|s| s.serving.as_ref()) {
+        let mode = match v.mode {
+            report::ServingMode::Started => "server started by the meter",
+            report::ServingMode::External => "external server",
+        };
+        parts.push(match &v.api {
+            Some(api) => format!("{mode}, {api}"),
+            None => mode.to_string(),
+        });
+    }
+    if let Some(c) = s.and_then(|s| s.cuda.as_deref()) {
+        parts.push(format!("CUDA {c}"));
+    }
+    if let Some(w) = &rep.weights {
+        parts.push(format!("{} weights", w.kind.as_str()));
+    }
+    parts.join(", ")
+}
+
+/// Whether a report's figures come from a measurement: measured, or a measured run whose own
+/// arm failed (its other arms were measured). Estimates — interpolated, extrapolated, the
+/// no-GPU path's — and failed jobs never contribute a figure.
+fn is_measured_run(rep: &report::Report) -> bool {
+    match rep.results.basis {
+        report::Basis::Measured => true,
+        report::Basis::Unavailable => {
+            rep.energy.is_some() && rep.protocol.as_ref().is_some_and(|p| p.arms.is_some())
+        }
+        report::Basis::Interpolated | report::Basis::Extrapolated => false,
+    }
+}
+
 /// The succeeded arms of one report's run (each run counted once however many reports it wrote).
 fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
     let model = pooled_model(rep);
+    let session = rep.protocol.as_ref().and_then(|p| p.session.clone());
+    let stack = stack_label(rep);
+    let env = rep.environment.as_ref();
+    let node = env
+        .and_then(|e| e.slurm.as_ref()?.node.clone())
+        .or_else(|| rep.system_under_test.host.clone())
+        .unwrap_or_default();
     let seed = rep.protocol.as_ref().and_then(|p| p.seed);
     let run = format!(
         "{}|{}|{}",
@@ -529,6 +650,8 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
             continue;
         };
         let key = ConfigKey {
+            session: session.clone(),
+            stack: stack.clone(),
             model: model.clone(),
             precision,
             batch,
@@ -545,6 +668,7 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
                 key,
                 run: run.clone(),
                 card: card.clone(),
+                node: node.clone(),
                 energy,
                 tok_s,
                 power,
@@ -555,23 +679,41 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
     }
 }
 
-/// Aggregate the measured reports of a directory: one row per (model, precision, batch) with the
-/// mean over independent runs, n and CV; the FP16 baseline of each row is the mean of the F16 arms
-/// of the same runs. Reports that are not measured never contribute a figure.
-pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
+/// What `aggregate_anchors` made of a directory.
+#[derive(Debug, Clone)]
+pub struct Aggregation {
+    /// One row per (session, stack, model, precision, batch).
+    pub rows: Vec<AnchorRow>,
+    /// Valid reports read.
+    pub reports: usize,
+    /// Of those, estimates (never pooled into a measured row).
+    pub estimates: usize,
+    /// Of those, failed jobs' reports (no figure).
+    pub failed: usize,
+    /// Files that are not valid reports (skipped).
+    pub invalid: usize,
+}
+
+/// Aggregate the measured reports of a directory: one row per (session, stack, model,
+/// precision, batch) with the mean over independent runs, n, CV, and the cards and nodes behind
+/// it; the FP16 baseline of each row is the mean of the F16 arms of the same runs. Reports that
+/// are not measured never contribute a figure.
+pub fn aggregate_anchors(dir: &Path) -> Result<Aggregation> {
     let mut arms: Vec<RunArm> = Vec::new();
     let mut meta: Vec<(String, ModelMeta)> = Vec::new();
-    for (_, rep) in valid_reports(dir)? {
-        if rep.results.basis != report::Basis::Measured
-            && rep
-                .protocol
-                .as_ref()
-                .and_then(|p| p.arms.as_ref())
-                .is_none()
-        {
+    let (reports, invalid) = read_reports(dir)?;
+    let (mut estimates, mut failed) = (0, 0);
+    for (_, rep) in &reports {
+        if !is_measured_run(rep) {
+            if rep.energy.is_none() && rep.results.basis == report::Basis::Unavailable {
+                failed += usize::from(rep.protocol.is_some());
+                estimates += usize::from(rep.protocol.is_none());
+            } else {
+                estimates += 1;
+            }
             continue;
         }
-        let model = pooled_model(&rep);
+        let model = pooled_model(rep);
         if !meta.iter().any(|(m, _)| *m == model) {
             meta.push((
                 model,
@@ -582,7 +724,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
                 },
             ));
         }
-        run_arms(&rep, &mut arms);
+        run_arms(rep, &mut arms);
     }
     let mut keys: Vec<ConfigKey> = Vec::new();
     for a in &arms {
@@ -590,10 +732,16 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Vec<AnchorRow>> {
             keys.push(a.key.clone());
         }
     }
-    Ok(keys
-        .into_iter()
-        .filter_map(|key| row_of(&key, &arms, &meta))
-        .collect())
+    Ok(Aggregation {
+        rows: keys
+            .into_iter()
+            .filter_map(|key| row_of(&key, &arms, &meta))
+            .collect(),
+        reports: reports.len(),
+        estimates,
+        failed,
+        invalid,
+    })
 }
 
 /// The aggregated row of one configuration; `None` when none of its runs has an FP16 arm.
@@ -604,6 +752,8 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         .iter()
         .filter(|a| {
             a.key.model == key.model
+                && a.key.session == key.session
+                && a.key.stack == key.stack
                 && a.key.precision == Precision::Fp16
                 && a.key.batch == key.batch
                 && runs.contains(&&a.run)
@@ -614,9 +764,12 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         return None;
     }
     let e: Vec<f64> = these.iter().map(|a| a.energy).collect();
-    let mut cards: Vec<&str> = these.iter().map(|a| a.card.as_str()).collect();
-    cards.sort_unstable();
-    cards.dedup();
+    let distinct = |f: fn(&RunArm) -> &str| {
+        let mut v: Vec<&str> = these.iter().map(|a| f(a)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
     // Both only when every run has one: a mean over some runs would not match the counter's.
     let all = |x: Vec<Option<f64>>| -> Option<f64> {
         x.iter()
@@ -642,7 +795,10 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         tok_s: mean(&these.iter().map(|a| a.tok_s).collect::<Vec<_>>()),
         power_w: mean(&these.iter().map(|a| a.power).collect::<Vec<_>>()),
         n: e.len(),
-        cards: cards.len(),
+        cards: distinct(|a| a.card.as_str()),
+        nodes: distinct(|a| a.node.as_str()),
+        session: key.session.clone(),
+        stack: key.stack.clone(),
         cv_pct: analysis::stats::cv_pct(&e).unwrap_or(f64::NAN),
         trace_mj: all(these.iter().map(|a| a.trace).collect()),
         counter_over_trace: all(these.iter().map(|a| a.ratio).collect()),

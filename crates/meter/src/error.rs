@@ -39,6 +39,12 @@ pub enum Error {
         /// The run's number, from 1.
         run: usize,
     },
+    /// A plan's `card` is not a card name.
+    #[error("plan.toml: card {0:?}: name a card (e.g. \"H200\"), not GPU numbers")]
+    PlanCard(String),
+    /// A plan's `session` is not a plain label.
+    #[error("plan.toml: session {0:?}: use letters, digits, `.`, `-` and `_` only")]
+    PlanSession(String),
     /// A `[[run]]` of a plan (numbered from 1) lists no precision.
     #[error("plan.toml: run {run}: `precisions` is empty")]
     PlanPrecisions {

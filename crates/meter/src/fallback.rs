@@ -2,7 +2,7 @@
 //! report that says there is no figure. Shared by the candle path and the server path.
 
 use crate::error::Result;
-use crate::files::{file_stem, utc_now, write_atomic};
+use crate::files::{report_path, utc_now, write_report};
 use crate::protocol::ProtocolConfig;
 use report::Precision;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,10 @@ pub struct EstimateTarget<'a> {
     pub model_name: &'a str,
     /// Each arm: its precision and the model's size, billions of parameters.
     pub arms: &'a [(Precision, f64)],
+    /// The run's `--name` (a sweep job's stem), as for its measured reports.
+    pub name: Option<&'a str>,
+    /// Added to the default stem (`_server` for the server path).
+    pub suffix: &'a str,
 }
 
 /// Write one labelled estimate per arm (`<stem>.estimate.json`): the embedded dataset's estimate
@@ -68,9 +72,15 @@ pub fn estimate_reports(
                 ..Default::default()
             });
         }
-        let stem = file_stem(t.model_name, p, cfg.batch);
-        let path = t.out.join(format!("{stem}.estimate.json"));
-        write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;
+        let path = report_path(
+            t.out,
+            t.name,
+            t.arms.len() > 1,
+            (t.model_name, p, cfg.batch),
+            t.suffix,
+            ".estimate",
+        );
+        write_report(&path, &mut rep)?;
         reports.push((path, rep));
     }
     Ok(MeasureResult {
@@ -87,10 +97,32 @@ pub fn no_card_report(
     precision: report::Precision,
     cfg: &ProtocolConfig,
 ) -> report::Report {
+    let mut rep = unmeasured_report(
+        gpu,
+        model_name,
+        Some(params_b),
+        precision,
+        (cfg.batch, cfg.prompt_len + cfg.tokens),
+    );
+    rep.benchmark = "quantenergy-estimate".into();
+    rep.measurement.method = "none: no GPU to measure and no card named to estimate for".into();
+    rep.results.note = Some("No estimate: pass --card NAME to estimate for a card.".into());
+    rep
+}
+
+/// A report with no figure (basis `unavailable`) for `model` at `precision`, `(batch,
+/// context)`: the skeleton of the no-card report and of a failed sweep job's report.
+pub fn unmeasured_report(
+    gpu: &str,
+    model_name: &str,
+    params_b: Option<f64>,
+    precision: report::Precision,
+    (batch, context): (usize, usize),
+) -> report::Report {
     report::Report {
         schema_version: report::SCHEMA_VERSION.into(),
         benchmark: "quantenergy-estimate".into(),
-        scenario: if cfg.batch <= 1 {
+        scenario: if batch <= 1 {
             "SingleStream"
         } else {
             "Offline"
@@ -106,14 +138,14 @@ pub fn no_card_report(
         },
         workload: report::Workload {
             model_name: model_name.into(),
-            params_b: Some(params_b),
+            params_b,
             precision: precision.as_str().into(),
-            batch_size: cfg.batch as u32,
-            context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
+            batch_size: batch as u32,
+            context_length: Some(context as u32),
             extra: Default::default(),
         },
         measurement: report::Measurement {
-            method: "none: no GPU to measure and no card named to estimate for".into(),
+            method: "none".into(),
             sample_rate_hz: 0,
             tokens_per_run: None,
             iterations: None,
@@ -130,7 +162,7 @@ pub fn no_card_report(
             avg_power_watts: None,
             throughput_tokens_per_s: None,
             basis: report::Basis::Unavailable,
-            note: Some("No estimate: pass --card NAME to estimate for a card.".into()),
+            note: None,
             extra: Default::default(),
         },
         quality: None,

@@ -90,6 +90,35 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     result
 }
 
+/// Where a run's report for `precision` goes: `<name>.json` for a one-arm run named `name`,
+/// `<name>_<PRECISION>.json` for a several-arm one, else `<model>_<PRECISION>_b<batch><suffix>`.
+/// `kind` is `""` for a measurement, `".estimate"` or `".failed"` for the other outcomes, so a
+/// sweep finds every outcome of a job under its one stem.
+pub fn report_path(
+    out: &Path,
+    name: Option<&str>,
+    several: bool,
+    (model, precision, batch): (&str, Precision, usize),
+    suffix: &str,
+    kind: &str,
+) -> std::path::PathBuf {
+    let stem = match name {
+        Some(n) if !several => n.to_string(),
+        Some(n) => format!("{n}_{}", precision.as_str()),
+        None => format!(
+            "{}{suffix}",
+            file_stem(model.split(' ').next().unwrap_or(model), precision, batch)
+        ),
+    };
+    out.join(format!("{stem}{kind}.json"))
+}
+
+/// Stamp where the report was made ([`crate::scheduler::stamp`]) and write it atomically.
+pub fn write_report(path: &Path, rep: &mut report::Report) -> Result<()> {
+    crate::scheduler::stamp(rep);
+    write_atomic(path, serde_json::to_string_pretty(rep)?.as_bytes())
+}
+
 /// `<model>_<PRECISION>_b<batch>`, every part file-name safe.
 pub fn file_stem(model: &str, precision: Precision, batch: usize) -> String {
     format!("{}_{}_b{batch}", safe_name(model), precision.as_str())

@@ -19,6 +19,8 @@
 //! | [`server`] | `measure --server-cmd` / `--server`: a served model as a decoder (start, drive over HTTP, stop), its reports | – (NVML meters: `nvml`) |
 //! | [`multi_meter`] | several cards metered as one (`--gpu 0,1`) | – |
 //! | [`model_file`] | GGUF / safetensors headers: precision, parameters, size, without loading weights | – |
+//! | [`slurm`] | a sweep plan as a Slurm job array (`sweep --emit slurm`) | – |
+//! | [`scheduler`] | the Slurm job around a run; `CUDA_VISIBLE_DEVICES` resolved to cards by UUID | – |
 //! | [`fallback`] | no GPU: the labelled dataset estimate per arm | – |
 //! | [`files`] | atomic writes, safe file names, digests, time stamps | – |
 //! | [`error`] | the library's [`Error`], and [`error::chain`] to render an error with its causes | – |
@@ -48,8 +50,10 @@ pub mod plan;
 pub mod protocol;
 pub mod run_report;
 pub mod sampler;
+pub mod scheduler;
 pub mod server;
 #[cfg(all(feature = "nvml", feature = "candle"))]
 pub mod session;
+pub mod slurm;
 
 pub use error::{Error, Result};

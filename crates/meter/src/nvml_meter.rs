@@ -64,26 +64,44 @@ fn nvml() -> Result<&'static Nvml, MeterError> {
 }
 
 impl NvmlMeter {
-    /// Open device `index` (NVML's index, as `nvidia-smi` lists it).
-    pub fn open(index: u32) -> Result<NvmlMeter, MeterError> {
+    /// Open the card behind this process's CUDA device `ordinal`: what `CUDA_VISIBLE_DEVICES`
+    /// (a scheduler's binding) leaves visible, resolved to a card by UUID — never NVML's index
+    /// `ordinal`, which under a binding is another job's card (see [`crate::scheduler`]).
+    pub fn open_visible(ordinal: u32) -> Result<NvmlMeter, MeterError> {
         let nvml = nvml()?;
         let count = nvml
             .device_count()
             .map_err(|e| MeterError::Unavailable(e.to_string()))?;
-        if index >= count {
-            return Err(MeterError::Unavailable(format!(
-                "GPU {index} requested, NVML sees {count} device(s)"
-            )));
-        }
+        let cards: Vec<crate::scheduler::Card> = (0..count)
+            .filter_map(|i| {
+                let uuid = nvml.device_by_index(i).ok()?.uuid().ok()?;
+                Some(crate::scheduler::Card { index: i, uuid })
+            })
+            .collect();
+        let raw = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let order = std::env::var("CUDA_DEVICE_ORDER").ok();
+        let card = crate::scheduler::resolve(
+            &crate::scheduler::parse_visible(raw.as_deref()),
+            &cards,
+            order.as_deref(),
+            ordinal,
+            raw.as_deref(),
+        )
+        .map_err(|e| MeterError::Unavailable(e.to_string()))?;
         let device = nvml
-            .device_by_index(index)
-            .map_err(|e| MeterError::Unavailable(e.to_string()))?;
+            .device_by_uuid(card.uuid.as_str())
+            .map_err(|e| MeterError::Unavailable(format!("{}: {e}", card.uuid)))?;
         let instant = instant_power_w(&device).is_ok();
         Ok(NvmlMeter {
             nvml,
             device,
             instant,
         })
+    }
+
+    /// The card's NVML index (PCI bus order, as `nvidia-smi` lists it).
+    pub fn nvml_index(&self) -> u32 {
+        self.device.index().unwrap_or(0)
     }
 
     /// Whether the trace reads POWER_INSTANT (else the 1 s average).
@@ -154,8 +172,8 @@ impl EnergyMeter for NvmlMeter {
 }
 
 /// `quantenergy probe`: what NVML sees, as text lines.
-pub fn probe(index: u32) -> Result<Vec<String>, MeterError> {
-    let mut m = NvmlMeter::open(index)?;
+pub fn probe(ordinal: u32) -> Result<Vec<String>, MeterError> {
+    let mut m = NvmlMeter::open_visible(ordinal)?;
     let info = m.info()?;
     let mut out = vec![
         format!("name              {}", info.name),
@@ -166,6 +184,11 @@ pub fn probe(index: u32) -> Result<Vec<String>, MeterError> {
         format!(
             "uuid              {}",
             info.uuid.clone().unwrap_or_default()
+        ),
+        format!(
+            "binding           CUDA device {ordinal} = NVML index {} (CUDA_VISIBLE_DEVICES={})",
+            m.nvml_index(),
+            std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into())
         ),
         format!(
             "driver / CUDA     {} / {}",

@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 pub struct Plan {
     /// Output directory, relative to the plan file.
     pub out: PathBuf,
+    /// The measurement session every report of the plan belongs to (`protocol.session`):
+    /// `aggregate` never pools sessions. A plain label (letters, digits, `.`, `-`, `_`).
+    #[serde(default)]
+    pub session: Option<String>,
     /// Settings that apply to every run unless it overrides them.
     #[serde(default)]
     pub defaults: Defaults,
@@ -50,6 +54,10 @@ pub struct Defaults {
     /// campaign: runs are only appended to a plan, and one plan's rows must stay one stack.
     #[serde(default = "d_engine")]
     pub engine: crate::engine::Engine,
+    /// The card the plan is for (e.g. "H200"): a job that lands where NVML sees no GPU writes
+    /// the labelled dataset estimate for this card (else a report with no figure).
+    #[serde(default)]
+    pub card: Option<String>,
 }
 
 // TOML spells `nan` and `inf`, which every job would pass on as `--sample-hz NaN` (issue 17:
@@ -113,6 +121,7 @@ impl Default for Defaults {
             cooldown_max_s: d_cooldown(),
             sample_hz: d_hz(),
             engine: d_engine(),
+            card: None,
         }
     }
 }
@@ -151,13 +160,144 @@ pub struct Job {
     pub args: Vec<String>,
     /// The file stem of its reports.
     pub stem: String,
-    /// Report files the job writes; a job whose files all exist is skipped on resume.
+    /// Report files the job writes when it measures; see [`Job::state`] for the others.
     pub expected: Vec<PathBuf>,
+    /// What it measures, for the failed report when the process leaves none.
+    pub what: JobWhat,
+}
+
+/// What a job measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobWhat {
+    /// The model as the plan names it (a synthetic shape or a path).
+    pub model: String,
+    /// Its size, billions of parameters, where the plan's shape says it.
+    pub params_b: Option<f64>,
+    /// One report per precision, in the order of `expected`.
+    pub precisions: Vec<Precision>,
+    /// Batch size.
+    pub batch: usize,
+    /// Prompt + generated tokens.
+    pub context: usize,
+    /// The plan's session.
+    pub session: Option<String>,
+}
+
+/// Where a job stands, from the files in its output directory.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobState {
+    /// Some report is missing: the job runs (again).
+    Pending,
+    /// Every report was measured.
+    Measured,
+    /// Every report is there, some only as the labelled no-GPU estimate.
+    Estimated,
+    /// The process failed and left failed reports; the first one's reason.
+    Failed(String),
+}
+
+/// `x.json` → `x<kind>.json` (`.estimate`, `.failed`).
+pub fn with_kind(path: &Path, kind: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".json").unwrap_or(&name);
+    path.with_file_name(format!("{stem}{kind}.json"))
+}
+
+impl Job {
+    /// Where the job stands: every expected report measured, estimated (no GPU where it ran) or
+    /// failed, or pending. A failed report counts as an outcome (the job is not re-run unless
+    /// asked), an interrupted job left nothing and is pending.
+    pub fn state(&self) -> JobState {
+        let mut estimated = false;
+        let mut failed = None;
+        for p in &self.expected {
+            if p.exists() {
+                continue;
+            }
+            if with_kind(p, ".estimate").exists() {
+                estimated = true;
+                continue;
+            }
+            let f = with_kind(p, ".failed");
+            if f.exists() {
+                failed.get_or_insert_with(|| failed_reason(&f));
+                continue;
+            }
+            return JobState::Pending;
+        }
+        match (failed, estimated) {
+            (Some(why), _) => JobState::Failed(why),
+            (None, true) => JobState::Estimated,
+            (None, false) => JobState::Measured,
+        }
+    }
+
+    /// The failed report of each expected report the process did not write: basis
+    /// `unavailable`, its one arm failed with `reason` — a record, never a figure.
+    pub fn failed_reports(&self, reason: &str) -> Vec<(PathBuf, report::Report)> {
+        let w = &self.what;
+        self.expected
+            .iter()
+            .zip(&w.precisions)
+            .filter(|(p, _)| !p.exists() && !with_kind(p, ".estimate").exists())
+            .map(|(p, &precision)| {
+                let mut rep = crate::fallback::unmeasured_report(
+                    "not measured: the job failed",
+                    &w.model,
+                    w.params_b,
+                    precision,
+                    (w.batch, w.context),
+                );
+                rep.benchmark = "quantenergy-decode-energy".into();
+                rep.measurement.method =
+                    "none: the sweep job failed before it wrote a report".into();
+                rep.results.note = Some(format!("Job {} failed: {reason}", self.stem));
+                rep.protocol = Some(report::Protocol {
+                    session: w.session.clone(),
+                    arms: Some(vec![report::Arm::failed(precision.as_str(), reason)]),
+                    ..Default::default()
+                });
+                (with_kind(p, ".failed"), rep)
+            })
+            .collect()
+    }
+}
+
+/// The reason a failed report gives (its first arm's error), or what is wrong with the file.
+fn failed_reason(path: &Path) -> String {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return format!("{}: {e}", path.display()),
+    };
+    let v = report::validate_str(&text);
+    v.report
+        .and_then(|r| r.protocol?.arms?.into_iter().next()?.error)
+        .unwrap_or_else(|| format!("{}: not a failed report of ours", path.display()))
 }
 
 /// Parse and check a plan: every run names exactly one model and at least one precision.
 pub fn parse_plan(text: &str) -> Result<Plan> {
     let plan: Plan = toml::from_str(text).map_err(Error::PlanToml)?;
+    if let Some(s) = &plan.session {
+        if s.is_empty()
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        {
+            return Err(Error::PlanSession(s.clone()));
+        }
+    }
+    if let Some(c) = &plan.defaults.card {
+        if c.trim().is_empty()
+            || c.chars().all(|c| c.is_ascii_digit() || c == ',')
+            || c.chars().any(char::is_control)
+        {
+            return Err(Error::PlanCard(c.clone()));
+        }
+    }
     for (i, r) in plan.runs.iter().enumerate() {
         if r.synthetic.is_some() == r.model.is_some() {
             return Err(Error::PlanModel { run: i + 1 });
@@ -189,7 +329,12 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
                 // A different seed per configuration and repeat, so arm orders differ across the
                 // campaign (the first H200 session used the repeat number alone: one order per repeat).
                 let seed = i as u64 * 1000 + rep as u64;
-                jobs.push(job(d, r, b, rep, seed, out));
+                let mut j = job(d, r, b, rep, seed, out);
+                if let Some(s) = &plan.session {
+                    j.args.extend(["--session".into(), s.clone()]);
+                    j.what.session = Some(s.clone());
+                }
+                jobs.push(j);
             }
         }
     }
@@ -245,6 +390,9 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         "--name".into(),
         stem.clone(),
     ]);
+    if let Some(card) = &d.card {
+        args.extend(["--gpu".into(), card.clone()]);
+    }
     let expected = r
         .precisions
         .iter()
@@ -256,10 +404,23 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             }
         })
         .collect();
+    let what = JobWhat {
+        params_b: r
+            .synthetic
+            .as_deref()
+            .and_then(analysis::find_shape)
+            .map(|s| s.param_count() as f64 / 1e9),
+        model: name,
+        precisions: r.precisions.clone(),
+        batch: b,
+        context: r.tokens.unwrap_or(d.tokens) + 16,
+        session: None,
+    };
     Job {
         args,
         stem,
         expected,
+        what,
     }
 }
 

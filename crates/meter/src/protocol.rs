@@ -67,6 +67,9 @@ pub struct ProtocolConfig {
     pub vram_fraction: f64,
     /// Score each arm's perplexity on a fixed text after its meter window closed.
     pub perplexity: Option<PerplexityConfig>,
+    /// The measurement session the run belongs to (a sweep plan's `session`), recorded in every
+    /// report so that `aggregate` never pools sessions.
+    pub session: Option<String>,
 }
 
 /// The quality check: teacher-forced perplexity on a fixed text, scored after the energy window
@@ -152,6 +155,7 @@ impl Default for ProtocolConfig {
             idle_reads: 30,
             vram_fraction: 0.95,
             perplexity: None,
+            session: None,
         }
     }
 }

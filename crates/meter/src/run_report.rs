@@ -371,6 +371,7 @@ fn protocol_block(
                 .collect(),
         ),
         seed: Some(cfg.seed),
+        session: cfg.session.clone(),
         cooldown: ok.map(|a| cooldown_block(&a.cooldown)),
         preflight: Some(report::Preflight {
             free_vram_bytes: Some(out.free_vram_bytes),
@@ -434,6 +435,9 @@ fn environment_block(out: &Outcome, ok: Option<&ArmMeasurement>) -> report::Envi
         temperature_end_c: ok.and_then(|a| a.temp_end_c),
         idle_power_watts: Some(r(out.idle_power_w, 2)),
         idle_temperature_c: out.idle_temp_c,
+        // Filled in when the report is written (`scheduler::stamp`): they describe the process.
+        visible_devices: None,
+        slurm: None,
         gpus: (d.cards.len() > 1).then(|| {
             d.cards
                 .iter()

@@ -6,7 +6,9 @@ use crate::candle::{CandleFactory, WeightSource, CANDLE_VERSION};
 use crate::decoder::DecodeError;
 use crate::engine::Engine;
 use crate::error::{chain, Error, Result};
-use crate::files::{file_stem, hostname, sha256_file, utc_now, write_atomic};
+use crate::files::{
+    file_stem, hostname, report_path, sha256_file, utc_now, write_atomic, write_report,
+};
 use crate::meter::{EnergyMeter, RealClock};
 use crate::nvml_meter::NvmlMeter;
 use crate::protocol::{self, ProtocolConfig};
@@ -30,7 +32,8 @@ pub struct MeasureOptions {
     pub model: ModelSpec,
     /// Arms, tokens, iterations, cooldown, perplexity … (the seed also seeds synthetic weights).
     pub protocol: ProtocolConfig,
-    /// GPU index (NVML and CUDA).
+    /// The CUDA device to decode on and meter (0: the first one `CUDA_VISIBLE_DEVICES` leaves
+    /// visible); NVML meters the same card, found by UUID.
     pub device: u32,
     /// Output directory for the reports.
     pub out: PathBuf,
@@ -139,7 +142,7 @@ fn decode_device(index: u32) -> Result<candle_core::Device> {
 pub fn run_measure(opts: &MeasureOptions) -> Result<MeasureResult> {
     let cfg = &opts.protocol;
     let source = opts.source()?;
-    let meter = NvmlMeter::open(opts.device).map_err(|e| e.to_string());
+    let meter = NvmlMeter::open_visible(opts.device).map_err(|e| e.to_string());
     let device = match &meter {
         Ok(_) => decode_device(opts.device).map_err(|e| chain(&e)),
         Err(e) => Err(e.clone()),
@@ -190,19 +193,17 @@ pub fn write_reports(
     let mut reports = Vec::new();
     let mut measured = false;
     for &p in &cfg.precisions {
-        let rep = build_report(cfg, outcome, ctx, p)?;
+        let mut rep = build_report(cfg, outcome, ctx, p)?;
         measured |= rep.results.basis == report::Basis::Measured;
-        let stem = match &opts.name {
-            Some(n) if cfg.precisions.len() == 1 => n.clone(),
-            Some(n) => format!("{n}_{}", p.as_str()),
-            None => file_stem(
-                model_name.split(' ').next().unwrap_or(model_name),
-                p,
-                cfg.batch,
-            ),
-        };
-        let path = opts.out.join(format!("{stem}.json"));
-        write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;
+        let path = report_path(
+            &opts.out,
+            opts.name.as_deref(),
+            cfg.precisions.len() > 1,
+            (model_name, p, cfg.batch),
+            "",
+            "",
+        );
+        write_report(&path, &mut rep)?;
         reports.push((path, rep));
     }
     Ok(MeasureResult { reports, measured })
@@ -234,7 +235,7 @@ pub fn run_overhead(
     };
     let source = opts.source()?;
     let (model_name, _) = weights_info(&source, false)?;
-    let mut meter = NvmlMeter::open(opts.device).map_err(Error::OverheadNeedsGpu)?;
+    let mut meter = NvmlMeter::open_visible(opts.device).map_err(Error::OverheadNeedsGpu)?;
     let device = decode_device(opts.device)?;
     let mut factory = opts.engine.factory(CandleFactory::new(source, device)?);
     let result = crate::overhead::run(
@@ -304,6 +305,8 @@ fn fallback(
             card: opts.card.as_deref(),
             model_name: &model_name,
             arms: &arms,
+            name: opts.name.as_deref(),
+            suffix: "",
         },
         cfg,
         reason,

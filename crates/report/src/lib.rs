@@ -54,7 +54,7 @@ pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, SCENARIOS};
 pub use types::{
     Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra, GpuRef,
     IterationEnergy, Latency, Measurement, ParseBasisError, Preflight, Protocol, Quality, Report,
-    Results, Serving, ServingMode, Stack, SystemUnderTest, TokenCount, WeightFile, Weights,
+    Results, Serving, ServingMode, Slurm, Stack, SystemUnderTest, TokenCount, WeightFile, Weights,
     WeightsKind, Workload,
 };
 

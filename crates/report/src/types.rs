@@ -417,6 +417,35 @@ pub struct Latency {
     pub extra: Extra,
 }
 
+/// `$.environment.slurm`: the Slurm job, array task, node and partition that made a report
+/// (from the `SLURM_*` variables of the job's environment).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Slurm {
+    /// `SLURM_JOB_ID`.
+    pub job_id: String,
+    /// `SLURM_ARRAY_JOB_ID`: the array this task belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_job_id: Option<String>,
+    /// `SLURM_ARRAY_TASK_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task_id: Option<u32>,
+    /// `SLURMD_NODENAME`: the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `SLURM_JOB_PARTITION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// `SLURM_CLUSTER_NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// `SLURM_JOB_GPUS` / `SLURM_STEP_GPUS`: the GPUs Slurm bound, as it numbers them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<String>,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
 /// One card of `$.environment.gpus`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct GpuRef {
@@ -524,6 +553,10 @@ pub struct Protocol {
     /// The pre-flight memory check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Preflight>,
+    /// `$.protocol.session`: the measurement session (a sweep plan's `session`); `aggregate`
+    /// never pools runs of different sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
@@ -769,6 +802,13 @@ pub struct Environment {
     /// Every card whose counter was summed (multi-GPU server runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<Vec<GpuRef>>,
+    /// `$.environment.visible_devices`: `CUDA_VISIBLE_DEVICES` as the process saw it (a
+    /// scheduler's GPU binding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_devices: Option<String>,
+    /// `$.environment.slurm`: where a Slurm job ran the measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<Slurm>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,

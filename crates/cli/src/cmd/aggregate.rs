@@ -1,5 +1,8 @@
-//! `quantenergy aggregate`: a directory of measured reports → `data/anchors.csv` rows (mean, n,
-//! CV, judged against the campaign targets) or the campaign's Markdown table.
+//! `quantenergy aggregate`: a directory of measured reports — one box's or the merged results
+//! of many nodes and cards — → `data/anchors.csv` rows (mean, n, CV, judged against the
+//! campaign targets) or the campaign's Markdown table. Rows are grouped by session, stack,
+//! model, precision and batch; different sessions or stacks are never pooled, and a report that
+//! is not a measurement never contributes a figure.
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -13,39 +16,49 @@ use std::path::PathBuf;
 pub struct AggregateArgs {
     /// Directory of reports.
     pub dir: PathBuf,
-    /// The session name of the rows (rows of different sessions are never pooled).
+    /// The session of rows whose reports name none (a sweep plan's `session` is recorded in
+    /// every report; a different one here is refused).
     #[arg(long)]
-    pub session: String,
-    /// The software stack of the rows.
-    #[arg(
-        long,
-        default_value = "candle 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"
-    )]
-    pub stack: String,
+    pub session: Option<String>,
+    /// The stack label of the rows (default: each row's own, from its reports, e.g. "candle
+    /// 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"); refused over several stacks.
+    #[arg(long)]
+    pub stack: Option<String>,
     /// Where the numbers come from.
     #[arg(
         long,
         default_value = "quantenergy data/measurements (this repository)"
     )]
     pub source: String,
-    /// Print the full per-configuration table (both energies, tok/s, power, CV, ΔE) as
-    /// Markdown for docs/MEASUREMENTS.md instead of anchors.csv rows.
+    /// Print the full per-configuration table (both energies, tok/s, power, CV, cards, nodes,
+    /// ΔE) as Markdown for docs/MEASUREMENTS.md instead of anchors.csv rows.
     #[arg(long)]
     pub markdown: bool,
 }
 
 /// Print the rows (or the table).
 pub fn run(a: &AggregateArgs) -> Result<()> {
-    let rows = aggregate_anchors(&a.dir)?;
-    if rows.is_empty() {
+    let agg = aggregate_anchors(&a.dir)?;
+    if agg.rows.is_empty() {
         bail!(
-            "{}: no measured reports with a baseline arm",
-            a.dir.display()
+            "{}: no measured run with a baseline arm to pool: {} valid report(s) — {} estimate(s), \
+             which are never pooled into a measured row, {} failed — and {} file(s) that are not valid reports",
+            a.dir.display(),
+            agg.reports,
+            agg.estimates,
+            agg.failed,
+            agg.invalid
+        );
+    }
+    if agg.estimates + agg.failed + agg.invalid > 0 {
+        eprintln!(
+            "note: left out {} estimate(s), {} failed report(s) and {} invalid file(s)",
+            agg.estimates, agg.failed, agg.invalid
         );
     }
     let targets = CampaignTargets::default();
     if a.markdown {
-        print!("{}", markdown_table(&rows, &targets));
+        print!("{}", markdown_table(&agg.rows, &targets));
         return Ok(());
     }
     let prov = Provenance {
@@ -53,6 +66,7 @@ pub fn run(a: &AggregateArgs) -> Result<()> {
         session: a.session.clone(),
         source: a.source.clone(),
     };
-    print!("{}", anchors_csv(&rows, &prov, &targets)?);
+    prov.check(&agg.rows).map_err(anyhow::Error::msg)?;
+    print!("{}", anchors_csv(&agg.rows, &prov, &targets)?);
     Ok(())
 }

@@ -80,8 +80,10 @@ pub struct MeasureArgs {
     /// Output file name stem (default: derived from model, precision, batch).
     #[arg(long)]
     pub name: Option<String>,
-    /// GPU indices to meter, comma-separated (`0,1`: a server spread over two cards, counters
-    /// summed); or, without a GPU, the card name to estimate for (e.g. "RTX 4090").
+    /// GPUs to decode on and meter, numbered as CUDA sees them (0 = the first one
+    /// `CUDA_VISIBLE_DEVICES` leaves: under Slurm, the job's own card; NVML meters it by UUID),
+    /// comma-separated (`0,1`: a server spread over two cards, counters summed); or, without a
+    /// GPU, the card name to estimate for (e.g. "RTX 4090").
     #[arg(long, value_parser = super::serve::parse_gpu)]
     pub gpu: Option<super::serve::GpuSel>,
     #[command(flatten)]
@@ -101,6 +103,22 @@ pub struct MeasureArgs {
     /// ("candle-graph" or "candle"), so the two are never pooled.
     #[arg(long, default_value = "graph", value_parser = parse_engine())]
     pub engine: Engine,
+    /// The measurement session this run belongs to (`protocol.session`; a sweep passes its
+    /// plan's): `aggregate` never pools runs of different sessions.
+    #[arg(long, value_parser = parse_session)]
+    pub session: Option<String>,
+}
+
+/// `--session`: a plain label, as a plan's `session`.
+fn parse_session(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        Ok(s.to_string())
+    } else {
+        Err("use letters, digits, `.`, `-` and `_` only".into())
+    }
 }
 
 /// `--engine`: `graph` or `eager` (clap lists them on a wrong value).
@@ -149,6 +167,7 @@ impl MeasureArgs {
             perplexity: self.perplexity.then(|| {
                 PerplexityConfig::embedded(self.ppl_tokens as usize, self.ppl_seq_len as usize)
             }),
+            session: self.session.clone(),
             ..ProtocolConfig::default()
         }
     }

@@ -1,19 +1,32 @@
 //! `quantenergy sweep plan.toml`: every repeat in its own process (a fresh CUDA context per
 //! repeat), resumable (a job whose reports exist is skipped), and an `aggregate.csv` at the end.
+//! `--emit slurm` writes the plan as a Slurm job array instead; each array task comes back here
+//! with `--task N` and runs that one job.
+//!
+//! A job has three outcomes and one non-outcome. It measured (its reports), it ran without a GPU
+//! (its labelled estimates), or it failed: its process died or exited non-zero without writing
+//! a report, and the sweep writes `<stem>.failed.json` with the reason — a record, never a hole
+//! and never a figure. Interrupted (Ctrl-C, SIGTERM, `scancel`), it leaves nothing, so the next
+//! run or resubmission starts exactly there.
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use meter::campaign::aggregate_csv;
-use meter::plan::{jobs, parse_plan, Job};
+use meter::plan::{jobs, parse_plan, Job, JobState};
+use meter::slurm::{sbatch_script, ArrayScript, SlurmOptions};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
 /// Which jobs of a plan to run, and where.
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     /// The plan (TOML).
     pub plan: PathBuf,
-    /// Write reports here instead of the plan's `out`.
-    #[arg(long)]
+    /// Write reports here instead of the plan's `out` (with `--emit slurm`: the results
+    /// directory every node shares).
+    #[arg(long, alias = "results")]
     pub out: Option<PathBuf>,
     /// Run at most this many pending jobs, then stop (rerun to resume).
     #[arg(long)]
@@ -21,42 +34,142 @@ pub struct SweepArgs {
     /// Start no new job after this many seconds.
     #[arg(long)]
     pub time_budget_s: Option<f64>,
-    /// List the pending jobs only.
+    /// List the jobs and where each stands; run nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Run only the jobs whose name contains this (repeatable), e.g. `--only _r3 --only BF16`.
     #[arg(long)]
     pub only: Vec<String>,
+    /// Run failed jobs again (their `.failed.json` is replaced by what the new run writes).
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Run jobs again whose reports are only the no-GPU estimate (a node without a GPU ran them).
+    #[arg(long)]
+    pub retry_estimated: bool,
+    /// Write the plan as a job array for this scheduler (printed to stdout) instead of running it.
+    #[arg(long, value_enum)]
+    pub emit: Option<Scheduler>,
+    /// Slurm partition.
+    #[arg(long, requires = "emit")]
+    pub partition: Option<String>,
+    /// Slurm account.
+    #[arg(long, requires = "emit")]
+    pub account: Option<String>,
+    /// Time limit per array task, in Slurm's syntax (`30:00`).
+    #[arg(long, requires = "emit")]
+    pub time: Option<String>,
+    /// GPUs per array task (0 for the no-GPU path).
+    #[arg(long, default_value_t = 1, requires = "emit")]
+    pub gpus_per_task: u32,
+    /// At most this many array tasks at once.
+    #[arg(long, requires = "emit")]
+    pub max_parallel: Option<usize>,
+    /// The command each array task runs (default: this binary's path; a site wrapper or a
+    /// container launcher around it works too).
+    #[arg(long, requires = "emit")]
+    pub exe: Option<String>,
+    /// Run only job number N of the plan (0-based; what an array task does).
+    #[arg(long, conflicts_with_all = ["emit", "limit", "only", "time_budget_s"])]
+    pub task: Option<usize>,
+    /// With `--task`: the plan's SHA-256 when the array was emitted (a changed plan is refused).
+    #[arg(long, requires = "task")]
+    pub plan_sha256: Option<String>,
 }
 
-/// Run the plan's pending jobs, each in its own process of this binary, then write
-/// `aggregate.csv`.
-pub fn run(plan_path: &Path, opts: &SweepArgs) -> Result<()> {
-    let text = std::fs::read_to_string(plan_path)
+/// A scheduler a sweep can be emitted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scheduler {
+    /// An sbatch script with one array task per job.
+    Slurm,
+}
+
+/// The plan, its jobs and where their reports go.
+struct Loaded {
+    plan_path: PathBuf,
+    out: PathBuf,
+    jobs: Vec<Job>,
+}
+
+fn load(opts: &SweepArgs) -> Result<Loaded> {
+    let plan_path = std::path::absolute(&opts.plan)
+        .with_context(|| format!("resolving {}", opts.plan.display()))?;
+    let text = std::fs::read_to_string(&plan_path)
         .with_context(|| format!("reading {}", plan_path.display()))?;
     let plan = parse_plan(&text)?;
     let base = plan_path.parent().unwrap_or(Path::new("."));
-    let out = opts.out.clone().unwrap_or_else(|| base.join(&plan.out));
-    std::fs::create_dir_all(&out)?;
-    let all = jobs(&plan, &out);
-    let pending: Vec<&Job> = all
+    let out = std::path::absolute(opts.out.clone().unwrap_or_else(|| base.join(&plan.out)))?;
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let jobs = jobs(&plan, &out);
+    Ok(Loaded {
+        plan_path,
+        out,
+        jobs,
+    })
+}
+
+impl SweepArgs {
+    /// Whether a job in `state` is to run.
+    fn runs(&self, state: &JobState) -> bool {
+        match state {
+            JobState::Pending => true,
+            JobState::Failed(_) => self.retry_failed,
+            JobState::Estimated => self.retry_estimated,
+            JobState::Measured => false,
+        }
+    }
+}
+
+fn state_words(s: &JobState) -> String {
+    match s {
+        JobState::Pending => "pending".into(),
+        JobState::Measured => "done (measured)".into(),
+        JobState::Estimated => "done (no-GPU estimate only)".into(),
+        JobState::Failed(why) => format!("failed: {why}"),
+    }
+}
+
+/// `sweep`: run the plan here, run one job of it (`--task`), or emit it for a scheduler.
+pub fn run(opts: &SweepArgs) -> Result<ExitCode> {
+    let l = load(opts)?;
+    if let Some(n) = opts.task {
+        return run_task(opts, &l, n);
+    }
+    if let Some(Scheduler::Slurm) = opts.emit {
+        return emit_slurm(opts, &l);
+    }
+    run_here(opts, &l)
+}
+
+/// The whole plan on this machine, job after job.
+fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
+    let states: Vec<JobState> = l.jobs.iter().map(Job::state).collect();
+    let pending: Vec<&Job> = l
+        .jobs
         .iter()
-        .filter(|j| !j.expected.iter().all(|p| p.exists()))
-        .filter(|j| opts.only.is_empty() || opts.only.iter().any(|o| j.stem.contains(o.as_str())))
+        .zip(&states)
+        .filter(|(j, s)| {
+            opts.runs(s)
+                && (opts.only.is_empty() || opts.only.iter().any(|o| j.stem.contains(o.as_str())))
+        })
+        .map(|(j, _)| j)
         .collect();
+    let failed = states
+        .iter()
+        .filter(|s| matches!(s, JobState::Failed(_)))
+        .count();
     println!(
-        "{} jobs in the plan, {} already done, {} pending",
-        all.len(),
-        all.len() - pending.len(),
-        pending.len()
+        "{} jobs in the plan, {} to run, {} done, {failed} failed before",
+        l.jobs.len(),
+        pending.len(),
+        l.jobs.len() - pending.len(),
     );
     if opts.dry_run {
-        for j in &pending {
-            println!("  would run: quantenergy {}", j.args.join(" "));
+        for (i, (j, s)) in l.jobs.iter().zip(&states).enumerate() {
+            println!("  {i:>4} {:<40} {}", j.stem, state_words(s));
         }
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
-    let exe = std::env::current_exe()?;
+    let exe = job_exe()?;
     let bar = indicatif::ProgressBar::new(pending.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -65,6 +178,7 @@ pub fn run(plan_path: &Path, opts: &SweepArgs) -> Result<()> {
     );
     let t0 = std::time::Instant::now();
     let mut failures = Vec::new();
+    install_signal_flag();
     for (i, job) in pending.iter().enumerate() {
         if opts.limit.is_some_and(|l| i >= l)
             || opts
@@ -77,19 +191,234 @@ pub fn run(plan_path: &Path, opts: &SweepArgs) -> Result<()> {
             break;
         }
         bar.set_message(job.stem.clone());
-        let status = std::process::Command::new(&exe).args(&job.args).status()?;
-        if !status.success() {
-            failures.push(format!("{} (exit {status})", job.stem));
-            bar.println(format!("FAILED {}: exit {status}", job.stem));
+        match run_job(&exe, job)? {
+            JobEnd::Done => {}
+            JobEnd::Failed(why) => {
+                bar.println(format!("FAILED {}: {why}", job.stem));
+                failures.push(job.stem.clone());
+            }
+            JobEnd::Interrupted(sig) => {
+                bar.abandon();
+                eprintln!(
+                    "interrupted during {} (signal {sig}): it left no report; run the sweep again to resume there",
+                    job.stem
+                );
+                return Ok(ExitCode::from(128 + sig as u8));
+            }
         }
         bar.inc(1);
     }
     bar.finish();
-    let csv = aggregate_csv(&out)?;
-    meter::files::write_atomic(&out.join("aggregate.csv"), csv.as_bytes())?;
-    println!("wrote {}", out.join("aggregate.csv").display());
+    let csv = aggregate_csv(&l.out)?;
+    meter::files::write_atomic(&l.out.join("aggregate.csv"), csv.as_bytes())?;
+    println!("wrote {}", l.out.join("aggregate.csv").display());
     if !failures.is_empty() {
-        bail!("{} job(s) failed: {}", failures.len(), failures.join(", "));
+        bail!(
+            "{} job(s) failed (see their .failed.json): {}",
+            failures.len(),
+            failures.join(", ")
+        );
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One job of the plan, as a Slurm array task runs it.
+fn run_task(opts: &SweepArgs, l: &Loaded, n: usize) -> Result<ExitCode> {
+    if let Some(want) = &opts.plan_sha256 {
+        let (have, _) = meter::files::sha256_file(&l.plan_path)?;
+        if !have.eq_ignore_ascii_case(want) {
+            bail!(
+                "{} changed since the array was emitted (sha256 {have}, the script expects {want}): \
+                 its job numbers may name other jobs now; emit the script again",
+                l.plan_path.display()
+            );
+        }
+    }
+    let Some(job) = l.jobs.get(n) else {
+        bail!(
+            "task {n}: the plan has {} jobs (0 to {})",
+            l.jobs.len(),
+            l.jobs.len().saturating_sub(1)
+        );
+    };
+    let state = job.state();
+    if opts.dry_run || !opts.runs(&state) {
+        println!("task {n} ({}): {}", job.stem, state_words(&state));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("task {n}: running {}", job.stem);
+    install_signal_flag();
+    match run_job(&job_exe()?, job)? {
+        JobEnd::Done => Ok(ExitCode::SUCCESS),
+        JobEnd::Failed(why) => {
+            eprintln!("task {n} ({}) failed: {why}", job.stem);
+            Ok(ExitCode::from(1))
+        }
+        JobEnd::Interrupted(sig) => {
+            eprintln!(
+                "task {n} ({}) interrupted by signal {sig}: no report written",
+                job.stem
+            );
+            Ok(ExitCode::from(128 + sig as u8))
+        }
+    }
+}
+
+/// The sbatch script on stdout, or with `--dry-run` what the array would do.
+fn emit_slurm(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
+    if opts.dry_run {
+        let states: Vec<JobState> = l.jobs.iter().map(Job::state).collect();
+        let to_run = states.iter().filter(|s| opts.runs(s)).count();
+        println!(
+            "the array has {} tasks: {to_run} would run, {} would exit at once (done)",
+            l.jobs.len(),
+            l.jobs.len() - to_run
+        );
+        for (i, (j, s)) in l.jobs.iter().zip(&states).enumerate() {
+            let verb = if opts.runs(s) { "would run" } else { "skips" };
+            println!("  task {i:>4}: {verb:<9} {:<40} {}", j.stem, state_words(s));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (sha, _) = meter::files::sha256_file(&l.plan_path)?;
+    let exe = match &opts.exe {
+        Some(e) => e.clone(),
+        None => std::env::current_exe()?.display().to_string(),
+    };
+    std::fs::create_dir_all(l.out.join("slurm-logs"))?;
+    let slurm = SlurmOptions {
+        partition: opts.partition.clone(),
+        account: opts.account.clone(),
+        time: opts.time.clone(),
+        gpus_per_task: opts.gpus_per_task,
+        max_parallel: opts.max_parallel,
+    };
+    let script = sbatch_script(&ArrayScript {
+        plan: &l.plan_path,
+        plan_sha256: &sha,
+        results: &l.out,
+        exe: &exe,
+        jobs: l.jobs.len(),
+        opts: &slurm,
+    })
+    .map_err(anyhow::Error::msg)?;
+    print!("{script}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a job's process came to.
+enum JobEnd {
+    /// It wrote its reports (measured or estimated).
+    Done,
+    /// It failed; its failed reports say why.
+    Failed(String),
+    /// This sweep was told to stop (the signal): nothing was written.
+    Interrupted(i32),
+}
+
+/// The command a job runs: `QUANTENERGY_EXE` (a Slurm array sets it to what was emitted), else
+/// this binary.
+fn job_exe() -> Result<PathBuf> {
+    match std::env::var_os("QUANTENERGY_EXE") {
+        Some(e) if !e.is_empty() => Ok(PathBuf::from(e)),
+        _ => Ok(std::env::current_exe()?),
+    }
+}
+
+/// The signal this sweep was sent (0: none).
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP.store(sig, Ordering::SeqCst);
+}
+
+/// Catch SIGINT/SIGTERM/SIGHUP: the job's process is stopped and nothing is written for it.
+fn install_signal_flag() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
+}
+
+/// How many of the child's last stderr lines a failed report quotes.
+const TAIL_LINES: usize = 8;
+
+/// Run one job in its own process; stderr passes through and its tail is kept for the reason.
+fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(exe)
+        .args(&job.args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    let stderr = child.stderr.take().expect("piped");
+    let tail = std::thread::spawn(move || {
+        let mut last: std::collections::VecDeque<String> = Default::default();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(|l| l.ok())
+        {
+            eprintln!("{line}");
+            if last.len() == TAIL_LINES {
+                last.pop_front();
+            }
+            last.push_back(line);
+        }
+        last.into_iter().collect::<Vec<_>>().join(" | ")
+    });
+    let mut forwarded = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        let sig = STOP.load(Ordering::SeqCst);
+        if sig != 0 && forwarded != sig {
+            // A terminal's Ctrl-C reaches the child too; a `kill` or `scancel` of this process
+            // alone may not: pass it on, then wait for the child to end.
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+            forwarded = sig;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let tail = tail.join().unwrap_or_default();
+    let sig = STOP.load(Ordering::SeqCst);
+    if sig != 0 {
+        return Ok(JobEnd::Interrupted(sig));
+    }
+    let missing = job
+        .expected
+        .iter()
+        .filter(|p| !p.exists() && !meter::plan::with_kind(p, ".estimate").exists())
+        .count();
+    if status.success() && missing == 0 {
+        for p in &job.expected {
+            let _ = std::fs::remove_file(meter::plan::with_kind(p, ".failed"));
+        }
+        return Ok(JobEnd::Done);
+    }
+    let why = match (status.code(), status_signal(&status)) {
+        (Some(0), _) => format!("the process exited 0 but wrote {missing} of its reports"),
+        (Some(c), _) => format!("exit status {c}: {tail}"),
+        (None, Some(s)) => format!("killed by signal {s}{}: {tail}", signal_hint(s)),
+        (None, None) => format!("ended without a status: {tail}"),
+    };
+    for (path, mut rep) in job.failed_reports(&why) {
+        meter::files::write_report(&path, &mut rep)?;
+    }
+    Ok(JobEnd::Failed(why))
+}
+
+fn status_signal(s: &std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    s.signal()
+}
+
+fn signal_hint(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => " (SIGKILL: the out-of-memory killer or the scheduler's time limit?)",
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        _ => "",
+    }
 }

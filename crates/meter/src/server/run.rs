@@ -5,7 +5,7 @@
 use super::{Launch, ServerFactory, ServerOptions};
 use crate::error::{Error, Result};
 use crate::fallback::{estimate_reports, EstimateTarget, MeasureResult};
-use crate::files::{file_stem, hostname, sha256_file, utc_now, write_atomic};
+use crate::files::{hostname, report_path, sha256_file, utc_now, write_report};
 use crate::meter::{Clock, EnergyMeter};
 use crate::protocol::{self, ProtocolConfig};
 use crate::run_report::{build_report, RunContext, WeightsInfo};
@@ -131,22 +131,17 @@ pub fn measure_served(
             timestamp_utc: timestamp.clone(),
             host: hostname(),
         };
-        let rep = build_report(&cfg, &outcome, &ctx, precision)?;
+        let mut rep = build_report(&cfg, &outcome, &ctx, precision)?;
         measured |= rep.results.basis == report::Basis::Measured;
-        let stem = match &run.name {
-            Some(n) if precisions.len() == 1 => n.clone(),
-            Some(n) => format!("{n}_{}", precision.as_str()),
-            None => format!(
-                "{}_server",
-                file_stem(
-                    model_name.split(' ').next().unwrap_or(&model_name),
-                    precision,
-                    cfg.batch
-                )
-            ),
-        };
-        let path = run.out.join(format!("{stem}.json"));
-        write_atomic(&path, serde_json::to_string_pretty(&rep)?.as_bytes())?;
+        let path = report_path(
+            &run.out,
+            run.name.as_deref(),
+            precisions.len() > 1,
+            (&model_name, precision, cfg.batch),
+            "_server",
+            "",
+        );
+        write_report(&path, &mut rep)?;
         reports.push((path, rep));
     }
     Ok(MeasureResult { reports, measured })
@@ -164,6 +159,8 @@ pub fn estimate_served(run: &ServerRun, reason: &str) -> Result<MeasureResult> {
             card: run.card.as_deref(),
             model_name: &model_name,
             arms: &sizes,
+            name: run.name.as_deref(),
+            suffix: "_server",
         },
         &cfg,
         reason,
@@ -179,8 +176,8 @@ pub fn run_served(run: &ServerRun, gpus: &[u32]) -> Result<MeasureResult> {
     use crate::nvml_meter::NvmlMeter;
     let mut meters: Vec<(u32, Box<dyn EnergyMeter + Send>)> = Vec::new();
     for &g in gpus {
-        match NvmlMeter::open(g) {
-            Ok(m) => meters.push((g, Box::new(m))),
+        match NvmlMeter::open_visible(g) {
+            Ok(m) => meters.push((m.nvml_index(), Box::new(m))),
             Err(e) => return estimate_served(run, &e.to_string()),
         }
     }
