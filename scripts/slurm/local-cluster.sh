@@ -22,13 +22,18 @@ stop() {
   done
 }
 
+# slurmd runs jobs as their users, so it (and this script) must be root.
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "local-cluster.sh: needs root (or sudo)" >&2; exit 1; }
+  exec sudo -n "$0" "$cmd" "$dir"
+fi
+
 case "$cmd" in
   stop) stop; exit 0 ;;
   start) ;;
   *) echo "usage: local-cluster.sh start|stop DIR" >&2; exit 2 ;;
 esac
 
-[ "$(id -u)" = 0 ] || { echo "local-cluster.sh: slurmd must run as root" >&2; exit 1; }
 for b in munged slurmctld slurmd sbatch sinfo; do
   command -v "$b" >/dev/null || { echo "local-cluster.sh: $b not found (apt-get install slurmctld slurmd slurm-client munge)" >&2; exit 1; }
 done

@@ -165,7 +165,7 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *\" measure \"*qwen2-1.5b*) if [ -e {h} ]; then touch {s}; sleep 300; fi;; esac\nexec {qe} \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" measure \"*qwen2-1.5b*) if [ -e {h} ]; then touch {s}; exec sleep 300; fi;; esac\nexec {qe} \"$@\"\n",
             h = hold.display(),
             s = started.display(),
             qe = QE

@@ -804,3 +804,168 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         counter_over_trace: all(these.iter().map(|a| a.ratio).collect()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// A committed H200 report (Qwen2-7B Q4_K with its FP16 arm), as JSON to edit.
+    fn committed() -> Value {
+        serde_json::from_str(include_str!(
+            "../../../data/measurements/h200/raw/qwen2-7b_b1_r1_Q4_K.json"
+        ))
+        .unwrap()
+    }
+
+    /// A run of the committed report: its own time stamp (so its own run), session, node, engine.
+    fn run(i: u32, session: Option<&str>, node: &str, engine: &str) -> Value {
+        let mut v = committed();
+        v["timestamp_utc"] = json!(format!("2026-12-01T00:00:{i:02}Z"));
+        v["stack"]["engine"] = json!(engine);
+        v["environment"]["slurm"] = json!({"job_id": format!("{i}"), "node": node});
+        if let Some(s) = session {
+            v["protocol"]["session"] = json!(s);
+        }
+        v
+    }
+
+    fn dir_of(tag: &str, reports: &[Value]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("qe-campaign-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, r) in reports.iter().enumerate() {
+            std::fs::write(dir.join(format!("r{i}.json")), r.to_string()).unwrap();
+        }
+        dir
+    }
+
+    fn q4k(rows: &[AnchorRow]) -> Vec<&AnchorRow> {
+        rows.iter()
+            .filter(|r| r.precision == Precision::Q4K)
+            .collect()
+    }
+
+    #[test]
+    fn runs_of_one_session_and_stack_pool_and_count_their_nodes() {
+        let dir = dir_of(
+            "pool",
+            &[
+                run(1, Some("s1"), "node-a", "candle"),
+                run(2, Some("s1"), "node-b", "candle"),
+                run(3, Some("s1"), "node-b", "candle"),
+            ],
+        );
+        let agg = aggregate_anchors(&dir).unwrap();
+        let rows = q4k(&agg.rows);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!((rows[0].n, rows[0].nodes, rows[0].cards), (3, 2, 1));
+        assert_eq!(rows[0].session.as_deref(), Some("s1"));
+        assert_eq!(
+            rows[0].stack,
+            "candle 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sessions_and_stacks_are_never_pooled() {
+        let dir = dir_of(
+            "apart",
+            &[
+                run(1, Some("s1"), "n", "candle"),
+                run(2, Some("s2"), "n", "candle"),
+                run(3, Some("s1"), "n", "llama.cpp"),
+            ],
+        );
+        let agg = aggregate_anchors(&dir).unwrap();
+        let rows = q4k(&agg.rows);
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert!(rows.iter().all(|r| r.n == 1));
+        let llama = rows
+            .iter()
+            .find(|r| r.stack.starts_with("llama.cpp"))
+            .unwrap();
+        assert_eq!(llama.model, "Qwen2-7B [llama.cpp]");
+        // Every row keeps its own FP16 baseline: the same run's.
+        for r in &agg.rows {
+            assert!(r.fp16_mj > 0.0);
+        }
+        // One --stack label over two stacks, or a --session that contradicts the reports: refused.
+        let prov = |stack: Option<&str>, session: Option<&str>| Provenance {
+            stack: stack.map(str::to_string),
+            session: session.map(str::to_string),
+            source: "test".into(),
+        };
+        let e = prov(Some("one label"), None).check(&agg.rows).unwrap_err();
+        assert!(e.contains("2 stacks"), "{e}");
+        let e = prov(None, Some("s1")).check(&agg.rows).unwrap_err();
+        assert!(
+            e.contains("\"s2\"") && e.contains("never relabelled"),
+            "{e}"
+        );
+        assert!(prov(None, None).check(&agg.rows).is_ok());
+        let csv = anchors_csv(&agg.rows, &prov(None, None), &CampaignTargets::default()).unwrap();
+        assert!(csv.lines().any(|l| l.contains(",s2,")), "{csv}");
+        assert!(
+            csv.lines().any(|l| l.contains("llama.cpp campaign")),
+            "{csv}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn reports_without_a_session_need_one_from_the_command_line() {
+        let dir = dir_of("nosession", &[run(1, None, "n", "candle")]);
+        let agg = aggregate_anchors(&dir).unwrap();
+        let none = Provenance {
+            stack: None,
+            session: None,
+            source: "t".into(),
+        };
+        assert!(none
+            .check(&agg.rows)
+            .unwrap_err()
+            .contains("pass --session"));
+        let given = Provenance {
+            session: Some("h200-2026-11-30".into()),
+            ..none
+        };
+        assert!(given.check(&agg.rows).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn estimates_and_failed_jobs_never_contribute_a_figure() {
+        let mut estimate = run(1, Some("s1"), "n", "candle");
+        estimate["results"]["basis"] = json!("interpolated");
+        let failed_job = crate::plan::with_kind(Path::new("x.json"), ".failed");
+        assert_eq!(failed_job, Path::new("x.failed.json"));
+        let mut failed = crate::fallback::unmeasured_report(
+            "unknown",
+            "Qwen2-7B",
+            Some(7.6),
+            Precision::Q4K,
+            (1, 272),
+        );
+        failed.protocol = Some(report::Protocol {
+            arms: Some(vec![report::Arm::failed("Q4_K", "exit status 1")]),
+            ..Default::default()
+        });
+        let dir = dir_of(
+            "estimates",
+            &[
+                estimate,
+                serde_json::to_value(&failed).unwrap(),
+                json!({"not": "a report"}),
+            ],
+        );
+        let agg = aggregate_anchors(&dir).unwrap();
+        assert!(agg.rows.is_empty(), "{:?}", agg.rows);
+        assert_eq!(agg.failed, 1);
+        // The re-labelled committed report is either read as an estimate or refused as
+        // inconsistent; either way it is not pooled.
+        assert_eq!(agg.estimates + agg.invalid, 2, "{agg:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

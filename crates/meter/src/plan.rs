@@ -409,7 +409,7 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             .synthetic
             .as_deref()
             .and_then(analysis::find_shape)
-            .map(|s| s.param_count() as f64 / 1e9),
+            .map(|s| (s.param_count() as f64 / 1e5).round() / 1e4),
         model: name,
         precisions: r.precisions.clone(),
         batch: b,
@@ -534,5 +534,88 @@ repeats = 1
             text.starts_with("plan.toml: ") && text.contains("bogus"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_plan_session_and_card_reach_every_job_and_odd_ones_are_refused() {
+        let text = PLAN
+            .replace("out = \"raw\"", "out = \"raw\"\nsession = \"h200-2026-12\"")
+            .replace("[defaults]\n", "[defaults]\ncard = \"H200\"\n");
+        let plan = parse_plan(&text).unwrap();
+        for j in jobs(&plan, Path::new("/o")) {
+            assert!(
+                j.args
+                    .windows(2)
+                    .any(|w| w == ["--session", "h200-2026-12"]),
+                "{:?}",
+                j.args
+            );
+            assert!(
+                j.args.windows(2).any(|w| w == ["--gpu", "H200"]),
+                "{:?}",
+                j.args
+            );
+            assert_eq!(j.what.session.as_deref(), Some("h200-2026-12"));
+        }
+        for bad in ["", "a b", "x/../y", "s\\t"] {
+            let t = PLAN.replace(
+                "out = \"raw\"",
+                &format!("out = \"raw\"\nsession = \"{bad}\""),
+            );
+            let e = parse_plan(&t).unwrap_err();
+            assert!(matches!(e, Error::PlanSession(_)), "{bad:?}: {e}");
+        }
+        for bad in ["0", "0,1", " "] {
+            let t = PLAN.replace("[defaults]\n", &format!("[defaults]\ncard = \"{bad}\"\n"));
+            assert!(
+                matches!(parse_plan(&t).unwrap_err(), Error::PlanCard(_)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_stands_where_its_files_say() {
+        let dir = std::env::temp_dir().join(format!("qe-plan-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = parse_plan(PLAN).unwrap();
+        let job = jobs(&plan, &dir).remove(0); // two reports: Q8_0 and Q4_0
+        assert_eq!(job.state(), JobState::Pending);
+        let [q8, q4] = [&job.expected[0], &job.expected[1]];
+        std::fs::write(q8, "{}").unwrap();
+        assert_eq!(
+            job.state(),
+            JobState::Pending,
+            "one report of two is not done"
+        );
+        std::fs::write(with_kind(q4, ".estimate"), "{}").unwrap();
+        assert_eq!(job.state(), JobState::Estimated);
+        std::fs::remove_file(with_kind(q4, ".estimate")).unwrap();
+        // The process died: a failed report for the one it did not write, with the reason.
+        let failed = job.failed_reports("exit status 137: out of memory");
+        assert_eq!(failed.len(), 1);
+        let (path, rep) = &failed[0];
+        assert_eq!(path, &with_kind(q4, ".failed"));
+        let text = serde_json::to_string(rep).unwrap();
+        let v = report::validate_str(&text);
+        assert!(v.errors.is_empty(), "{:?}", v.errors);
+        assert_eq!(rep.results.basis, report::Basis::Unavailable);
+        assert_eq!(rep.results.energy_per_token_mj, None, "never a figure");
+        assert_eq!(rep.workload.precision, "Q4_0");
+        assert_eq!(rep.workload.params_b, Some(0.494));
+        std::fs::write(path, text).unwrap();
+        assert_eq!(
+            job.state(),
+            JobState::Failed("exit status 137: out of memory".into())
+        );
+        std::fs::write(path, "garbage").unwrap();
+        match job.state() {
+            JobState::Failed(why) => assert!(why.contains("not a failed report"), "{why}"),
+            s => panic!("{s:?}"),
+        }
+        std::fs::write(q4, "{}").unwrap();
+        assert_eq!(job.state(), JobState::Measured);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

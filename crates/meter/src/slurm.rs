@@ -19,6 +19,10 @@ pub struct SlurmOptions {
     pub gpus_per_task: u32,
     /// At most this many tasks at once (`--array=0-N%K`).
     pub max_parallel: Option<usize>,
+    /// Tasks run their job again when it failed before (`sweep --retry-failed`).
+    pub retry_failed: bool,
+    /// Tasks run their job again when only its no-GPU estimate is there.
+    pub retry_estimated: bool,
 }
 
 /// The array to emit.
@@ -132,9 +136,17 @@ pub fn sbatch_script(a: &ArrayScript) -> Result<String, String> {
     );
     let _ = writeln!(s, "export CUDA_DEVICE_ORDER=PCI_BUS_ID");
     let _ = writeln!(s, "export QUANTENERGY_EXE={}", sh_quote(a.exe));
+    let retry = [
+        (a.opts.retry_failed, " --retry-failed"),
+        (a.opts.retry_estimated, " --retry-estimated"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, f)| *f)
+    .collect::<String>();
     let _ = writeln!(
         s,
-        "exec \"$QUANTENERGY_EXE\" sweep {} --out {} --task \"$SLURM_ARRAY_TASK_ID\" --plan-sha256 {}",
+        "exec \"$QUANTENERGY_EXE\" sweep {} --out {} --task \"$SLURM_ARRAY_TASK_ID\" --plan-sha256 {}{retry}",
         sh_quote(&plan),
         sh_quote(&results),
         a.plan_sha256
@@ -165,6 +177,7 @@ mod tests {
             time: Some("00:30:00".into()),
             gpus_per_task: 1,
             max_parallel: Some(4),
+            ..Default::default()
         };
         let s = script(&opts, "/opt/qe/quantenergy").unwrap();
         let lines: Vec<&str> = s.lines().collect();
@@ -198,6 +211,16 @@ mod tests {
     fn no_gpus_no_throttle_and_odd_paths_are_quoted() {
         let s = script(&SlurmOptions::default(), "/home/a b/it's/qe").unwrap();
         assert!(s.contains("#SBATCH --array=0-11\n"), "{s}");
+        assert!(s.trim_end().ends_with("--plan-sha256 ab12"), "{s}");
+        let retry = SlurmOptions {
+            retry_failed: true,
+            ..Default::default()
+        };
+        let r = script(&retry, "qe").unwrap();
+        assert!(
+            r.trim_end().ends_with("--plan-sha256 ab12 --retry-failed"),
+            "{r}"
+        );
         assert!(!s.contains("gpus-per-task"), "{s}");
         assert!(!s.contains("--partition"), "{s}");
         assert!(

@@ -40,7 +40,8 @@ pub struct SweepArgs {
     /// Run only the jobs whose name contains this (repeatable), e.g. `--only _r3 --only BF16`.
     #[arg(long)]
     pub only: Vec<String>,
-    /// Run failed jobs again (their `.failed.json` is replaced by what the new run writes).
+    /// Run failed jobs again (their `.failed.json` is replaced by what the new run writes; with
+    /// `--emit slurm`, every task of the script does).
     #[arg(long)]
     pub retry_failed: bool,
     /// Run jobs again whose reports are only the no-GPU estimate (a node without a GPU ran them).
@@ -292,6 +293,8 @@ fn emit_slurm(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
         time: opts.time.clone(),
         gpus_per_task: opts.gpus_per_task,
         max_parallel: opts.max_parallel,
+        retry_failed: opts.retry_failed,
+        retry_estimated: opts.retry_estimated,
     };
     let script = sbatch_script(&ArrayScript {
         plan: &l.plan_path,
