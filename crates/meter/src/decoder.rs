@@ -253,6 +253,9 @@ pub struct FakeDecoderFactory {
     pub fail_nll: Vec<Precision>,
     /// Whether `tokenize` fails.
     pub fail_tokenize: bool,
+    /// What the scripted load and decode failures say (default: "scripted … failure …"), e.g.
+    /// an out-of-memory error as CUDA words it.
+    pub failure_text: Option<String>,
 }
 
 impl FakeDecoderFactory {
@@ -268,6 +271,7 @@ impl FakeDecoderFactory {
             nll_per_token: Vec::new(),
             fail_nll: Vec::new(),
             fail_tokenize: false,
+            failure_text: None,
         }
     }
 }
@@ -279,6 +283,7 @@ struct FakeDecoder {
     fail_after: Option<usize>,
     calls: usize,
     nll_per_token: Result<f64, String>,
+    failure_text: Option<String>,
 }
 
 impl Decoder for FakeDecoder {
@@ -290,10 +295,11 @@ impl Decoder for FakeDecoder {
     ) -> Result<usize, DecodeError> {
         self.calls += 1;
         if self.fail_after.is_some_and(|n| self.calls > n) {
-            return Err(DecodeError::Scripted(format!(
-                "scripted decode failure on call {}",
-                self.calls
-            )));
+            return Err(DecodeError::Scripted(
+                self.failure_text
+                    .clone()
+                    .unwrap_or_else(|| format!("scripted decode failure on call {}", self.calls)),
+            ));
         }
         // Advance virtual time token by token, yielding real time so the sampler thread sees
         // the window.
@@ -325,9 +331,11 @@ impl DecoderFactory for FakeDecoderFactory {
     fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError> {
         self.loads.push(precision);
         if self.fail_load.contains(&precision) {
-            return Err(DecodeError::Scripted(format!(
-                "scripted load failure for {precision}"
-            )));
+            return Err(DecodeError::Scripted(
+                self.failure_text
+                    .clone()
+                    .unwrap_or_else(|| format!("scripted load failure for {precision}")),
+            ));
         }
         let step_s = self
             .step_s
@@ -337,6 +345,7 @@ impl DecoderFactory for FakeDecoderFactory {
             .unwrap_or(0.01);
         Ok(Box::new(FakeDecoder {
             meter: self.meter.clone(),
+            failure_text: self.failure_text.clone(),
             step_s,
             precision,
             fail_after: self

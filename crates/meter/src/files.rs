@@ -76,11 +76,15 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         .ok_or_else(|| Error::NoFileName(path.to_path_buf()))?
         .to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    // A signal while the file is written removes it (see `interrupt`): never half a report.
+    let _guard = crate::interrupt::TempFile::register(&tmp);
     let result = (|| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
+        // Errors name the file the user asked for; the temporary one is gone by the time they
+        // read it.
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", path, e))?;
         f.write_all(contents)
             .and_then(|()| f.sync_all())
-            .map_err(|e| Error::io("writing", &tmp, e))?;
+            .map_err(|e| Error::io("writing", path, e))?;
         std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming to", path, e))?;
         Ok(())
     })();

@@ -22,6 +22,7 @@
 //! | [`slurm`] | a sweep plan as a Slurm job array (`sweep --emit slurm`) | – |
 //! | [`scheduler`] | the Slurm job around a run; `CUDA_VISIBLE_DEVICES` resolved to cards by UUID | – |
 //! | [`fallback`] | no GPU: the labelled dataset estimate per arm | – |
+//! | [`interrupt`] | SIGINT/SIGTERM/SIGHUP: kill started servers, remove a temp file, die of the signal | – |
 //! | [`files`] | atomic writes, safe file names, digests, time stamps | – |
 //! | [`error`] | the library's [`Error`], and [`error::chain`] to render an error with its causes | – |
 //!
@@ -40,6 +41,7 @@ pub mod engine;
 pub mod error;
 pub mod fallback;
 pub mod files;
+pub mod interrupt;
 pub mod meter;
 pub mod model_file;
 pub mod multi_meter;

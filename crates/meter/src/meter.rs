@@ -128,6 +128,12 @@ pub struct FakeState {
     pub lost_after_s: Option<f64>,
     /// Host CPU accounting for [`FakeClock::host_cpu`]: the stolen share (`None`: unreadable).
     pub steal_share: Option<f64>,
+    /// After this virtual time counter reads fail (power reads still succeed).
+    pub counter_fails_after_s: Option<f64>,
+    /// Right after this many counter reads the counter restarts from 0 (a driver reload).
+    pub counter_resets_after_reads: Option<u64>,
+    /// Counter reads so far.
+    pub counter_reads: u64,
 }
 
 impl FakeMeter {
@@ -146,6 +152,9 @@ impl FakeMeter {
                 power_reads: 0,
                 lost_after_s: None,
                 steal_share: None,
+                counter_fails_after_s: None,
+                counter_resets_after_reads: None,
+                counter_reads: 0,
             })),
         }
     }
@@ -212,12 +221,22 @@ impl EnergyMeter for FakeMeter {
         })
     }
     fn energy_mj(&mut self) -> Result<u64, MeterError> {
-        let s = self.state.lock().unwrap();
+        let mut s = self.state.lock().unwrap();
         lost(&s)?;
         if !s.counter_supported {
             return Err(MeterError::Read("energy counter not supported".into()));
         }
-        Ok(s.counter_mj as u64)
+        if s.counter_fails_after_s.is_some_and(|t| s.now_s >= t) {
+            return Err(MeterError::Read(
+                "scripted energy counter read failure".into(),
+            ));
+        }
+        let value = s.counter_mj as u64;
+        s.counter_reads += 1;
+        if s.counter_resets_after_reads == Some(s.counter_reads) {
+            s.counter_mj = 0.0;
+        }
+        Ok(value)
     }
     fn power_w(&mut self) -> Result<f64, MeterError> {
         read_power(&mut self.state.lock().unwrap())

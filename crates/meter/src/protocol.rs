@@ -302,6 +302,19 @@ pub enum ArmFailure {
         /// Counter reading at the end, mJ.
         end_mj: u64,
     },
+    /// The energy counter went backwards during the window (a driver reload or a counter reset):
+    /// the difference means nothing.
+    #[error(
+        "the energy counter went backwards during a {seconds:.2} s window ({start_mj} mJ → {end_mj} mJ: a driver reload or a counter reset); no figure"
+    )]
+    CounterBackwards {
+        /// Window length, s.
+        seconds: f64,
+        /// Counter reading at the start, mJ.
+        start_mj: u64,
+        /// Counter reading at the end, mJ.
+        end_mj: u64,
+    },
     /// Not run: the GPU disappeared during an earlier arm of the run.
     #[error("not run: the GPU disappeared during an earlier arm")]
     NotRunGpuLost,
@@ -338,6 +351,13 @@ impl From<WindowError> for ArmFailure {
                 start_mj,
                 end_mj,
             },
+            WindowError::CounterBackwards(seconds, start_mj, end_mj) => {
+                ArmFailure::CounterBackwards {
+                    seconds,
+                    start_mj,
+                    end_mj,
+                }
+            }
         }
     }
 }
@@ -710,6 +730,11 @@ pub enum WindowError {
     )]
     /// The counter did not move: (window s, start mJ, end mJ).
     CounterStuck(f64, u64, u64),
+    /// The counter went backwards: (window s, start mJ, end mJ).
+    #[error(
+        "the energy counter went backwards during a {0:.2} s window ({1} mJ → {2} mJ); no figure"
+    )]
+    CounterBackwards(f64, u64, u64),
 }
 
 /// One energy-counter window around `body` (which must leave the device synchronized): the power
@@ -740,7 +765,10 @@ pub fn metered_window<T, E: From<WindowError>>(
     let trace = sampler.map(Sampler::finish);
     let value = out?;
     let e1 = e1.map_err(WindowError::Meter)?;
-    if e1 <= e0 {
+    if e1 < e0 {
+        return Err(WindowError::CounterBackwards(seconds, e0, e1).into());
+    }
+    if e1 == e0 {
         return Err(WindowError::CounterStuck(seconds, e0, e1).into());
     }
     Ok((

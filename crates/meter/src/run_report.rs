@@ -276,6 +276,9 @@ fn results_note(
         out.idle_power_w
     ));
     if let Ok(a) = requested {
+        if let Some(gaps) = a.trace.as_ref().and_then(trace_gaps) {
+            notes.push(gaps);
+        }
         if !a.cooldown.converged {
             notes.push(format!(
                 "Cooldown did not converge within {:.0} s (power {:?} W, target ≤ {:.1} W).",
@@ -284,6 +287,30 @@ fn results_note(
         }
     }
     notes.join(" ")
+}
+
+/// Share of failed power reads above which a trace is said to have gaps.
+pub const TRACE_GAP_SHARE: f64 = 0.05;
+
+/// A note when the power trace has gaps (more than [`TRACE_GAP_SHARE`] of its reads failed, or
+/// none succeeded): the counter figure stands, the trace's cross-check is weaker or absent.
+fn trace_gaps(t: &crate::sampler::Trace) -> Option<String> {
+    let reads = t.samples.len() as u64 + t.failed_reads;
+    if reads == 0 || (t.failed_reads as f64) / (reads as f64) <= TRACE_GAP_SHARE {
+        return None;
+    }
+    Some(if t.samples.is_empty() {
+        format!(
+            "Every power-trace read failed ({} reads): the energy is the counter's alone, without its cross-check.",
+            t.failed_reads
+        )
+    } else {
+        format!(
+            "The power trace has gaps: {} of {reads} reads failed ({:.0} %); the energy is the counter's, the trace cross-check is weaker.",
+            t.failed_reads,
+            t.failed_reads as f64 / reads as f64 * 100.0
+        )
+    })
 }
 
 /// The report's `weights` block.

@@ -639,3 +639,99 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
         .unwrap();
     assert_eq!(q.basis, "unavailable");
 }
+
+#[test]
+fn a_counter_that_goes_backwards_fails_the_arm_with_the_reason() {
+    // A driver reload mid-window restarts the counter from 0: the difference means nothing.
+    let m = meter().with(|s| s.counter_resets_after_reads = Some(1));
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let c = ProtocolConfig {
+        baseline: None,
+        ..cfg(&["Q4_K"])
+    };
+    let out = run(&c, &m, &mut f).unwrap();
+    let e = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap_err();
+    assert!(matches!(e, ArmFailure::CounterBackwards { .. }), "{e:?}");
+    assert!(e.to_string().contains("went backwards"), "{e}");
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    assert_eq!(rep.results.basis, report::Basis::Unavailable);
+    assert_eq!(rep.results.energy_per_token_mj, None, "never a figure");
+}
+
+#[test]
+fn a_counter_read_error_at_the_close_fails_the_arm_and_the_run_goes_on() {
+    // Power reads keep working (the trace is fine); only the counter fails, after the first arm.
+    let m = meter().with(|s| s.counter_fails_after_s = Some(1e9));
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let c = cfg(&["Q4_K"]);
+    let first = run(&c, &m, &mut f).unwrap();
+    let t_end = m.now();
+    // Again, with the counter failing from the middle of the first arm's window on.
+    let m = meter().with(|s| s.counter_fails_after_s = Some(t_end / 4.0));
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let out = run(&c, &m, &mut f).unwrap();
+    assert!(first.arms.iter().all(|a| a.outcome.is_ok()));
+    for a in &out.arms {
+        let e = a.outcome.as_ref().unwrap_err();
+        assert!(matches!(e, ArmFailure::MeterRead { .. }), "{e:?}");
+        assert!(e.to_string().contains("energy counter read failure"), "{e}");
+    }
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    assert_eq!(rep.results.basis, report::Basis::Unavailable);
+    assert_eq!(rep.results.energy_per_token_mj, None);
+}
+
+#[test]
+fn a_trace_with_gaps_is_flagged_and_the_counter_figure_stands() {
+    let m = meter().with(|s| s.fail_power_every = 2); // half the trace reads fail
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let c = cfg(&["Q4_K"]);
+    let out = run(&c, &m, &mut f).unwrap();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    assert_eq!(rep.results.basis, report::Basis::Measured);
+    let note = rep.results.note.unwrap();
+    assert!(note.contains("The power trace has gaps"), "{note}");
+    // Every read failing: no trace at all, said so; still the counter's figure.
+    let m = meter().with(|s| s.fail_power_every = 1);
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let c = ProtocolConfig {
+        cooldown: CooldownConfig {
+            max_s: 0.0,
+            ..CooldownConfig::default()
+        },
+        ..cfg(&["Q4_K"])
+    };
+    // The idle reference needs one good read: none → the run cannot start, and says why.
+    let e = run(&c, &m, &mut f).unwrap_err();
+    assert!(e.to_string().contains("power read"), "{e}");
+}
+
+#[test]
+fn out_of_memory_at_load_or_at_the_first_step_fails_that_arm_and_the_others_run() {
+    // The pre-flight estimate said it fits; the allocator disagreed.
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.fail_load = vec![p("Q4_K")];
+    f.failure_text = Some("CUDA_ERROR_OUT_OF_MEMORY: out of memory".into());
+    let c = cfg(&["Q4_K", "Q8_0"]);
+    let out = run(&c, &m, &mut f).unwrap();
+    let e = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap_err();
+    assert!(e.to_string().contains("CUDA_ERROR_OUT_OF_MEMORY"), "{e}");
+    assert!(out.arm(p("Q8_0")).unwrap().outcome.is_ok());
+    assert!(out.arm(p("F16")).unwrap().outcome.is_ok());
+    // At the first decode step (the warm-up).
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.fail_decode_after = Some((p("Q8_0"), 0));
+    f.failure_text = Some("CUDA_ERROR_OUT_OF_MEMORY: out of memory".into());
+    let out = run(&c, &m, &mut f).unwrap();
+    let e = out.arm(p("Q8_0")).unwrap().outcome.as_ref().unwrap_err();
+    assert!(matches!(e, ArmFailure::Decode { .. }), "{e:?}");
+    assert!(e.to_string().contains("out of memory"), "{e}");
+    assert!(out.arm(p("Q4_K")).unwrap().outcome.is_ok());
+    assert!(out.arm(p("F16")).unwrap().outcome.is_ok());
+    let rep = build_report(&c, &out, &ctx(), p("Q8_0")).unwrap();
+    let arms = rep.protocol.unwrap().arms.unwrap();
+    let q8 = arms.iter().find(|a| a.precision == "Q8_0").unwrap();
+    assert!(q8.error.as_deref().unwrap().contains("out of memory"));
+}

@@ -175,6 +175,8 @@ impl MeasureArgs {
 
 /// Measure every requested arm (plus the baseline) and print what was written.
 pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
+    // Told to stop mid-run: kill started servers, drop a half-written file, die of the signal.
+    meter::interrupt::install();
     let res = if args.server.is_server() {
         super::serve::run(args)?
     } else {
@@ -239,6 +241,7 @@ pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<ExitCode> {
 
 /// The trace-thread A/B on one loaded model; prints every window and the paired verdict.
 pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<ExitCode> {
+    meter::interrupt::install();
     let (path, res) = meter::session::run_overhead(&args.options(), pairs)?;
     println!("wrote {}", path.display());
     for w in &res.windows {

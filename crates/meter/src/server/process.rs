@@ -9,7 +9,6 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The command line for one arm: `{model}` and `{port}` replaced (paths quoted for `sh`).
@@ -58,55 +57,12 @@ pub fn free_port() -> Result<u16, ServerError> {
     Ok(l.local_addr().map(|a| a.port()).unwrap_or(0))
 }
 
-/// Process groups of the servers alive now, for the signal handler: a server runs in its own
-/// group (so stopping it reaches its children), which also means a Ctrl-C in the terminal does not
-/// reach it. Without this, an interrupted meter would leave a server holding the GPU. Atomics,
-/// because a signal handler may only do async-signal-safe work.
-static LIVE_GROUPS: [AtomicI32; 16] = [const { AtomicI32::new(0) }; 16];
-static HANDLER: std::sync::Once = std::sync::Once::new();
-
 fn register_group(pgid: i32) {
-    HANDLER.call_once(install_handler);
-    if let Some(slot) = LIVE_GROUPS.iter().find(|s| {
-        s.compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-    }) {
-        let _ = slot; // registered
-    } else {
-        tracing::warn!(
-            pgid,
-            "more than 16 live servers: this one is not stopped on a signal"
-        );
-    }
+    crate::interrupt::register_group(pgid);
 }
 
 fn unregister_group(pgid: i32) {
-    for s in &LIVE_GROUPS {
-        let _ = s.compare_exchange(pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
-    }
-}
-
-/// On SIGINT, SIGTERM or SIGHUP: kill every live server group, then die of the same signal (the
-/// default action), so the exit status still says what happened and no report is written.
-extern "C" fn on_signal(sig: libc::c_int) {
-    for s in &LIVE_GROUPS {
-        let g = s.load(Ordering::SeqCst);
-        if g > 0 {
-            // SAFETY: kill, signal and raise are async-signal-safe.
-            unsafe { libc::kill(-g, libc::SIGKILL) };
-        }
-    }
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
-}
-
-fn install_handler() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only calls async-signal-safe functions.
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
-    }
+    crate::interrupt::unregister_group(pgid);
 }
 
 /// A running server. Dropping it stops it (SIGTERM to its group, SIGKILL after 15 s); a signal
