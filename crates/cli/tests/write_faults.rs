@@ -126,7 +126,10 @@ fn a_full_disk_or_a_read_only_directory_fails_the_write_and_keeps_the_previous_r
     assert_eq!(after, PREVIOUS.trim_end());
     let ls = std::fs::read_to_string(format!("{}.ls", d.display())).unwrap();
     assert!(!ls.contains(".tmp"), "{ls}");
-    for f in [format!("{}.after", d.display()), format!("{}.ls", d.display())] {
+    for f in [
+        format!("{}.after", d.display()),
+        format!("{}.ls", d.display()),
+    ] {
         let _ = std::fs::remove_file(f);
     }
     let _ = std::fs::remove_dir_all(&d);

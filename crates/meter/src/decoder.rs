@@ -10,6 +10,14 @@ use std::path::PathBuf;
 /// one, is its [`std::error::Error::source`] (see [`crate::error::chain`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
+    /// A third-party loader (candle's GGUF or safetensors reader) panicked on this input.
+    #[error("{source_name}: the model loader failed on this file (it panicked: {message})")]
+    LoaderPanic {
+        /// The file or directory being loaded.
+        source_name: String,
+        /// The panic's message.
+        message: String,
+    },
     /// The engine does not run this precision.
     #[error(
         "unsupported precision {0}: the candle engine runs FP32, FP16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"

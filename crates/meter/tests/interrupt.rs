@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 const CHILD: &str = "QE_INTERRUPT_CHILD";
 
 fn dir(stage: &str) -> PathBuf {
-    let parent = std::env::var("QE_INTERRUPT_PARENT")
-        .unwrap_or_else(|_| std::process::id().to_string());
+    let parent =
+        std::env::var("QE_INTERRUPT_PARENT").unwrap_or_else(|_| std::process::id().to_string());
     std::env::temp_dir().join(format!("qe-interrupt-{stage}-{parent}"))
 }
 
@@ -128,7 +128,12 @@ fn child(stage: &str) {
         reads: 0,
         dir: d.clone(),
     };
-    let out = meter::protocol::run(&cfg, &mut m, &mut SlowFactory, Arc::new(RealClock::default()));
+    let out = meter::protocol::run(
+        &cfg,
+        &mut m,
+        &mut SlowFactory,
+        Arc::new(RealClock::default()),
+    );
     // Reached only if the signal did not stop the run: a report, which the parent would find.
     let _ = std::fs::write(d.join("finished.json"), format!("{:?}", out.is_ok()));
 }
@@ -138,7 +143,10 @@ fn interrupt_at(stage: &str) {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     let mut c = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &format!("sigterm_during_a_{stage}_leaves_nothing")])
+        .args([
+            "--exact",
+            &format!("sigterm_during_a_{stage}_leaves_nothing"),
+        ])
         .env(CHILD, stage)
         .env("QE_INTERRUPT_PARENT", std::process::id().to_string())
         .spawn()
@@ -146,7 +154,10 @@ fn interrupt_at(stage: &str) {
     let marker = d.join(stage);
     let t0 = Instant::now();
     while !marker.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the child never reached the {stage}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the child never reached the {stage}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(100));
@@ -161,7 +172,10 @@ fn interrupt_at(stage: &str) {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".json") || n.contains(".tmp"))
         .collect();
-    assert!(left.is_empty(), "left behind after SIGTERM during the {stage}: {left:?}");
+    assert!(
+        left.is_empty(),
+        "left behind after SIGTERM during the {stage}: {left:?}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 

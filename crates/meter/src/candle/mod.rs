@@ -117,8 +117,12 @@ impl CandleFactory {
     pub fn new(source: WeightSource, device: Device) -> Result<Self> {
         let shape = match &source {
             WeightSource::Synthetic { shape, .. } => shape.clone(),
-            WeightSource::HfDir(dir) => shape_from_hf_config(dir)?,
-            WeightSource::Gguf(path) => shape_from_gguf(path)?,
+            WeightSource::HfDir(dir) => {
+                guard_loader(&source_name(&source), || shape_from_hf_config(dir))?
+            }
+            WeightSource::Gguf(path) => {
+                guard_loader(&source_name(&source), || shape_from_gguf(path))?
+            }
         };
         Ok(CandleFactory {
             source,
@@ -271,9 +275,37 @@ pub(crate) enum ArmWeights {
     },
 }
 
+/// The file or directory a source reads, for messages.
+pub(crate) fn source_name(s: &WeightSource) -> String {
+    match s {
+        WeightSource::Synthetic { shape, .. } => format!("synthetic {}", shape.name),
+        WeightSource::HfDir(p) | WeightSource::Gguf(p) => p.display().to_string(),
+    }
+}
+
+/// Run a loader that parses untrusted files; a panic inside it (candle's readers index and
+/// slice what the file says) becomes an error naming the file, so the arm fails and the run —
+/// the other arms, the reports — goes on.
+pub(crate) fn guard_loader<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(DecodeError::LoaderPanic {
+            source_name: name.to_string(),
+            message,
+        })
+    })
+}
+
 impl DecoderFactory for CandleFactory {
     fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
-        Ok(Box::new(self.load_candle(precision)?))
+        let name = source_name(&self.source);
+        Ok(Box::new(guard_loader(&name, || {
+            self.load_candle(precision)
+        })?))
     }
 
     fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {

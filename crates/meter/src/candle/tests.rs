@@ -251,3 +251,22 @@ fn required_bytes_by_hand() {
     assert!((b - want).abs() < 2.0, "{b} vs {want}");
     assert!(bytes_per_param(Format::Quant(GgmlDType::Q4_0)) == 18.0 / 32.0);
 }
+
+/// Issue 17: a panic inside a third-party loader fails the load with the file's name; it
+/// does not abort the run.
+#[test]
+fn a_panicking_loader_becomes_an_error_naming_the_file() {
+    let e = super::guard_loader::<()>("/models/odd.gguf", || {
+        panic!("index out of bounds: the len is 3 but the index is 9")
+    })
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("/models/odd.gguf: the model loader failed"),
+        "{text}"
+    );
+    assert!(text.contains("index out of bounds"), "{text}");
+    let e = super::guard_loader::<()>("x", || std::panic::panic_any(7u8)).unwrap_err();
+    assert!(e.to_string().contains("no message"), "{e}");
+    assert_eq!(super::guard_loader("x", || Ok(5)).unwrap(), 5);
+}

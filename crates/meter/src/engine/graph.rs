@@ -77,7 +77,10 @@ impl GraphFactory {
 
 impl DecoderFactory for GraphFactory {
     fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
-        Ok(Box::new(self.load_graph(precision)?))
+        let name = crate::candle::source_name(&self.inner.source);
+        Ok(Box::new(crate::candle::guard_loader(&name, || {
+            self.load_graph(precision)
+        })?))
     }
     fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {
         self.inner.required_bytes(precision, batch, context)
