@@ -13,7 +13,8 @@
 #
 # Needs `cargo +nightly` and cargo-fuzz (`cargo install cargo-fuzz --locked`). Environment:
 # CARGO_TARGET_DIR (default fuzz/target), FUZZ_TOOLCHAIN (default nightly), FUZZ_BUILD_FLAGS
-# (extra `cargo fuzz build` flags), FUZZ_NICE (default 19: runs under `nice`).
+# (extra `cargo fuzz build` flags), FUZZ_NICE (default 19: runs under `nice`), FUZZ_PARALLEL
+# (targets run at once, default 1).
 # Reproduce a crash: $CARGO_TARGET_DIR/<triple>/release/<target> <crash file>
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ for t in "${TARGETS[@]}"; do
 done
 
 TOOLCHAIN=${FUZZ_TOOLCHAIN:-nightly}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/fuzz/target}
+export CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$ROOT/fuzz/target}")
 NICE=(nice -n "${FUZZ_NICE:-19}")
 TRIPLE=$(rustc "+$TOOLCHAIN" -vV | sed -n 's/^host: //p')
 BIN_DIR=$CARGO_TARGET_DIR/$TRIPLE/release
@@ -57,19 +58,19 @@ if ! "${NICE[@]}" cargo "+$TOOLCHAIN" fuzz build -O -a --codegen-units 16 ${FUZZ
   exit 1
 fi
 
-failed=()
-summary=()
-for t in "${TARGETS[@]}"; do
-  grown=$ROOT/fuzz/grown/$t
-  artifacts=$ROOT/fuzz/artifacts/$t
-  logs=$ROOT/fuzz/logs/$t
+# One target: its run, its summary line ($logs/summary) and, if it failed, why ($logs/failed).
+run_target() {
+  local t=$1
+  local grown=$ROOT/fuzz/grown/$t artifacts=$ROOT/fuzz/artifacts/$t logs=$ROOT/fuzz/logs/$t
   mkdir -p "$grown" "$artifacts" "$logs"
-  rm -f "$logs"/fuzz-*.log
-  args=(-max_total_time="$SECS" -timeout=1 -rss_limit_mb=2048 -jobs=1 -workers=1
+  rm -f "$logs"/fuzz-*.log "$logs/summary" "$logs/failed"
+  local args=(-max_total_time="$SECS" -timeout=1 -rss_limit_mb=2048 -jobs=1 -workers=1
     -print_final_stats=1 -artifact_prefix="$artifacts/")
+  local d
   d=$(dict_of "$t")
   [ -n "$d" ] && args+=(-dict="$ROOT/fuzz/dict/$d.dict")
   echo "==> $t: ${SECS}s${d:+, dictionary $d.dict}"
+  local before after rc log last execs eps cov ft corp line crash kind
   before=$(ls "$artifacts" | wc -l)
   # With -jobs, libFuzzer runs the fuzzing in a child that logs to ./fuzz-0.log.
   (cd "$logs" && "${NICE[@]}" "$BIN_DIR/$t" "${args[@]}" "$grown" "$ROOT/fuzz/corpus/$t") \
@@ -86,7 +87,7 @@ for t in "${TARGETS[@]}"; do
   corp=$(sed -nE 's/.* corp: ([0-9]+)\/([0-9]+[a-zA-Z]*).*/\1 inputs, \2/p' <<<"$last")
   line=$(printf '%-20s execs %-10s execs/s %-7s cov %-6s ft %-7s corpus %s' "$t" "${execs:-?}" \
     "${eps:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}")
-  summary+=("$line")
+  echo "$line" >"$logs/summary"
   echo "    $line"
   after=$(ls "$artifacts" | wc -l)
   if [ "$rc" -ne 0 ] || [ "$after" -gt "$before" ]; then
@@ -94,8 +95,23 @@ for t in "${TARGETS[@]}"; do
     kind=$(grep -aoE 'ERROR: libFuzzer: [a-z-]+|panicked at [^,]*' "$log" | head -1)
     echo "FAILED: $t (exit $rc${kind:+, $kind}): ${crash:-see $log}" >&2
     grep -aA12 -m1 -E 'panicked at|ERROR: libFuzzer|ERROR: AddressSanitizer' "$log" | sed 's/^/    /' >&2
-    failed+=("$t: ${crash:-$log}")
+    echo "$t: ${crash:-$log}" >"$logs/failed"
   fi
+}
+
+# FUZZ_PARALLEL targets at a time (default 1; each is one libFuzzer process on one core).
+PARALLEL=${FUZZ_PARALLEL:-1}
+for t in "${TARGETS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  run_target "$t" &
+done
+wait
+failed=()
+summary=()
+for t in "${TARGETS[@]}"; do
+  logs=$ROOT/fuzz/logs/$t
+  [ -f "$logs/summary" ] && summary+=("$(cat "$logs/summary")")
+  [ -f "$logs/failed" ] && failed+=("$(cat "$logs/failed")")
 done
 
 echo
