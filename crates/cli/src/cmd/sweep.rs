@@ -385,7 +385,13 @@ fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
         std::thread::sleep(Duration::from_millis(50));
     };
     let tail = tail.join().unwrap_or_default();
-    let sig = STOP.load(Ordering::SeqCst);
+    // Told to stop — this sweep, or the job's process alone (a `kill` of it): an interruption, not
+    // a failure of the job, so nothing is written and the next run starts with it.
+    let stop = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    let sig = match (STOP.load(Ordering::SeqCst), status_signal(&status)) {
+        (0, Some(s)) if stop.contains(&s) => s,
+        (s, _) => s,
+    };
     if sig != 0 {
         return Ok(JobEnd::Interrupted(sig));
     }

@@ -72,7 +72,7 @@ pub fn DataTab() -> impl IntoView {
             <div class="card">
                 <h2 class="card-title">"Fitted classes"</h2>
                 <p class="sub">"One crossover fit per architecture and precision. A class is a property of the card and its software stack: the hopper classes come from our own H200 runs with candle's GGUF kernels on synthetic-weight model shapes, not from transformers + bitsandbytes, so compare their deltas with the NF4/INT8 classes as a different stack."</p>
-                <div class="table-scroll">
+                <div class="table-scroll" tabindex="0" role="region" aria-label="Fitted classes (scrolls sideways)">
                     <table class="facts wide" id="classes-table">
                         <thead>
                             <tr><th>"class"</th><th>"anchors"</th><th>"A"</th><th>"S"</th><th>"N* (B)"</th><th>"crossover"</th><th>"RMS"</th><th>"LOO MAE"</th><th>"cards"</th><th>"stack"</th></tr>
@@ -116,7 +116,7 @@ fn AllRows() -> impl IntoView {
         <div class="card">
             <details>
                 <summary>{format!("All {n_rows} rows")}</summary>
-                <div class="table-scroll">
+                <div class="table-scroll" tabindex="0" role="region" aria-label="All anchor rows (scrolls sideways)">
                     <table class="facts wide">
                         <thead><tr><th>"card"</th><th>"model"</th><th>"size"</th><th>"precision"</th><th>"batch"</th><th>"mJ/token"</th><th>"FP16 mJ/token"</th><th>"ΔE"</th><th>"n"</th><th>"CV"</th><th>"session"</th></tr></thead>
                         <tbody>

@@ -492,7 +492,7 @@ fn alternatives_card(alternatives: &[Alternative]) -> impl IntoView {
         <div class="card">
             <h2 class="card-title">"Alternatives"</h2>
             <p class="sub">"The best of each other precision, then the runners-up; Δ is relative to the recommendation (green = better on that axis)."</p>
-            <div class="table-scroll">
+            <div class="table-scroll" tabindex="0" role="region" aria-label="Alternatives (scrolls sideways)">
                 <table class="facts wide opt-table" id="alt-table">
                     <thead>
                         <tr>
@@ -545,7 +545,7 @@ fn pareto_card(r: &OptimizeResult, spec: Spec) -> impl IntoView {
                 <li><span class="glyph" style:color="var(--c-front)">"●"</span>"Pareto frontier (dashed line)"</li>
                 <li><span class="glyph" style:color="var(--c-star)">"★"</span>"recommended"</li>
             </ul>
-            <div class="table-scroll">
+            <div class="table-scroll" tabindex="0" role="region" aria-label="Pareto frontier (scrolls sideways)">
                 <table class="facts wide opt-table" id="pareto-table" data-points=n_front.to_string()>
                     <thead>
                         <tr><th>"configuration"</th><th class="num">"J / 1k tok"</th><th class="num">"ms / token"</th><th class="num">"tok/s"</th><th class="num">"VRAM GB"</th><th>"bound"</th></tr>

@@ -687,7 +687,9 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
     };
     view! {
         <div class="bar-row" role="listitem">
-            <span class="bar-label" style:color=format!("var({})", b.col)>{b.label.clone()}</span>
+            // The series colour marks the label's edge; the text keeps the body colour (the
+            // light palette's grey and vermillion are under 4.5:1 as text).
+            <span class="bar-label" style:border-left-color=format!("var({})", b.col)>{b.label.clone()}</span>
             <span class="bar-track">
                 <span class="bar-fill" style:width=w style:background=format!("var({})", b.col)></span>
             </span>
