@@ -278,17 +278,18 @@ fn failed_reason(path: &Path) -> String {
         .unwrap_or_else(|| format!("{}: not a failed report of ours", path.display()))
 }
 
+/// A session label: letters, digits, `.`, `-` and `_`, not empty (it names files and rows).
+pub fn is_session_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
 /// Parse and check a plan: every run names exactly one model and at least one precision.
 pub fn parse_plan(text: &str) -> Result<Plan> {
     let plan: Plan = toml::from_str(text).map_err(Error::PlanToml)?;
-    if let Some(s) = &plan.session {
-        if s.is_empty()
-            || !s
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        {
-            return Err(Error::PlanSession(s.clone()));
-        }
+    if let Some(s) = plan.session.as_ref().filter(|s| !is_session_label(s)) {
+        return Err(Error::PlanSession(s.clone()));
     }
     if let Some(c) = &plan.defaults.card {
         if c.trim().is_empty()

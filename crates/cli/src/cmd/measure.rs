@@ -111,10 +111,7 @@ pub struct MeasureArgs {
 
 /// `--session`: a plain label, as a plan's `session`.
 fn parse_session(s: &str) -> Result<String, String> {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-    {
+    if meter::plan::is_session_label(s) {
         Ok(s.to_string())
     } else {
         Err("use letters, digits, `.`, `-` and `_` only".into())
