@@ -241,42 +241,7 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
         assert!(files.contains(&f.to_string()), "{f} missing: {files:?}");
     }
 
-    // Every report says where it ran, in Slurm's words.
-    let host =
-        String::from_utf8_lossy(&Command::new("hostname").arg("-s").output().unwrap().stdout)
-            .trim()
-            .to_string();
-    let est = read_json(&results.join("qwen2-0.5b_b1_r2_Q4_K.estimate.json"));
-    let slurm = &est["environment"]["slurm"];
-    assert_eq!(slurm["array_job_id"], job.as_str(), "{slurm}");
-    assert_eq!(slurm["array_task_id"], 3, "{slurm}");
-    assert_eq!(slurm["node"], host.as_str(), "{slurm}");
-    assert_eq!(slurm["partition"], "debug", "{slurm}");
-    assert!(
-        slurm["job_id"].as_str().is_some_and(|j| !j.is_empty()),
-        "{slurm}"
-    );
-    assert_eq!(est["results"]["basis"], "interpolated", "{est}");
-    assert!(est["results"]["energy_per_token_mj"]
-        .as_f64()
-        .is_some_and(|e| e > 0.0));
-
-    // The failed job: a failed report with its reason, not a hole.
-    let failed = read_json(&results.join("missing_model.gguf_b1_r1_Q4_0.failed.json"));
-    assert_eq!(failed["results"]["basis"], "unavailable");
-    let reason = failed["protocol"]["arms"][0]["error"].as_str().unwrap();
-    assert!(
-        reason.contains("missing/model.gguf") && reason.contains("exit status"),
-        "{reason}"
-    );
-    assert_eq!(failed["protocol"]["session"], "slurm-ci");
-    assert_eq!(failed["environment"]["slurm"]["array_task_id"], 2);
-    let v = Command::new(QE)
-        .arg("validate")
-        .arg(results.join("missing_model.gguf_b1_r1_Q4_0.failed.json"))
-        .output()
-        .unwrap();
-    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    check_where_and_why(&results, &job);
 
     // Resubmit the same script: only the cancelled task runs again.
     std::fs::remove_file(&hold).unwrap();
@@ -330,4 +295,44 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
     );
     drop(cluster);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// After the first submission: every report says where it ran, in Slurm's words, and the failed
+/// job left a failed report with its reason, not a hole.
+fn check_where_and_why(results: &Path, job: &str) {
+    let host =
+        String::from_utf8_lossy(&Command::new("hostname").arg("-s").output().unwrap().stdout)
+            .trim()
+            .to_string();
+    let est = read_json(&results.join("qwen2-0.5b_b1_r2_Q4_K.estimate.json"));
+    let slurm = &est["environment"]["slurm"];
+    assert_eq!(slurm["array_job_id"], job, "{slurm}");
+    assert_eq!(slurm["array_task_id"], 3, "{slurm}");
+    assert_eq!(slurm["node"], host.as_str(), "{slurm}");
+    assert_eq!(slurm["partition"], "debug", "{slurm}");
+    assert!(
+        slurm["job_id"].as_str().is_some_and(|j| !j.is_empty()),
+        "{slurm}"
+    );
+    assert_eq!(est["results"]["basis"], "interpolated", "{est}");
+    assert!(est["results"]["energy_per_token_mj"]
+        .as_f64()
+        .is_some_and(|e| e > 0.0));
+
+    // The failed job: a failed report with its reason, not a hole.
+    let failed = read_json(&results.join("missing_model.gguf_b1_r1_Q4_0.failed.json"));
+    assert_eq!(failed["results"]["basis"], "unavailable");
+    let reason = failed["protocol"]["arms"][0]["error"].as_str().unwrap();
+    assert!(
+        reason.contains("missing/model.gguf") && reason.contains("exit status"),
+        "{reason}"
+    );
+    assert_eq!(failed["protocol"]["session"], "slurm-ci");
+    assert_eq!(failed["environment"]["slurm"]["array_task_id"], 2);
+    let v = Command::new(QE)
+        .arg("validate")
+        .arg(results.join("missing_model.gguf_b1_r1_Q4_0.failed.json"))
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 }
