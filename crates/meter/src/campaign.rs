@@ -585,10 +585,7 @@ pub fn stack_label(rep: &report::Report) -> String {
     }
     let mut parts = vec![head];
     if let Some(v) = s.and_then(|s| s.serving.as_ref()) {
-        let mode = match v.mode {
-            report::ServingMode::Started => "server started by the meter",
-            report::ServingMode::External => "external server",
-        };
+        let mode = v.mode.words();
         parts.push(match &v.api {
             Some(api) => format!("{mode}, {api}"),
             None => mode.to_string(),
@@ -603,17 +600,28 @@ pub fn stack_label(rep: &report::Report) -> String {
     parts.join(", ")
 }
 
-/// Whether a report's figures come from a measurement: measured, or a measured run whose own
-/// arm failed (its other arms were measured). Estimates — interpolated, extrapolated, the
-/// no-GPU path's — and failed jobs never contribute a figure.
-fn is_measured_run(rep: &report::Report) -> bool {
+/// What a report is to aggregation: a measured run (measured, or a run whose own arm failed while
+/// its other arms were measured), an estimate (interpolated, extrapolated, the no-GPU path's), or
+/// a failed job. Only measured runs contribute figures.
+fn kind_of(rep: &report::Report) -> ReportKind {
     match rep.results.basis {
-        report::Basis::Measured => true,
-        report::Basis::Unavailable => {
-            rep.energy.is_some() && rep.protocol.as_ref().is_some_and(|p| p.arms.is_some())
-        }
-        report::Basis::Interpolated | report::Basis::Extrapolated => false,
+        report::Basis::Measured => ReportKind::MeasuredRun,
+        report::Basis::Unavailable if rep.energy.is_some() => ReportKind::MeasuredRun,
+        // No energy block: a failed job's record (it has the failed arm), or a no-card estimate.
+        report::Basis::Unavailable if rep.protocol.is_some() => ReportKind::Failed,
+        _ => ReportKind::Estimate,
     }
+}
+
+/// What a report is to aggregation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ReportKind {
+    /// Its run's arms were measured (its own arm may have failed).
+    MeasuredRun,
+    /// A dataset estimate or a report with no figure: never pooled.
+    Estimate,
+    /// A sweep job that failed before writing a report.
+    Failed,
 }
 
 /// The succeeded arms of one report's run (each run counted once however many reports it wrote).
@@ -704,14 +712,16 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Aggregation> {
     let (reports, invalid) = read_reports(dir)?;
     let (mut estimates, mut failed) = (0, 0);
     for (_, rep) in &reports {
-        if !is_measured_run(rep) {
-            if rep.energy.is_none() && rep.results.basis == report::Basis::Unavailable {
-                failed += usize::from(rep.protocol.is_some());
-                estimates += usize::from(rep.protocol.is_none());
-            } else {
+        match kind_of(rep) {
+            ReportKind::MeasuredRun => {}
+            ReportKind::Estimate => {
                 estimates += 1;
+                continue;
             }
-            continue;
+            ReportKind::Failed => {
+                failed += 1;
+                continue;
+            }
         }
         let model = pooled_model(rep);
         if !meta.iter().any(|(m, _)| *m == model) {

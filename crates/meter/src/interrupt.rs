@@ -1,9 +1,10 @@
-//! What a measuring process does when it is told to stop (Ctrl-C's SIGINT, SIGTERM from `kill`
-//! or a scheduler's `scancel`, SIGHUP): it kills the servers it started (they live in their own
-//! process groups, which a terminal's Ctrl-C does not reach, and would hold the GPU), removes the
-//! temporary file of a report being written, and dies of the signal — so the exit status says
-//! what happened, no report of the interrupted run exists, and no half-written file is left. A
-//! sweep sees its job died of the signal and writes nothing for it either.
+//! What a process does when it is told to stop (Ctrl-C's SIGINT, SIGTERM from `kill` or a
+//! scheduler's `scancel`, SIGHUP). A measuring process ([`install`]) kills the servers it started
+//! (they live in their own process groups, which a terminal's Ctrl-C does not reach, and would
+//! hold the GPU), removes the temporary file of a report being written, and dies of the signal —
+//! so the exit status says what happened, no report of the interrupted run exists, and no
+//! half-written file is left. A supervising `sweep` ([`install_stop_flag`]) only notes the signal:
+//! it passes it on to its job's process, sees that job die of it, and writes nothing for it.
 //!
 //! Everything the handler touches is a static atomic: a signal handler may only do
 //! async-signal-safe work (kill, unlink, signal, raise).
@@ -50,6 +51,28 @@ extern "C" fn on_signal(sig: libc::c_int) {
         libc::signal(sig, libc::SIG_DFL);
         libc::raise(sig);
     }
+}
+
+/// The signal a sweep was sent (0: none); see [`install_stop_flag`].
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP.store(sig, Ordering::SeqCst);
+}
+
+/// The other policy, for a process that supervises jobs (`sweep`): SIGINT, SIGTERM and SIGHUP
+/// are only noted ([`stop_requested`]), so it can pass the signal on to the job's process, wait
+/// for it, write nothing for it and stop. Instead of [`install`], not beside it.
+pub fn install_stop_flag() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
+}
+
+/// The signal noted since [`install_stop_flag`], or 0.
+pub fn stop_requested() -> i32 {
+    STOP.load(Ordering::SeqCst)
 }
 
 /// Register a server's process group: a signal kills it.

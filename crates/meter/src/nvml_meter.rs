@@ -80,14 +80,8 @@ impl NvmlMeter {
             .collect();
         let raw = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let order = std::env::var("CUDA_DEVICE_ORDER").ok();
-        let card = crate::scheduler::resolve(
-            &crate::scheduler::parse_visible(raw.as_deref()),
-            &cards,
-            order.as_deref(),
-            ordinal,
-            raw.as_deref(),
-        )
-        .map_err(|e| MeterError::Unavailable(e.to_string()))?;
+        let card = crate::scheduler::resolve(raw.as_deref(), &cards, order.as_deref(), ordinal)
+            .map_err(|e| MeterError::Unavailable(e.to_string()))?;
         let device = nvml
             .device_by_uuid(card.uuid.as_str())
             .map_err(|e| MeterError::Unavailable(format!("{}: {e}", card.uuid)))?;

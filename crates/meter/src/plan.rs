@@ -206,7 +206,17 @@ pub fn with_kind(path: &Path, kind: &str) -> PathBuf {
     path.with_file_name(format!("{stem}{kind}.json"))
 }
 
+/// Whether the job's process wrote this expected report: measured, or as the no-GPU estimate.
+pub fn is_written(report: &Path) -> bool {
+    report.exists() || with_kind(report, ".estimate").exists()
+}
+
 impl Job {
+    /// How many of its reports the job's process has not written.
+    pub fn unwritten(&self) -> usize {
+        self.expected.iter().filter(|p| !is_written(p)).count()
+    }
+
     /// Where the job stands: every expected report measured, estimated (no GPU where it ran) or
     /// failed, or pending. A failed report counts as an outcome (the job is not re-run unless
     /// asked), an interrupted job left nothing and is pending.
@@ -242,7 +252,7 @@ impl Job {
         self.expected
             .iter()
             .zip(&w.precisions)
-            .filter(|(p, _)| !p.exists() && !with_kind(p, ".estimate").exists())
+            .filter(|(p, _)| !is_written(p))
             .map(|(p, &precision)| {
                 let mut rep = crate::fallback::unmeasured_report(
                     "not measured: the job failed",

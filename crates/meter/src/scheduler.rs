@@ -4,8 +4,9 @@
 //! NVML does not (it always sees every card of the node). Metering "device 0" by NVML index would
 //! meter someone else's card, so the meter resolves each visible device to a card **by UUID**:
 //! UUID entries directly, integer entries through the PCI bus order that both NVML and CUDA use
-//! once `CUDA_DEVICE_ORDER=PCI_BUS_ID` (the CLI sets it when unset). Everything here is pure: the
-//! environment comes in through a lookup function, the cards as a list.
+//! once `CUDA_DEVICE_ORDER=PCI_BUS_ID` (the CLI sets it when unset). Everything here is pure (the
+//! environment comes in through a lookup function, the cards as a list — except
+//! [`slurm_from_env`] and [`stamp`], the thin readers of this process's environment).
 
 use report::Slurm;
 
@@ -145,19 +146,19 @@ pub enum BindError {
     Order(String),
 }
 
-/// The card behind the process's CUDA device `ordinal`, given what is visible, NVML's cards,
-/// and `CUDA_DEVICE_ORDER` (`None`: unset, which the CLI turns into PCI_BUS_ID).
+/// The card behind the process's CUDA device `ordinal`, given `CUDA_VISIBLE_DEVICES`, NVML's
+/// cards, and `CUDA_DEVICE_ORDER` (`None`: unset, which the CLI turns into PCI_BUS_ID).
 pub fn resolve(
-    visible: &Visible,
+    visible_devices: Option<&str>,
     cards: &[Card],
     order: Option<&str>,
     ordinal: u32,
-    raw_value: Option<&str>,
 ) -> Result<Card, BindError> {
+    let visible = parse_visible(visible_devices);
     let not_visible = |n: usize| BindError::NotVisible {
         ordinal,
         visible: n,
-        value: raw_value.unwrap_or("unset").to_string(),
+        value: visible_devices.unwrap_or("unset").to_string(),
     };
     let pci_order = order.is_none_or(|o| o == "PCI_BUS_ID");
     let by_index = |index: u32| -> Result<Card, BindError> {
@@ -173,7 +174,7 @@ pub fn resolve(
                 count: cards.len(),
             })
     };
-    match visible {
+    match &visible {
         Visible::All => {
             if ordinal as usize >= cards.len() {
                 return Err(not_visible(cards.len()));
@@ -261,56 +262,41 @@ mod tests {
     fn a_bound_gpu_is_metered_on_its_own_card_not_on_nvml_index_0() {
         let c = cards();
         // Slurm gave this job physical card 2: CUDA calls it device 0, NVML index 2.
-        let v = parse_visible(Some("2"));
-        assert_eq!(resolve(&v, &c, None, 0, Some("2")).unwrap().index, 2);
-        let v = parse_visible(Some("3,1"));
+        assert_eq!(resolve(Some("2"), &c, None, 0).unwrap().index, 2);
         assert_eq!(
-            resolve(&v, &c, Some("PCI_BUS_ID"), 1, None).unwrap().index,
+            resolve(Some("3,1"), &c, Some("PCI_BUS_ID"), 1)
+                .unwrap()
+                .index,
             1
         );
         // By UUID or a unique prefix of one.
-        let v = parse_visible(Some("GPU-1aaa"));
         assert_eq!(
-            resolve(&v, &c, None, 0, None).unwrap().uuid,
+            resolve(Some("GPU-1aaa"), &c, None, 0).unwrap().uuid,
             "GPU-1aaa1-0000"
         );
         // Unset: device N is card N.
-        assert_eq!(resolve(&Visible::All, &c, None, 3, None).unwrap().index, 3);
+        assert_eq!(resolve(None, &c, None, 3).unwrap().index, 3);
     }
 
     #[test]
     fn a_binding_that_cannot_be_metered_says_why() {
         let c = cards();
-        let e = resolve(&parse_visible(Some("")), &c, None, 0, Some("")).unwrap_err();
+        let e = resolve(Some(""), &c, None, 0).unwrap_err();
         assert!(matches!(e, BindError::NotVisible { visible: 0, .. }), "{e}");
         assert!(e.to_string().contains("0 GPU(s) are visible"), "{e}");
-        let e = resolve(&parse_visible(Some("7")), &c, None, 0, None).unwrap_err();
+        let e = resolve(Some("7"), &c, None, 0).unwrap_err();
         assert_eq!(e, BindError::NoSuchIndex { index: 7, count: 4 });
-        let e = resolve(&parse_visible(Some("GPU-")), &c, None, 0, None).unwrap_err();
+        let e = resolve(Some("GPU-"), &c, None, 0).unwrap_err();
         assert!(matches!(e, BindError::NotVisible { .. }), "{e}");
-        let e = resolve(&parse_visible(Some("GPU-9")), &c, None, 0, None).unwrap_err();
+        let e = resolve(Some("GPU-9"), &c, None, 0).unwrap_err();
         assert!(matches!(e, BindError::Uuid { matches: 0, .. }), "{e}");
-        let e = resolve(&parse_visible(Some("MIG-abc")), &c, None, 0, None).unwrap_err();
+        let e = resolve(Some("MIG-abc"), &c, None, 0).unwrap_err();
         assert!(e.to_string().contains("no energy counter"), "{e}");
-        let e = resolve(
-            &parse_visible(Some("1")),
-            &c,
-            Some("FASTEST_FIRST"),
-            0,
-            None,
-        )
-        .unwrap_err();
+        let e = resolve(Some("1"), &c, Some("FASTEST_FIRST"), 0).unwrap_err();
         assert!(e.to_string().contains("by UUID"), "{e}");
         // One card: the order cannot matter.
         let one = &c[..1];
-        assert!(resolve(
-            &parse_visible(Some("0")),
-            one,
-            Some("FASTEST_FIRST"),
-            0,
-            None
-        )
-        .is_ok());
-        assert!(resolve(&Visible::All, &c, None, 4, None).is_err());
+        assert!(resolve(Some("0"), one, Some("FASTEST_FIRST"), 0).is_ok());
+        assert!(resolve(None, &c, None, 4).is_err());
     }
 }

@@ -259,10 +259,7 @@ fn engine_and_version(s: &crate::Stack) -> Option<String> {
 fn serving_words(v: &crate::Serving) -> String {
     join_present(
         &[
-            Some(match v.mode {
-                crate::ServingMode::Started => "server started by the meter".to_string(),
-                crate::ServingMode::External => "external server".to_string(),
-            }),
+            Some(v.mode.words().to_string()),
             v.api.clone(),
             v.concurrency
                 .map(|c| format!("{c} stream{}", if c == 1 { "" } else { "s" })),

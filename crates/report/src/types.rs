@@ -350,6 +350,16 @@ pub enum ServingMode {
     External,
 }
 
+impl ServingMode {
+    /// In words, as reports and tables say it.
+    pub fn words(self) -> &'static str {
+        match self {
+            ServingMode::Started => "server started by the meter",
+            ServingMode::External => "external server",
+        }
+    }
+}
+
 /// quantenergy/1.2 `$.stack.serving`: how the meter drove an inference server.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Serving {

@@ -16,7 +16,6 @@ use meter::plan::{jobs, parse_plan, Job, JobState};
 use meter::slurm::{sbatch_script, ArrayScript, SlurmOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 /// Which jobs of a plan to run, and where.
@@ -179,7 +178,7 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
     );
     let t0 = std::time::Instant::now();
     let mut failures = Vec::new();
-    install_signal_flag();
+    meter::interrupt::install_stop_flag();
     for (i, job) in pending.iter().enumerate() {
         if opts.limit.is_some_and(|l| i >= l)
             || opts
@@ -248,7 +247,7 @@ fn run_task(opts: &SweepArgs, l: &Loaded, n: usize) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("task {n}: running {}", job.stem);
-    install_signal_flag();
+    meter::interrupt::install_stop_flag();
     match run_job(&job_exe()?, job)? {
         JobEnd::Done => Ok(ExitCode::SUCCESS),
         JobEnd::Failed(why) => {
@@ -328,21 +327,6 @@ fn job_exe() -> Result<PathBuf> {
     }
 }
 
-/// The signal this sweep was sent (0: none).
-static STOP: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_stop(sig: libc::c_int) {
-    STOP.store(sig, Ordering::SeqCst);
-}
-
-/// Catch SIGINT/SIGTERM/SIGHUP: the job's process is stopped and nothing is written for it.
-fn install_signal_flag() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
-        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
-    }
-}
-
 /// How many of the child's last stderr lines a failed report quotes.
 const TAIL_LINES: usize = 8;
 
@@ -374,7 +358,7 @@ fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
         if let Some(s) = child.try_wait()? {
             break s;
         }
-        let sig = STOP.load(Ordering::SeqCst);
+        let sig = meter::interrupt::stop_requested();
         if sig != 0 && forwarded != sig {
             // A terminal's Ctrl-C reaches the child too; a `kill` or `scancel` of this process
             // alone may not: pass it on, then wait for the child to end.
@@ -388,18 +372,14 @@ fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
     // Told to stop — this sweep, or the job's process alone (a `kill` of it): an interruption, not
     // a failure of the job, so nothing is written and the next run starts with it.
     let stop = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    let sig = match (STOP.load(Ordering::SeqCst), status_signal(&status)) {
+    let sig = match (meter::interrupt::stop_requested(), status_signal(&status)) {
         (0, Some(s)) if stop.contains(&s) => s,
         (s, _) => s,
     };
     if sig != 0 {
         return Ok(JobEnd::Interrupted(sig));
     }
-    let missing = job
-        .expected
-        .iter()
-        .filter(|p| !p.exists() && !meter::plan::with_kind(p, ".estimate").exists())
-        .count();
+    let missing = job.unwritten();
     if status.success() && missing == 0 {
         for p in &job.expected {
             let _ = std::fs::remove_file(meter::plan::with_kind(p, ".failed"));
@@ -407,7 +387,7 @@ fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
         return Ok(JobEnd::Done);
     }
     let why = match (status.code(), status_signal(&status)) {
-        (Some(0), _) => format!("the process exited 0 but wrote {missing} of its reports"),
+        (Some(0), _) => format!("the process exited 0 but did not write {missing} of its reports"),
         (Some(c), _) => format!("exit status {c}: {tail}"),
         (None, Some(s)) => format!("killed by signal {s}{}: {tail}", signal_hint(s)),
         (None, None) => format!("ended without a status: {tail}"),

@@ -18,14 +18,19 @@ impl WallMeter {
     }
 }
 
+/// What the simulated meters say they are: an H200 with an energy counter.
+pub fn simulated_h200() -> DeviceInfo {
+    DeviceInfo {
+        name: "NVIDIA H200 (simulated meter)".into(),
+        arch: Some(report::Arch::Hopper),
+        energy_counter: true,
+        ..Default::default()
+    }
+}
+
 impl EnergyMeter for WallMeter {
     fn info(&mut self) -> Result<DeviceInfo, MeterError> {
-        Ok(DeviceInfo {
-            name: "NVIDIA H200 (simulated meter)".into(),
-            arch: Some(report::Arch::Hopper),
-            energy_counter: true,
-            ..Default::default()
-        })
+        Ok(simulated_h200())
     }
     fn energy_mj(&mut self) -> Result<u64, MeterError> {
         Ok((self.0.elapsed().as_secs_f64() * WATTS * 1000.0) as u64 + 1)
