@@ -9,6 +9,12 @@
 const FULL_TABS = ['model', 'optimize', 'run', 'data'];
 const boot = document.getElementById('boot');
 
+// The pre-rendered landing (see gate.js and src/prerender.rs) leaves when the page has painted its
+// first chart (the page removes it then, in the same task: no frame without a chart); this is the
+// fallback for a view with no chart, and the only step for a link to another view.
+const dropPrerender = () => document.getElementById('prerender')?.remove();
+if (document.documentElement.classList.contains('qe-deep')) dropPrerender();
+
 function failed(e) {
   const msg = 'This browser could not start the page (WebAssembly failed to load): ' + String(e);
   if (boot && boot.isConnected) boot.textContent = msg;
@@ -73,6 +79,7 @@ try {
     await startLanding();
   }
   if (boot) boot.remove();
+  requestAnimationFrame(dropPrerender);
 } catch (e) {
   failed(e);
   throw e;

@@ -1,5 +1,5 @@
 // Accessibility (issue 18): axe-core's WCAG 2.0/2.1 A and AA rules over every tab, desktop (1280 px)
-// and phone (420 px), light and dark — 20 views — with the page in the state a visitor sees (the
+// and phone (420 px), light and dark — 20 views, and the pre-rendered landing in each of the 4 — with the page in the state a visitor sees (the
 // Your-run tab with two reports dropped on it). Any violation fails, listed with its rule, the
 // elements and axe's summary of what to fix.
 import { test, before, after } from 'node:test';
@@ -62,9 +62,17 @@ for (const [device, viewport] of Object.entries(SIZES)) {
               && !document.querySelector('#entries').textContent.includes('Checking'));
           }
           if (tab === 'optimize') await page.waitForSelector('#pareto-canvas[data-painted="1"]');
+          // The page itself, not the pre-rendered landing it replaces (checked below).
+          if (tab === 'tested') await page.waitForSelector('#crossover-canvas[data-painted="1"]');
           await page.waitForTimeout(200);
           for (const v of await axeViolations(page)) found.push(`[${tab}] ${v}`);
         }
+        // The pre-rendered landing, as shown while the wasm is on its way (held here).
+        const pre = await context.newPage();
+        await pre.route('**/*.wasm', () => {});
+        await pre.goto(server.url, { waitUntil: 'domcontentloaded' });
+        await pre.waitForSelector('#prerender svg.chart-svg', { state: 'attached' });
+        for (const v of await axeViolations(pre)) found.push(`[pre-render] ${v}`);
       } finally {
         await context.close();
       }

@@ -11,6 +11,8 @@
 #[cfg(not(feature = "landing"))]
 pub mod bench;
 pub mod chart;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod prerender;
 pub mod tabs;
 pub mod url;
 pub mod util;
@@ -87,10 +89,12 @@ thread_local! {
     static FIRST_PAINT_DONE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Called by every chart after a paint; the first one records `window.qe.firstChartMs`.
+/// Called by every chart after a paint; the first one records `window.qe.firstChartMs` and
+/// removes the pre-rendered landing, which the page now covers (same layout, so nothing moves).
 pub fn note_first_paint() {
     if !FIRST_PAINT_DONE.with(|c| c.replace(true)) {
         util::publish_metric("firstChartMs", util::now_ms());
+        util::drop_prerender();
     }
 }
 
@@ -104,6 +108,10 @@ pub fn redraw_tick() -> RwSignal<u32> {
 #[derive(Clone, Copy)]
 struct RedrawTick(RwSignal<u32>);
 
+#[cfg(not(target_arch = "wasm32"))]
+fn watch_environment(_: RwSignal<u32>) {}
+
+#[cfg(target_arch = "wasm32")]
 fn watch_environment(tick: RwSignal<u32>) {
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
@@ -123,13 +131,11 @@ fn watch_environment(tick: RwSignal<u32>) {
     }
 }
 
-/// The page.
+/// The page, in the browser: its state from the address bar, kept in step with it.
 #[component]
 pub fn App() -> impl IntoView {
     let state = AppState::from_query(&url::current_query());
-    provide_context(state);
     let tick = RwSignal::new(0u32);
-    provide_context(RedrawTick(tick));
     watch_environment(tick);
 
     // Keep the address bar in step with the view.
@@ -137,6 +143,16 @@ pub fn App() -> impl IntoView {
         let q = state.to_query();
         url::replace_query(&q);
     });
+
+    view! { <Page state=state tick=tick/> }
+}
+
+/// The page for a given state: what [`App`] shows, and what [`prerender`] writes at build time
+/// for the default view (no browser involved).
+#[component]
+pub fn Page(state: AppState, tick: RwSignal<u32>) -> impl IntoView {
+    provide_context(state);
+    provide_context(RedrawTick(tick));
 
     view! {
         <a class="skip" href="#main">"Skip to content"</a>

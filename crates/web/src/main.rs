@@ -12,7 +12,7 @@ fn main() {
         web::validate::run_worker();
         return;
     }
-    leptos::mount::mount_to_body(web::App);
+    leptos::mount::mount_to(web::util::app_root(), web::App).forget();
 }
 
 /// Milliseconds to refit every class with `extra` synthetic user points (mean of `reps` runs).

@@ -91,6 +91,26 @@ pub fn current_url() -> String {
     window().location().href().unwrap_or_default()
 }
 
+/// Remove the pre-rendered landing (`#prerender`, see `crate::prerender`), if it is still there.
+pub fn drop_prerender() {
+    if let Some(el) = window()
+        .document()
+        .and_then(|d| d.get_element_by_id("prerender"))
+    {
+        el.remove();
+    }
+}
+
+/// Where the page mounts: `#app` (beside the pre-rendered landing), or `<body>` without one.
+pub fn app_root() -> web_sys::HtmlElement {
+    use wasm_bindgen::JsCast;
+    let doc = window().document().expect("a document");
+    doc.get_element_by_id("app")
+        .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+        .or_else(|| doc.body())
+        .expect("a <body>")
+}
+
 /// Publish a number for the end-to-end tests and the performance notes (`window.qe.<key>`).
 pub fn publish_metric(key: &str, value: f64) {
     let w = window();

@@ -12,8 +12,8 @@ thread_local! {
 
 fn main() {
     console_error_panic_hook::set_once();
-    let body = leptos::prelude::document().body().expect("a <body>");
-    let handle = leptos::mount::mount_to(body, || leptos::prelude::IntoAny::into_any(web::App()));
+    let root = web::util::app_root();
+    let handle = leptos::mount::mount_to(root, || leptos::prelude::IntoAny::into_any(web::App()));
     MOUNTED.with(|m| *m.borrow_mut() = Some(handle));
 }
 

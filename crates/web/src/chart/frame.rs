@@ -5,7 +5,6 @@ use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters_canvas::CanvasBackend;
 
 use super::{tick_label, Spec, Theme, X_TICKS};
 
@@ -19,6 +18,9 @@ pub struct Style {
     pub label_px: f64,
     /// The font family of every label.
     pub font: &'static str,
+    /// Factor on the frame's text sizes: plotters' SVG backend writes `size / 1.24` as the font
+    /// size where the canvas backend writes `size` px; 1.24 makes both the same.
+    pub text_scale: f64,
 }
 
 impl Style {
@@ -35,14 +37,14 @@ impl Style {
 type XCoord = WithKeyPoints<LogCoord<f64>>;
 
 /// Build the chart on `root` and draw its mesh; `ty` maps a y value onto the (linear) axis.
-pub fn build<'a>(
-    root: &'a DrawingArea<CanvasBackend, Shift>,
+pub fn build<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
     spec: &Spec,
     st: &Style,
     th: &Theme,
     y_log: bool,
     ty: impl Fn(f64) -> f64,
-) -> Option<ChartContext<'a, CanvasBackend, Cartesian2d<XCoord, RangedCoordf64>>> {
+) -> Option<ChartContext<'a, DB, Cartesian2d<XCoord, RangedCoordf64>>> {
     let (x0, x1) = spec.x_range;
     let (y0, y1) = spec.y_range;
     let keys: Vec<f64> = if spec.x_ticks.is_empty() {
@@ -64,8 +66,11 @@ pub fn build<'a>(
         .y_label_area_size(st.si(if st.narrow { 62.0 } else { 78.0 }))
         .build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), ty(y0)..ty(y1))
         .ok()?;
-    let label_style = TextStyle::from((st.font, st.s(st.label_px)).into_font()).color(&th.muted);
-    let desc_style = TextStyle::from((st.font, st.s(st.label_px + 1.0)).into_font()).color(&th.fg);
+    let (muted, fg) = (th.rgb(th.muted), th.rgb(th.fg));
+    let label_style =
+        TextStyle::from((st.font, st.s(st.label_px) * st.text_scale).into_font()).color(&muted);
+    let desc_style =
+        TextStyle::from((st.font, st.s(st.label_px + 1.0) * st.text_scale).into_font()).color(&fg);
     let y_plain = spec.y_plain;
     let y_fmt = |y: &f64| {
         let v = if y.abs() < 1e-9 { 0.0 } else { *y };
@@ -94,9 +99,9 @@ pub fn build<'a>(
         })
         .label_style(label_style)
         .axis_desc_style(desc_style)
-        .bold_line_style(th.grid.stroke_width(st.si(1.0)))
+        .bold_line_style(th.rgb(th.grid).stroke_width(st.si(1.0)))
         .light_line_style(TRANSPARENT)
-        .axis_style(th.grid.stroke_width(st.si(1.0)))
+        .axis_style(th.rgb(th.grid).stroke_width(st.si(1.0)))
         .draw()
         .ok()?;
     Some(chart)

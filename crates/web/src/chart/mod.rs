@@ -8,15 +8,18 @@
 
 use leptos::prelude::*;
 use plotters::prelude::*;
-use plotters_canvas::CanvasBackend;
-use wasm_bindgen::JsCast;
-use web_sys::CanvasRenderingContext2d;
 
+#[cfg(target_arch = "wasm32")]
 use crate::util;
 
 mod frame;
 pub mod layers;
 mod paint;
+pub mod surface;
+
+#[cfg(not(target_arch = "wasm32"))]
+use surface::SvgSurface;
+use surface::{Ink, Surface};
 
 /// A colour slot: the name of a CSS custom property holding `#rrggbb` (so dark and light themes
 /// and the HTML legends share one palette).
@@ -153,16 +156,53 @@ impl Spec {
     }
 }
 
-/// Resolved colours of the current theme.
-struct Theme {
-    fg: RGBColor,
-    muted: RGBColor,
-    grid: RGBColor,
-    bg: RGBColor,
-    good: RGBColor,
-    bad: RGBColor,
+/// The theme's colours. The canvas resolves them from CSS at draw time; the pre-rendered SVG keeps
+/// them as palette slots (`var(--fg)`, …) so it follows light and dark mode by itself.
+pub struct Theme {
+    fg: Ink,
+    muted: Ink,
+    grid: Ink,
+    bg: Ink,
+    good: Ink,
+    bad: Ink,
 }
 
+/// The palette slots the frame (drawn by plotters, which takes concrete colours) uses, with the
+/// stand-in colour each gets in SVG output; [`svg`] maps them back to their slots with CSS.
+const FRAME_SLOTS: [(&str, RGBColor); 4] = [
+    ("--fg", RGBColor(1, 1, 1)),
+    ("--muted", RGBColor(2, 2, 2)),
+    ("--grid", RGBColor(3, 3, 3)),
+    ("--card", RGBColor(4, 4, 4)),
+];
+
+impl Theme {
+    /// Every colour as its palette slot (SVG).
+    pub fn slots() -> Theme {
+        Theme {
+            fg: Ink::Var("--fg"),
+            muted: Ink::Var("--muted"),
+            grid: Ink::Var("--grid"),
+            bg: Ink::Var("--card"),
+            good: Ink::Var("--good"),
+            bad: Ink::Var("--bad"),
+        }
+    }
+
+    /// A concrete colour for plotters: the colour itself, or a slot's stand-in.
+    pub(crate) fn rgb(&self, ink: Ink) -> RGBColor {
+        match ink {
+            Ink::Rgb(c) => c,
+            Ink::Var(v) => FRAME_SLOTS
+                .iter()
+                .find(|(name, _)| *name == v)
+                .map(|(_, c)| *c)
+                .unwrap_or(RGBColor(128, 128, 128)),
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
 fn parse_hex(s: &str) -> Option<RGBColor> {
     let s = s.trim().trim_start_matches('#');
     if s.len() != 6 {
@@ -173,6 +213,7 @@ fn parse_hex(s: &str) -> Option<RGBColor> {
 }
 
 /// Colour of a CSS custom property on `<html>` (falls back to mid grey).
+#[cfg(target_arch = "wasm32")]
 pub fn css_color(var: &str) -> RGBColor {
     let w = util::window();
     w.document()
@@ -183,17 +224,21 @@ pub fn css_color(var: &str) -> RGBColor {
         .unwrap_or(RGBColor(128, 128, 128))
 }
 
+/// The current theme, resolved from CSS.
+#[cfg(target_arch = "wasm32")]
 fn theme() -> Theme {
+    let c = |v| Ink::Rgb(css_color(v));
     Theme {
-        fg: css_color("--fg"),
-        muted: css_color("--muted"),
-        grid: css_color("--grid"),
-        bg: css_color("--card"),
-        good: css_color("--good"),
-        bad: css_color("--bad"),
+        fg: c("--fg"),
+        muted: c("--muted"),
+        grid: c("--grid"),
+        bg: c("--card"),
+        good: c("--good"),
+        bad: c("--bad"),
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 fn rgba(c: RGBColor, a: f64) -> String {
     format!("rgba({},{},{},{a})", c.0, c.1, c.2)
 }
@@ -266,36 +311,56 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize, log: bool) -> Vec<f64> {
 }
 
 /// Draw `spec` on `canvas` (sized to its CSS box × devicePixelRatio). Returns the hit list.
-///
-/// plotters draws the frame ([`frame`]); the data layers are painted on the same context in
-/// z-order by [`paint`]: shading, bands, vertical lines, background marks, lines, marks.
+#[cfg(target_arch = "wasm32")]
 pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>> {
+    use plotters_canvas::CanvasBackend;
+    use wasm_bindgen::JsCast;
     let w = util::window();
     let dpr = w.device_pixel_ratio().max(1.0);
     let rect = canvas.get_bounding_client_rect();
     let (css_w, css_h) = (rect.width().max(200.0), rect.height().max(160.0));
     canvas.set_width((css_w * dpr).round() as u32);
     canvas.set_height((css_h * dpr).round() as u32);
-    let narrow = css_w < 520.0;
-    let th = theme();
-    let ctx: CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
-
+    let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
     let backend = CanvasBackend::with_canvas_object(canvas.clone())?;
     let root = backend.into_drawing_area();
-    root.fill(&th.bg).ok()?;
+    let hits = draw_on(&root, &ctx, spec, &style_for(dpr, css_w, 1.0), &theme())?;
+    // plotters leaves its last text baseline / alignment on the context.
+    ctx.set_text_baseline("alphabetic");
+    Some(hits)
+}
 
+/// Sizes and font of a chart `css_w` CSS pixels wide.
+fn style_for(dpr: f64, css_w: f64, text_scale: f64) -> frame::Style {
+    let narrow = css_w < 520.0;
+    frame::Style {
+        dpr,
+        narrow,
+        label_px: if narrow { 11.0 } else { 12.0 },
+        font: "system-ui, sans-serif",
+        text_scale,
+    }
+}
+
+/// The chart, on any plotters backend (the frame) and [`Surface`] (the data layers) that cover
+/// the same pixels: the canvas in the page, SVG at build time. One drawing code for both.
+///
+/// plotters draws the frame ([`frame`]); the data layers are painted in z-order by [`paint`]:
+/// shading, bands, vertical lines, background marks, lines, marks. Returns the hit list.
+pub fn draw_on<DB: DrawingBackend, S: Surface>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    sf: &S,
+    spec: &Spec,
+    style: &frame::Style,
+    th: &Theme,
+) -> Option<Vec<Hit>> {
+    root.fill(&th.rgb(th.bg)).ok()?;
     let (x0, x1) = spec.x_range;
     let (y0, y1) = spec.y_range;
     // The y axis is linear in `ty(y)`: identity, or ln for a log axis (ticks keep data values).
     let y_log = spec.y_log && y0 > 0.0;
     let ty = move |y: f64| if y_log { y.max(1e-12).ln() } else { y };
-    let style = frame::Style {
-        dpr,
-        narrow,
-        label_px: if narrow { 11.0 } else { 12.0 },
-        font: "system-ui, sans-serif",
-    };
-    let chart = frame::build(&root, spec, &style, &th, y_log, ty)?;
+    let chart = frame::build(root, spec, style, th, y_log, ty)?;
     let px = |x: f64, y: f64| {
         let (a, b) = chart.backend_coord(&(x.clamp(x0, x1), ty(y)));
         (a as f64, b as f64)
@@ -303,10 +368,10 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     let (left, top) = px(x0, y1);
     let (right, bottom) = px(x1, y0);
     let plot = paint::Plot {
-        ctx: &ctx,
-        th: &th,
+        ctx: sf,
+        th,
         px: &px,
-        style: &style,
+        style,
         left,
         top,
         right,
@@ -315,12 +380,8 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     if y_log {
         plot.log_y_grid(&nice_ticks(y0, y1, 0, true), x0);
     }
-    ctx.save();
-    // plotters leaves its last text baseline / alignment on the context.
-    ctx.set_text_baseline("alphabetic");
-    ctx.begin_path();
-    ctx.rect(left, top, right - left, bottom - top);
-    ctx.clip();
+    sf.set_baseline(surface::Baseline::Alphabetic);
+    sf.clip_rect(left, top, right - left, bottom - top);
     if spec.shade && y0 < 0.0 && y1 > 0.0 {
         plot.shade(x0);
     }
@@ -330,8 +391,50 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, spec: &Spec) -> Option<Vec<Hit>
     plot.lines(&spec.lines);
     let mut hits = plot.marks(&spec.marks);
     hits.extend(bg_hits);
-    ctx.restore();
+    sf.unclip();
     Some(hits)
+}
+
+/// `spec` as a standalone SVG of `w × h` CSS pixels, from the same [`draw_on`] as the canvas
+/// (plotters' SVG backend for the frame, [`SvgSurface`] for the data layers). Colours stay
+/// palette slots, so the SVG follows the page's light/dark theme; `id` keeps its clip ids unique.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn svg(spec: &Spec, (w, h): (u32, u32), id: &str, class: &str, label: &str) -> Option<String> {
+    use plotters::backend::SVGBackend;
+    let mut frame_svg = String::new();
+    let sf = SvgSurface::new(id);
+    {
+        let root = SVGBackend::with_string(&mut frame_svg, (w, h)).into_drawing_area();
+        draw_on(
+            &root,
+            &sf,
+            spec,
+            &style_for(1.0, w as f64, 1.24),
+            &Theme::slots(),
+        )?;
+        root.present().ok()?;
+    }
+    // plotters writes `<svg …>frame</svg>`: keep the frame, put our head and the layers around it.
+    let body_start = frame_svg.find('>')? + 1;
+    let body_end = frame_svg.rfind("</svg>")?;
+    // plotters writes one element per line with a redundant `opacity="1"`: the page ships this.
+    let frame_body = frame_svg[body_start..body_end]
+        .replace(" opacity=\"1\"", "")
+        .replace('\n', "");
+    let slot_css: String = FRAME_SLOTS
+        .iter()
+        .map(|(var, c)| {
+            let h = surface::hex(*c);
+            format!("#{id} [fill=\"{h}\"]{{fill:var({var})}}#{id} [stroke=\"{h}\"]{{stroke:var({var})}}")
+        })
+        .collect();
+    Some(format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\" class=\"{class}\" viewBox=\"0 0 {w} {h}\" \
+         preserveAspectRatio=\"xMidYMid meet\" role=\"img\" aria-label=\"{}\"><style>{slot_css}</style>{}{}</svg>",
+        surface::esc(label),
+        frame_body,
+        sf.finish()
+    ))
 }
 
 /// Index of the hit nearest to (x, y) within `radius` CSS px.
@@ -346,6 +449,11 @@ pub fn nearest(hits: &[Hit], x: f64, y: f64, radius: f64) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+/// CSS size of the pre-rendered chart on a wide screen (the canvas's box in a 1080 px column) and on
+/// a phone (≤ 640 px, where the canvas is 320 px high).
+pub const PRERENDER_WIDE: (u32, u32) = (994, 420);
+pub const PRERENDER_NARROW: (u32, u32) = (340, 320);
+
 /// A chart: canvas + text tooltip. Redraws when `spec` or the global redraw tick changes.
 #[component]
 pub fn Chart(
@@ -358,12 +466,32 @@ pub fn Chart(
     /// `id` of the canvas (tests and CSS look for it).
     id: &'static str,
 ) -> impl IntoView {
+    // Built natively, the chart is the pre-render: the same drawing as SVG, one per layout.
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let now = spec.get_untracked();
+        let one = |size, suffix: &str| {
+            svg(
+                &now,
+                size,
+                &format!("{id}-{suffix}"),
+                &format!("chart-svg {suffix}"),
+                &label,
+            )
+            .unwrap_or_default()
+        };
+        let both = one(PRERENDER_WIDE, "wide") + &one(PRERENDER_NARROW, "narrow");
+        return view! { <div class="chart-wrap prerendered" data-chart=id inner_html=both></div> }
+            .into_any();
+    }
+    #[allow(unreachable_code)]
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let hits = StoredValue::new(Vec::<Hit>::new());
     let tip = RwSignal::new(None::<(f64, f64, String)>);
     let focus_idx = StoredValue::new(None::<usize>);
     let redraw = crate::redraw_tick();
 
+    #[cfg(target_arch = "wasm32")]
     Effect::new(move |_| {
         let spec = spec.get();
         redraw.track();
@@ -461,4 +589,5 @@ pub fn Chart(
             </div>
         </div>
     }
+    .into_any()
 }

@@ -1,16 +1,15 @@
-//! The data layers, painted on the chart's 2-D context with the frame's coordinate mapping, in
-//! z-order: log-y grid, savings/penalty shading, bands, vertical lines, lines, marks.
-
-use plotters::prelude::RGBColor;
-use web_sys::CanvasRenderingContext2d;
+//! The data layers, painted on a [`Surface`] (the canvas, or SVG at build time) with the frame's
+//! coordinate mapping, in z-order: log-y grid, savings/penalty shading, bands, vertical lines,
+//! lines, marks.
 
 use super::frame::Style;
-use super::{css_color, rgba, tick_label, Band, Hit, Line, Mark, Shape, Theme, VLine};
+use super::surface::{Align, Baseline, Ink, Surface};
+use super::{tick_label, Band, Hit, Line, Mark, Shape, Theme, VLine};
 
 /// The plot area and how to reach it: context, theme, data → device-pixel mapping, edges.
-pub struct Plot<'a> {
-    /// The canvas's 2-D context.
-    pub ctx: &'a CanvasRenderingContext2d,
+pub struct Plot<'a, S: Surface + ?Sized> {
+    /// Where to paint.
+    pub ctx: &'a S,
     /// Resolved colours.
     pub th: &'a Theme,
     /// Data (x, y) → device pixels.
@@ -27,7 +26,7 @@ pub struct Plot<'a> {
     pub bottom: f64,
 }
 
-impl Plot<'_> {
+impl<S: Surface + ?Sized> Plot<'_, S> {
     fn s(&self, v: f64) -> f64 {
         self.style.s(v)
     }
@@ -40,18 +39,18 @@ impl Plot<'_> {
             self.s(self.style.label_px),
             self.style.font
         ));
-        ctx.set_text_align("right");
-        ctx.set_text_baseline("middle");
+        ctx.set_align(Align::Right);
+        ctx.set_baseline(Baseline::Middle);
         for k in keys {
             let (_, y) = (self.px)(x0, *k);
-            ctx.set_stroke_style_str(&rgba(th.grid, 1.0));
+            ctx.set_stroke(th.grid, 1.0);
             ctx.set_line_width(self.s(1.0));
             ctx.begin_path();
             ctx.move_to(self.left, y.round() + 0.5);
             ctx.line_to(self.right, y.round() + 0.5);
             ctx.stroke();
-            ctx.set_fill_style_str(&rgba(th.muted, 1.0));
-            let _ = ctx.fill_text(&tick_label(*k), self.left - self.s(6.0), y);
+            ctx.set_fill(th.muted, 1.0);
+            ctx.fill_text(&tick_label(*k), self.left - self.s(6.0), y);
         }
     }
 
@@ -62,22 +61,21 @@ impl Plot<'_> {
         let (left, top, right, bottom) = (self.left, self.top, self.right, self.bottom);
         let label_px = self.style.label_px;
         let (_, zy) = (self.px)(x0, 0.0);
-        ctx.set_fill_style_str(&rgba(th.bad, 0.07));
+        ctx.set_fill(th.bad, 0.07);
         ctx.fill_rect(left, top, right - left, zy - top);
-        ctx.set_fill_style_str(&rgba(th.good, 0.08));
+        ctx.set_fill(th.good, 0.08);
         ctx.fill_rect(left, zy, right - left, bottom - zy);
-        ctx.set_stroke_style_str(&rgba(th.fg, 0.55));
+        ctx.set_stroke(th.fg, 0.55);
         ctx.set_line_width(self.s(1.2));
-        let dash = js_sys::Array::of2(&self.s(5.0).into(), &self.s(4.0).into());
-        let _ = ctx.set_line_dash(&dash);
+        ctx.set_dash(&[self.s(5.0), self.s(4.0)]);
         ctx.begin_path();
         ctx.move_to(left, zy);
         ctx.line_to(right, zy);
         ctx.stroke();
-        let _ = ctx.set_line_dash(&js_sys::Array::new());
+        ctx.set_dash(&[]);
         // Labels in the plot's left corners, on a card-coloured plate so data stays readable.
         ctx.set_font(&format!("600 {}px {}", self.s(label_px), self.style.font));
-        ctx.set_text_align("left");
+        ctx.set_align(Align::Left);
         self.plate(
             "↑ costs more than FP16",
             left + self.s(8.0),
@@ -93,19 +91,19 @@ impl Plot<'_> {
     }
 
     /// Text on a card-coloured plate.
-    fn plate(&self, text: &str, x: f64, y: f64, col: RGBColor) {
+    fn plate(&self, text: &str, x: f64, y: f64, col: Ink) {
         let ctx = self.ctx;
         let label_px = self.style.label_px;
-        let w = ctx.measure_text(text).map(|m| m.width()).unwrap_or(0.0);
-        ctx.set_fill_style_str(&rgba(self.th.bg, 0.82));
+        let w = ctx.measure_text(text);
+        ctx.set_fill(self.th.bg, 0.82);
         ctx.fill_rect(
             x - self.s(4.0),
             y - self.s(label_px + 1.0),
             w + self.s(8.0),
             self.s(label_px + 7.0),
         );
-        ctx.set_fill_style_str(&rgba(col, 1.0));
-        let _ = ctx.fill_text(text, x, y);
+        ctx.set_fill(col, 1.0);
+        ctx.fill_text(text, x, y);
     }
 
     /// Shaded bands between their low and high edges.
@@ -115,8 +113,8 @@ impl Plot<'_> {
             if b.pts.len() < 2 {
                 continue;
             }
-            let c = css_color(b.col);
-            ctx.set_fill_style_str(&rgba(c, 0.18));
+            let c = Ink::Var(b.col);
+            ctx.set_fill(c, 0.18);
             ctx.begin_path();
             let (sx, sy) = px(b.pts[0].0, b.pts[0].2);
             ctx.move_to(sx, sy);
@@ -141,21 +139,24 @@ impl Plot<'_> {
             if v.x < x0 || v.x > x1 {
                 continue;
             }
-            let c = css_color(v.col);
+            let c = Ink::Var(v.col);
             let (x, _) = (self.px)(v.x, 0.0);
-            ctx.set_stroke_style_str(&rgba(c, 0.8));
+            ctx.set_stroke(c, 0.8);
             ctx.set_line_width(self.s(1.0));
-            let dash = js_sys::Array::of2(&self.s(2.0).into(), &self.s(3.0).into());
-            let _ = ctx.set_line_dash(&dash);
+            ctx.set_dash(&[self.s(2.0), self.s(3.0)]);
             ctx.begin_path();
             ctx.move_to(x, self.top);
             ctx.line_to(x, self.bottom);
             ctx.stroke();
-            let _ = ctx.set_line_dash(&js_sys::Array::new());
+            ctx.set_dash(&[]);
             ctx.set_font(&format!("600 {}px {}", self.s(label_px), self.style.font));
-            ctx.set_fill_style_str(&rgba(c, 1.0));
+            ctx.set_fill(c, 1.0);
             let right_half = x > (self.left + self.right) / 2.0;
-            ctx.set_text_align(if right_half { "right" } else { "left" });
+            ctx.set_align(if right_half {
+                Align::Right
+            } else {
+                Align::Left
+            });
             let dx = if right_half {
                 -self.s(5.0)
             } else {
@@ -163,7 +164,7 @@ impl Plot<'_> {
             };
             // Below the corner label ("costs more than FP16"), one row per vertical line.
             let row = (vi as f64 + 1.0) * (label_px + 7.0);
-            let _ = ctx.fill_text(&v.label, x + dx, self.top + self.s(label_px + 4.0 + row));
+            ctx.fill_text(&v.label, x + dx, self.top + self.s(label_px + 4.0 + row));
         }
     }
 
@@ -174,13 +175,12 @@ impl Plot<'_> {
             if l.pts.len() < 2 {
                 continue;
             }
-            let c = css_color(l.col);
-            ctx.set_stroke_style_str(&rgba(c, l.alpha));
+            let c = Ink::Var(l.col);
+            ctx.set_stroke(c, l.alpha);
             ctx.set_line_width(self.s(l.width));
-            ctx.set_line_join("round");
+            ctx.set_round_join();
             if l.dash {
-                let dash = js_sys::Array::of2(&self.s(6.0).into(), &self.s(4.0).into());
-                let _ = ctx.set_line_dash(&dash);
+                ctx.set_dash(&[self.s(6.0), self.s(4.0)]);
             }
             ctx.begin_path();
             let (sx, sy) = px(l.pts[0].0, l.pts[0].1);
@@ -190,7 +190,7 @@ impl Plot<'_> {
                 ctx.line_to(x, y);
             }
             ctx.stroke();
-            let _ = ctx.set_line_dash(&js_sys::Array::new());
+            ctx.set_dash(&[]);
         }
     }
 
@@ -212,12 +212,12 @@ impl Plot<'_> {
         if !(m.x.is_finite() && m.y.is_finite()) {
             return None;
         }
-        let c = css_color(m.col);
+        let c = Ink::Var(m.col);
         let (x, y) = px(m.x, m.y);
         if let Some((lo, hi)) = m.err {
             let (_, ylo) = px(m.x, lo);
             let (_, yhi) = px(m.x, hi);
-            ctx.set_stroke_style_str(&rgba(c, 0.9));
+            ctx.set_stroke(c, 0.9);
             ctx.set_line_width(s(2.0));
             ctx.begin_path();
             ctx.move_to(x, ylo);
@@ -232,7 +232,7 @@ impl Plot<'_> {
         ctx.begin_path();
         match m.shape {
             Shape::Circle => {
-                let _ = ctx.arc(x, y, r, 0.0, std::f64::consts::TAU);
+                ctx.circle(x, y, r);
             }
             Shape::Square => ctx.rect(x - r * 0.9, y - r * 0.9, r * 1.8, r * 1.8),
             Shape::Triangle => {
@@ -263,22 +263,22 @@ impl Plot<'_> {
             }
         }
         if m.filled {
-            ctx.set_fill_style_str(&rgba(c, 1.0));
+            ctx.set_fill(c, 1.0);
             ctx.fill();
-            ctx.set_stroke_style_str(&rgba(th.bg, 0.9));
+            ctx.set_stroke(th.bg, 0.9);
             ctx.set_line_width(s(1.0));
             ctx.stroke();
         } else {
-            ctx.set_fill_style_str(&rgba(th.bg, 1.0));
+            ctx.set_fill(th.bg, 1.0);
             ctx.fill();
-            ctx.set_stroke_style_str(&rgba(c, 1.0));
+            ctx.set_stroke(c, 1.0);
             ctx.set_line_width(s(2.0));
             ctx.stroke();
         }
         if m.ring {
             ctx.begin_path();
-            let _ = ctx.arc(x, y, r + s(5.0), 0.0, std::f64::consts::TAU);
-            ctx.set_stroke_style_str(&rgba(th.fg, 0.9));
+            ctx.circle(x, y, r + s(5.0));
+            ctx.set_stroke(th.fg, 0.9);
             ctx.set_line_width(s(1.5));
             ctx.stroke();
         }

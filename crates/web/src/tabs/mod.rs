@@ -202,6 +202,7 @@ pub fn Toggle(
             <input
                 type="checkbox"
                 id=id
+                checked=checked.get_untracked()
                 prop:checked=move || checked.get()
                 on:change=move |ev| checked.set(event_target_checked(&ev))
             />

@@ -488,7 +488,9 @@ fn Pickers() -> impl IntoView {
                                     ""
                                 };
                                 let vram = format!("{vram}{stack}");
-                                view! { <option value=g.clone()>{format!("{g} · {arch}{vram}")}</option> }
+                                // `selected` as well as `prop:value`: the pre-rendered page has no script.
+                                let picked = st.gpu.get_untracked() == g;
+                                view! { <option value=g.clone() selected=picked>{format!("{g} · {arch}{vram}")}</option> }
                             })
                             .collect_view()}
                     </select>
@@ -504,7 +506,8 @@ fn Pickers() -> impl IntoView {
                             models(&st.gpu.get())
                                 .into_iter()
                                 .map(|m| {
-                                    view! { <option value=m.name.clone()>{format!("{} ({})", m.name, size_b(m.params_b))}</option> }
+                                    let picked = st.model.get_untracked() == m.name;
+                                    view! { <option value=m.name.clone() selected=picked>{format!("{} ({})", m.name, size_b(m.params_b))}</option> }
                                 })
                                 .collect_view()
                         }}
@@ -612,10 +615,12 @@ fn CrossoverCard() -> impl IntoView {
                             .map(|p| {
                                 let p2 = p.clone();
                                 let p3 = p.clone();
+                                let shown = !st.hidden.with_untracked(|h| h.contains(&p));
                                 view! {
                                     <label class="check">
                                         <input
                                             type="checkbox"
+                                            checked=shown
                                             prop:checked=move || !st.hidden.with(|h| h.contains(&p2))
                                             on:change=move |ev| {
                                                 let on = event_target_checked(&ev);

@@ -1,0 +1,180 @@
+//! The landing view rendered at build time, so a visitor reads the verdicts and sees the first
+//! chart before the wasm arrives (and without JavaScript at all).
+//!
+//! The same components as the page ([`crate::Page`] with the state of a link without a query)
+//! are rendered to HTML by Leptos on the host; [`crate::chart::Chart`] renders its chart to SVG
+//! through the same drawing code as the canvas. Nothing is copied by hand, so the pre-render
+//! cannot disagree with the page built from the same `data/` (the e2e suite checks it does not).
+//!
+//! [`inject`] puts the markup into the staged `index.html` (trunk's post_build hook runs
+//! `src/bin/prerender.rs`). In the browser, `assets/boot.js` and the page take over:
+//! `assets/gate.js` hides the pre-render before the first paint when the link asks for another
+//! view, and the page removes it when its own first chart is painted (same layout: no shift).
+
+use crate::url::Query;
+use crate::{AppState, Page};
+use leptos::prelude::*;
+use leptos::tachys::view::RenderHtml;
+
+/// Where the markup goes: an empty element in `index.html`.
+pub const SLOT: &str = r#"<div id="prerender"></div>"#;
+/// Where the default view's query string goes (read by `assets/gate.js`).
+pub const QUERY_SLOT: &str = r#"<meta name="qe-default-view" content="">"#;
+
+/// The state of a visitor who opens the bare URL.
+fn default_state() -> AppState {
+    AppState::from_query(&Query::default())
+}
+
+/// Runs `f` in a fresh reactive owner, outside any tracking: a render reads each signal once, so
+/// Leptos's debug warning about untracked reads does not apply.
+fn render<T>(f: impl FnOnce() -> T) -> T {
+    let _zone = leptos::reactive::diagnostics::SpecialNonReactiveZone::enter();
+    Owner::new().with(f)
+}
+
+/// The landing view as HTML.
+pub fn landing_markup() -> String {
+    render(|| {
+        let state = default_state();
+        let tick = RwSignal::new(0u32);
+        view! { <Page state=state tick=tick/> }.to_html()
+    })
+}
+
+/// `application/x-www-form-urlencoded`, as the browser's `URLSearchParams` writes it.
+fn form_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The query string the page writes into the address bar for the default view (the page keeps
+/// the address bar in step with the view, so a reload of the landing arrives with it).
+pub fn default_query() -> String {
+    render(|| {
+        let q = default_state().to_query();
+        let pairs: Vec<String> =
+            q.0.iter()
+                .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
+                .collect();
+        format!("?{}", pairs.join("&"))
+    })
+}
+
+/// Why a page could not take the pre-render.
+#[derive(Debug, PartialEq)]
+pub enum InjectError {
+    /// A slot is missing or appears more than once.
+    Slot { slot: &'static str, found: usize },
+}
+
+impl std::fmt::Display for InjectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InjectError::Slot { slot, found } => write!(
+                f,
+                "index.html must contain `{slot}` exactly once (found {found} times)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for InjectError {}
+
+fn fill(page: &str, slot: &'static str, with: &str) -> Result<String, InjectError> {
+    let found = page.matches(slot).count();
+    if found != 1 {
+        return Err(InjectError::Slot { slot, found });
+    }
+    Ok(page.replacen(slot, with, 1))
+}
+
+/// `index_html` with the landing markup in [`SLOT`] and the default query in [`QUERY_SLOT`].
+pub fn inject(index_html: &str, markup: &str, query: &str) -> Result<String, InjectError> {
+    let note = r#"<noscript><p class="nojs-note">This is a snapshot of the default view, built with the data it shows. Picking a card or model, the estimate for your model, the optimizer and the report checker need JavaScript.</p></noscript>"#;
+    let page = fill(
+        index_html,
+        SLOT,
+        &format!(r#"<div id="prerender">{note}{markup}</div>"#),
+    )?;
+    fill(
+        &page,
+        QUERY_SLOT,
+        &format!(
+            r#"<meta name="qe-default-view" content="{}">"#,
+            crate::chart::surface::esc(query)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_landing_has_the_hero_the_verdicts_and_a_chart() {
+        let html = landing_markup();
+        assert!(html.contains("Does quantizing your model save energy on your GPU?"));
+        assert!(html.contains(r#"class="crossovers""#));
+        assert!(
+            html.contains(r#"class="verdict"#),
+            "no verdict in the pre-render"
+        );
+        // The chart is SVG, wide and narrow, with axis titles and the zero-line labels.
+        assert_eq!(
+            html.matches("<svg").count(),
+            2,
+            "one wide and one narrow chart"
+        );
+        assert!(html.contains("chart-svg wide") && html.contains("chart-svg narrow"));
+        assert!(html.contains("saves energy vs FP16"));
+        assert!(html.contains("<path"), "no data drawn");
+        // Pickers show the default card and model without script.
+        assert!(html.contains(r#"selected"#));
+        assert!(!html.contains("<canvas"), "a canvas cannot be pre-rendered");
+    }
+
+    #[test]
+    fn the_default_query_names_the_tab_card_and_model() {
+        let q = default_query();
+        assert!(q.starts_with("?tab=tested&gpu="), "{q}");
+        assert!(q.contains("&model="), "{q}");
+        assert!(!q.contains(' '), "{q}");
+    }
+
+    #[test]
+    fn form_encoding_matches_url_search_params() {
+        assert_eq!(form_encode("RTX 4090"), "RTX+4090");
+        assert_eq!(form_encode("Qwen2.5-7B/Q4_K·x"), "Qwen2.5-7B%2FQ4_K%C2%B7x");
+    }
+
+    #[test]
+    fn injection_needs_each_slot_exactly_once() {
+        let page = format!("<head>{QUERY_SLOT}</head><body>{SLOT}</body>");
+        let out = inject(&page, "<p>hi</p>", "?a=1&b=2").unwrap();
+        assert!(out.contains(r#"<div id="prerender"><noscript>"#));
+        assert!(out.contains("<p>hi</p></div>"));
+        assert!(out.contains(r#"content="?a=1&amp;b=2""#));
+        assert_eq!(
+            inject("<body></body>", "", ""),
+            Err(InjectError::Slot {
+                slot: SLOT,
+                found: 0
+            })
+        );
+        let twice = format!("{page}{SLOT}");
+        assert!(matches!(
+            inject(&twice, "", ""),
+            Err(InjectError::Slot { found: 2, .. })
+        ));
+    }
+}
