@@ -73,6 +73,20 @@ try {
         }
       }
       await context.close();
+      // The pre-rendered landing as a visitor without JavaScript sees it (issue 18).
+      if (!only || `nojs-${device}-${scheme}`.includes(only)) {
+        const off = await browser.newContext({
+          viewport, colorScheme: scheme, deviceScaleFactor: 1, isMobile: device === 'phone', javaScriptEnabled: false,
+        });
+        const p = await off.newPage();
+        await p.goto(server.url);
+        const file = path.join(OUT, `nojs-${device}-${scheme}.png`);
+        const height = await p.evaluate(() => document.documentElement.scrollHeight);
+        const clipH = Math.min(height, device === 'phone' ? 2400 : 1800);
+        await p.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: viewport.width, height: clipH } });
+        console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+        await off.close();
+      }
     }
   }
 } finally {
