@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Issue 13, the fused-kernel graph engine on one H200, in two device calls (each < 10 min, each one
+# sitting on one card: the ratios it prints never mix cards or sittings).
+#   bash scripts/device/fused.sh quant   correctness (engine-check: graph vs eager, 256 greedy steps, every
+#                                        format, Qwen2 + Llama shapes), then candle-graph vs llama-bench
+#                                        (CUDA build of the carried llama.cpp tree) at 1.5 B and 7 B
+#   bash scripts/device/fused.sh f16     candle-graph vs torch.compile (reduce-overhead) at 0.5/1.5/7 B,
+#                                        and the 0.5 B GGUF arms
+# Carry .ship/quantenergy.gz (scripts/build-cuda.sh) and, for `quant`, .ship/llama.cpp.tar.xz. Everything
+# it writes comes back as $OUT/fused-<phase>.tgz plus the log.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/device/env.sh
+phase=${1:?quant or f16}
+T0=$(date +%s)
+R=/tmp/fused-$phase; rm -rf "$R"; mkdir -p "$R"
+exec > >(tee -a "$OUT/fused-$phase.log") 2>&1
+say() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
+late() { [ $(( $(date +%s) - T0 )) -gt "${1:-520}" ]; }
+bundle() { (cd /tmp && tar czf "$OUT/fused-$phase.tgz" "fused-$phase"); }
+trap bundle EXIT
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee "$R/gpu.txt"
+export COOLDOWN_MAX_S=10
+
+# Our engine, one shape: F16 baseline + the given formats, graph engine, the protocol's defaults
+# (2 warm-ups, one window over 10 × 256 tokens, batch 1).
+graph() {
+  local shape=$1 precs=$2
+  late 540 && { say "budget spent: graph $shape not run"; return; }
+  say "candle-graph $shape $precs"
+  timeout 200 "$QE" measure --synthetic "$shape" --precision "$precs" --baseline F16 --engine graph \
+    --iterations 10 --tokens 256 --warmup 2 --cooldown-max-s 10 --out "$R/graph" --name "$shape" \
+    > "$R/graph-$shape.log" 2>&1
+  echo "rc $?" >> "$R/graph-$shape.log"; grep -E "tok/s|mJ/token|rc " "$R/graph-$shape.log" | tail -8
+}
+
+case $phase in
+quant)
+  # Smoke first: a broken kernel must not cost the whole call.
+  say "smoke: engine-check qwen2-0.5b F16, 32 steps"
+  if ! timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16 --tokens 32 --timing-runs 1 \
+      --json "$R/smoke.json" > "$R/smoke.log" 2>&1; then
+    tail -30 "$R/smoke.log"; say "smoke failed: stopping"; exit 1
+  fi
+  tail -5 "$R/smoke.log"
+  # llama.cpp builds on the CPU while the GPU runs the correctness checks (they time nothing that counts).
+  export WORK=/tmp/peers OUT_PREP="$R/prep"
+  (SHAPES="qwen2-1.5b qwen2-7b" FORMATS="Q4_K Q4_0" OUT="$R/prep" WORK=/tmp/peers \
+    bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
+  prep=$!
+  for shape in qwen2-0.5b tinyllama-1.1b; do
+    say "engine-check $shape, every format, 256 steps"
+    timeout 150 "$QE" engine-check --synthetic "$shape" --precision F16,BF16,Q8_0,Q4_K,Q4_0 --tokens 256 \
+      --timing-runs 1 --json "$R/check_$shape.json" > "$R/check_$shape.log" 2>&1
+    echo "rc $?" >> "$R/check_$shape.log"; tail -12 "$R/check_$shape.log"
+  done
+  wait "$prep"; tail -3 "$R/prep.log"
+  # The comparison, shape by shape, nothing else running: llama-bench then our engine.
+  for shape in qwen2-1.5b qwen2-7b; do
+    for t in Q4_K Q4_0; do
+      late 470 && break
+      say "llama-bench $shape $t"
+      LLAMA_BIN=/tmp/peers/llama-build-cuda/bin NVML_INDEX=0 COOLDOWN_MAX_S=10 \
+        timeout 120 scripts/peers/llama_bench.sh "/tmp/peers/gguf/$shape-$t.gguf" "$shape" "$t" \
+        "$R/bench-$shape-$t.json" bench > "$R/bench-$shape-$t.log" 2>&1
+      echo "rc $?" >> "$R/bench-$shape-$t.log"; tail -2 "$R/bench-$shape-$t.log"
+    done
+    graph "$shape" Q4_K,Q4_0
+  done
+  ;;
+f16)
+  for shape in qwen2-0.5b qwen2-1.5b qwen2-7b; do
+    late 430 && break
+    say "torch.compile F16 $shape"
+    SHAPES=$shape ARMS=torch-f16 OUT="$R/torch-$shape" WORK=/tmp/peers BUDGET_S=560 \
+      timeout 170 bash scripts/peers/run_all.sh > "$R/torch-$shape.log" 2>&1
+    grep -E "tok/s|mJ" "$R/torch-$shape.log" | tail -3
+    if [ "$shape" = qwen2-0.5b ]; then graph "$shape" Q8_0,Q4_K,Q4_0; else graph "$shape" F16; fi
+  done
+  ;;
+*) sed -n 2,10p "$0" >&2; exit 2 ;;
+esac
+say "done"
