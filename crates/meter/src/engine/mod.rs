@@ -13,6 +13,8 @@
 #[cfg(feature = "candle")]
 pub mod check;
 #[cfg(feature = "candle")]
+pub mod fused;
+#[cfg(feature = "candle")]
 mod graph;
 #[cfg(feature = "candle")]
 pub mod ops;
@@ -20,6 +22,8 @@ pub mod ops;
 pub mod static_model;
 #[cfg(all(test, feature = "candle"))]
 mod tests;
+#[cfg(all(test, feature = "candle"))]
+mod fused_tests;
 
 #[cfg(feature = "candle")]
 pub use graph::{GraphDecoder, GraphFactory};
