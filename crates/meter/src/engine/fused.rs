@@ -64,10 +64,10 @@ impl AttnDims {
     }
     fn check(&self) -> Result<()> {
         let hd = self.head_dim;
-        if hd == 0 || hd % 2 != 0 || hd > 256 || self.kv_heads == 0 {
+        if hd == 0 || !hd.is_multiple_of(2) || hd > 256 || self.kv_heads == 0 {
             bail!("fused attention: head_dim {hd} must be even and ≤ 256")
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             bail!(
                 "fused attention: {} heads over {} KV heads",
                 self.heads,
@@ -153,26 +153,29 @@ fn step_row<'a>(
     Ok((row, pos))
 }
 
-/// Element `d` of a rotated head row `x` (cos, sin from the step row), as candle's rope / rope_i.
-fn rotated(x: &[f32], d: usize, step: &[f32], interleaved: bool) -> f32 {
+/// Element `d` of a rotated head row `x` (cos, sin from the step row), as candle's rope / rope_i
+/// compute it in the activations' dtype `dt`: each product and the sum rounded to it.
+fn rotated(x: &[f32], d: usize, step: &[f32], interleaved: bool, dt: DType) -> f32 {
     let half = x.len() / 2;
+    let r = |v: f32| round_to(dt, v);
     if interleaved {
         let j = d / 2;
         let (c, s) = (step[j], step[half + j]);
-        if d % 2 == 0 {
-            x[d] * c - x[d + 1] * s
+        if d.is_multiple_of(2) {
+            r(r(x[d] * c) - r(x[d + 1] * s))
         } else {
-            x[d - 1] * s + x[d] * c
+            r(r(x[d - 1] * s) + r(x[d] * c))
         }
     } else if d < half {
-        x[d] * step[d] - x[d + half] * step[half + d]
+        r(r(x[d] * step[d]) - r(x[d + half] * step[half + d]))
     } else {
         let j = d - half;
-        x[j] * step[half + j] + x[d] * step[j]
+        r(r(x[j] * step[half + j]) + r(x[d] * step[j]))
     }
 }
 
-/// Fill `row` (hd) with head `col / hd` of sequence `bi`'s q|k|v row plus its bias.
+/// Fill `row` (hd) with head `col / hd` of sequence `bi`'s q|k|v row plus its bias (the sum
+/// rounded to the activations' dtype, as the eager linear layer stores it).
 fn head_row(
     row: &mut [f32],
     qkv: (&CpuStorage, usize),
@@ -187,7 +190,10 @@ fn head_row(
         } else {
             0.0
         };
-        *r = get(qkv.0, qkv.1 + bi * d.qkv_width() + col + e) + b;
+        *r = round_to(
+            qkv.0.dtype(),
+            get(qkv.0, qkv.1 + bi * d.qkv_width() + col + e) + b,
+        );
     }
 }
 
@@ -257,7 +263,7 @@ impl InplaceOp3 for RopeKv {
         let bo = contiguous(bl, d.buf_len(), "rope-kv: the layer buffer")?;
         let qo = contiguous(ql, d.batch * d.qkv_width(), "rope-kv: q|k|v")?;
         float_dtype(buf, "rope-kv: the layer buffer")?;
-        float_dtype(qkv, "rope-kv: q|k|v")?;
+        let dt = float_dtype(qkv, "rope-kv: q|k|v")?;
         let (st, pos) = step_row(step, sl, hd, d.ctx)?;
         let mut row = vec![0f32; hd];
         for bi in 0..d.batch {
@@ -269,7 +275,7 @@ impl InplaceOp3 for RopeKv {
                         bo + which * d.cache_len() + ((bi * d.kv_heads + kvh) * d.ctx + pos) * hd;
                     for e in 0..hd {
                         let x = if which == 0 {
-                            rotated(&row, e, st, d.interleaved)
+                            rotated(&row, e, st, d.interleaved, dt)
                         } else {
                             row[e]
                         };
@@ -335,7 +341,7 @@ impl CustomOp3 for DecodeAttn {
             for h in 0..d.heads {
                 head_row(&mut row, (qkv, qo), (buf, bo), d, bi, h * hd);
                 for (e, qe) in q.iter_mut().enumerate() {
-                    *qe = rotated(&row, e, st, d.interleaved);
+                    *qe = rotated(&row, e, st, d.interleaved, dt);
                 }
                 let kb = bo + ((bi * d.kv_heads + h / g) * d.ctx) * hd;
                 let vb = kb + d.cache_len();
@@ -378,15 +384,15 @@ impl CustomOp3 for DecodeAttn {
     }
 }
 
-/// silu(gate)·up from a contiguous (.., 2·I) gate|up tensor → (.., I) of its dtype. silu(gate)
-/// is rounded to the dtype before the product, as the eager model stores it.
+/// silu(gate)·up from a contiguous (.., 2·I) gate|up tensor → (.., I) of its dtype. silu's steps
+/// are rounded to the dtype as candle's CPU op rounds them, so F16/BF16 match the eager model.
 pub struct SwiGlu;
 
 /// (rows, I) of a gate|up layout, and the output shape.
 fn swiglu_dims(l: &Layout) -> Result<(usize, usize, Shape)> {
     let dims = l.shape().dims();
     let w = *dims.last().unwrap_or(&0);
-    if w == 0 || w % 2 != 0 || !l.is_contiguous() {
+    if w == 0 || !w.is_multiple_of(2) || !l.is_contiguous() {
         bail!(
             "swiglu: gate|up {:?} must be contiguous with an even last dim",
             l.shape()
@@ -411,11 +417,11 @@ impl CustomOp1 for SwiGlu {
             for j in 0..i {
                 let g = get(s, o + r * 2 * i + j);
                 let u = get(s, o + r * 2 * i + i + j);
-                put(
-                    &mut out,
-                    r * i + j,
-                    round_to(dt, g / (1.0 + (-g).exp())) * u,
-                );
+                // silu as candle's CPU op computes it in the dtype: exp, 1 + e, g / (..)
+                // each rounded; then the product rounded.
+                let e = round_to(dt, (-g).exp());
+                let silu = round_to(dt, g / round_to(dt, 1.0 + e));
+                put(&mut out, r * i + j, silu * u);
             }
         }
         Ok((out, shape))
@@ -482,11 +488,16 @@ impl CustomOp3 for AddRmsNorm {
                 let i = row * h + e;
                 *xe = round_to(dt, get(a, ao + i) + get(r, ro + i));
             }
+            // As candle_nn's CPU rms_norm: the root rounded to the dtype, x / root rounded.
             let ss: f32 = x.iter().map(|v| v * v).sum();
-            let inv = 1.0 / (ss / h as f32 + self.eps).sqrt();
+            let root = round_to(dt, (ss / h as f32 + self.eps).sqrt());
             for (e, xe) in x.iter().enumerate() {
                 put(&mut out, row * h + e, *xe);
-                put(&mut out, n + row * h + e, xe * inv * get(w, wo + e));
+                put(
+                    &mut out,
+                    n + row * h + e,
+                    round_to(dt, xe / root) * get(w, wo + e),
+                );
             }
         }
         Ok((out, shape))
@@ -571,12 +582,14 @@ __device__ float block_max(float v, float* red) {
     __syncthreads();
     return v;
 }
-// Element d of a head row x (bias added) rotated by the step row (cos | sin), as rope / rope_i.
+// Element d of a head row x (bias added, rounded to A as the eager linear stores it).
 template <int A, int C> __device__ float head_elem(const void* qkv, const void* buf,
         unsigned long long row, unsigned long long brow, int bias, unsigned int d) {
-    float b = bias ? ld<C>(buf, brow + d) : 0.0f;
-    return ld<A>(qkv, row + d) + b;
+    if (!bias) return ld<A>(qkv, row + d);
+    return rnd<A>(ld<A>(qkv, row + d) + ld<C>(buf, brow + d));
 }
+// Element d of that row rotated by the step row (cos | sin) as candle's rope / rope_i do in A:
+// each product and the sum rounded to A.
 template <int A, int C> __device__ float rotated(const void* qkv, const void* buf,
         unsigned long long row, unsigned long long brow, int bias, const float* step,
         unsigned int hd, unsigned int d, int inter) {
@@ -585,17 +598,17 @@ template <int A, int C> __device__ float rotated(const void* qkv, const void* bu
         unsigned int j = d / 2;
         float c = step[j], s = step[half + j];
         if ((d & 1) == 0)
-            return head_elem<A, C>(qkv, buf, row, brow, bias, d) * c
-                 - head_elem<A, C>(qkv, buf, row, brow, bias, d + 1) * s;
-        return head_elem<A, C>(qkv, buf, row, brow, bias, d - 1) * s
-             + head_elem<A, C>(qkv, buf, row, brow, bias, d) * c;
+            return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * c)
+                        - rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d + 1) * s));
+        return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d - 1) * s)
+                    + rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * c));
     }
     if (d < half)
-        return head_elem<A, C>(qkv, buf, row, brow, bias, d) * step[d]
-             - head_elem<A, C>(qkv, buf, row, brow, bias, d + half) * step[half + d];
+        return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * step[d])
+                    - rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d + half) * step[half + d]));
     unsigned int j = d - half;
-    return head_elem<A, C>(qkv, buf, row, brow, bias, j) * step[half + j]
-         + head_elem<A, C>(qkv, buf, row, brow, bias, d) * step[j];
+    return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, j) * step[half + j])
+                + rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * step[j]));
 }
 extern "C" __global__ void rope_step(const float* table, const unsigned int* pos, float* out,
         unsigned int hd, unsigned int rows) {
@@ -689,7 +702,9 @@ template <int A> __device__ void swiglu(void* out, const void* gu, unsigned int 
     if (i >= rows * inter) return;
     unsigned long long r = i / inter, j = i % inter;
     float g = ld<A>(gu, r * 2 * inter + j), u = ld<A>(gu, r * 2 * inter + inter + j);
-    st<A>(out, i, rnd<A>(g / (1.0f + expf(-g))) * u);
+    // silu rounded as candle's ops store its steps in A, then the product.
+    float silu = rnd<A>(g / rnd<A>(1.0f + rnd<A>(expf(-g))));
+    st<A>(out, i, silu * u);
 }
 // One block of NT threads per row.
 template <int A> __device__ void add_rms_norm(void* out, const void* a, const void* r,

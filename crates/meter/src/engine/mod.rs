@@ -14,6 +14,8 @@
 pub mod check;
 #[cfg(feature = "candle")]
 pub mod fused;
+#[cfg(all(test, feature = "candle"))]
+mod fused_tests;
 #[cfg(feature = "candle")]
 mod graph;
 #[cfg(feature = "candle")]
@@ -22,8 +24,6 @@ pub mod ops;
 pub mod static_model;
 #[cfg(all(test, feature = "candle"))]
 mod tests;
-#[cfg(all(test, feature = "candle"))]
-mod fused_tests;
 
 #[cfg(feature = "candle")]
 pub use graph::{GraphDecoder, GraphFactory};

@@ -280,9 +280,9 @@ impl StaticModel {
         // keeps a head in one block of 256 threads.
         let fused = !layers.is_empty()
             && cos_sin.dim(1)? == head_dim
-            && head_dim % 2 == 0
+            && head_dim.is_multiple_of(2)
             && head_dim <= 256
-            && heads % kv_heads == 0
+            && heads.is_multiple_of(kv_heads)
             && std::env::var_os("QE_GRAPH_UNFUSED").is_none();
         Ok(StaticModel {
             kind,
