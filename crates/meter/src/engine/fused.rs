@@ -759,6 +759,7 @@ pub fn kernel_source() -> String {
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::{add_norm_dims, contiguous, swiglu_dims, AttnDims, DecodeAttn};
+    use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
     use candle_core::{bail, CudaStorage, DType, Layout, Result, Shape};
