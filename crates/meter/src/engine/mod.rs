@@ -13,6 +13,10 @@
 #[cfg(feature = "candle")]
 pub mod check;
 #[cfg(feature = "candle")]
+pub mod fused;
+#[cfg(all(test, feature = "candle"))]
+mod fused_tests;
+#[cfg(feature = "candle")]
 mod graph;
 #[cfg(feature = "candle")]
 pub mod ops;

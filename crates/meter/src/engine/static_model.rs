@@ -13,11 +13,12 @@
 //! where attention is computed in F32, how the scale is applied, rope vs interleaved rope_i), so
 //! the logits match the eager engine's to rounding (tests in `super::tests`).
 
+use super::fused::{AddRmsNorm, AttnDims, DecodeAttn, RopeKv, RopeStep, SwiGlu};
 use super::ops::KvWrite;
 use crate::candle::ArmWeights;
 use crate::decoder::DecodeError;
 use analysis::ModelShape;
-use candle_core::quantized::{gguf_file, QMatMul};
+use candle_core::quantized::{ggml_file, gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 
@@ -39,7 +40,13 @@ pub enum Kind {
 
 enum Lin {
     Float(Linear),
-    Quant { w: QMatMul, b: Option<Tensor> },
+    Quant {
+        w: QMatMul,
+        b: Option<Tensor>,
+    },
+    /// Projections that could not be fused (GGUF tensors of different types), concatenated
+    /// along the output after their matmuls.
+    Parts(Vec<Lin>),
 }
 
 impl Lin {
@@ -53,8 +60,57 @@ impl Lin {
                     None => y,
                 }
             }
+            Lin::Parts(parts) => {
+                let ys = parts
+                    .iter()
+                    .map(|p| p.forward(x))
+                    .collect::<Result<Vec<_>>>()?;
+                Tensor::cat(&ys, D::Minus1)?
+            }
         })
     }
+}
+
+/// Quantized projections as one: their rows concatenated byte-wise when they share one GGML
+/// type (a row is whole blocks, independent of the others), else kept apart ([`Lin::Parts`]).
+fn fuse_quant(parts: Vec<QTensor>, dev: &Device) -> Result<Lin> {
+    let dt = parts[0].dtype();
+    let cols = parts[0].shape().dims2()?.1;
+    let mut same = true;
+    for p in &parts {
+        same &= p.dtype() == dt && p.shape().dims2()?.1 == cols;
+    }
+    let to_dev = |p: &QTensor| -> Result<QTensor> {
+        Ok(ggml_file::qtensor_from_ggml(
+            p.dtype(),
+            &p.data()?,
+            p.shape().dims().to_vec(),
+            dev,
+        )?)
+    };
+    if !same {
+        let lins = parts
+            .iter()
+            .map(|p| {
+                Ok(Lin::Quant {
+                    w: QMatMul::from_qtensor(to_dev(p)?)?,
+                    b: None,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(Lin::Parts(lins));
+    }
+    let mut rows = 0;
+    let mut bytes = Vec::new();
+    for p in &parts {
+        rows += p.shape().dims2()?.0;
+        bytes.extend_from_slice(&p.data()?);
+    }
+    let w = ggml_file::qtensor_from_ggml(dt, &bytes, vec![rows, cols], dev)?;
+    Ok(Lin::Quant {
+        w: QMatMul::from_qtensor(w)?,
+        b: None,
+    })
 }
 
 struct Norm {
@@ -68,13 +124,14 @@ impl Norm {
     }
 }
 
+/// One decoder layer, its projections fused at load: q|k|v (no bias: the bias is added by the
+/// op that consumes the matmul's output) and gate|up.
 struct Layer {
-    q: Lin,
-    k: Lin,
-    v: Lin,
+    qkv: Lin,
+    /// The q|k|v bias ((nh + 2·nkv)·hd), Qwen2.
+    qkv_bias: Option<Tensor>,
     o: Lin,
-    gate: Lin,
-    up: Lin,
+    gate_up: Lin,
     down: Lin,
     ln1: Norm,
     ln2: Norm,
@@ -92,8 +149,13 @@ pub struct DecodeState {
     pub tok: Tensor,
     /// (1,) u32: the position of the next token (incremented in place by each step).
     pub pos: Tensor,
-    /// Per layer (K, V), each (batch, kv_heads, ctx, head_dim) in the cache dtype.
+    /// Per layer (K, V), each (batch, kv_heads, ctx, head_dim) in the cache dtype: views of
+    /// the layer's buffer in `bufs`.
     pub kv: Vec<(Tensor, Tensor)>,
+    /// Per layer `[K | V | q|k|v bias]`, flat, in the cache dtype (see [`AttnDims`]).
+    pub bufs: Vec<Tensor>,
+    /// The fused ops' shapes.
+    pub dims: AttnDims,
     /// (1, ctx) u32: 0..ctx.
     arange_ctx: Tensor,
     /// Scalars in the attention dtype: 0 and −∞.
@@ -115,6 +177,7 @@ impl DecodeState {
             v.push(k);
             v.push(vv);
         }
+        v.extend(&self.bufs);
         v
     }
 }
@@ -131,6 +194,12 @@ pub struct StaticModel {
     /// Rotary tables (rows, head_dim / 2), in the dtype the mirrored model uses.
     cos: Tensor,
     sin: Tensor,
+    /// `[cos | sin]` (rows, head_dim) in F32 (exact: every table value is an F32, F16 or BF16),
+    /// for [`RopeStep`].
+    cos_sin: Tensor,
+    /// Decode steps (s = 1) run the fused ops (else the op-by-op path prefill uses). Off when
+    /// the shapes do not fit them, or with `QE_GRAPH_UNFUSED` set (A/B on the GPU).
+    pub fused: bool,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -192,6 +261,48 @@ fn rope_quant(dim: usize, base: f32, rows: usize, dev: &Device) -> Result<(Tenso
 }
 
 impl StaticModel {
+    /// The model from its parts; the fused decode path is on when the shapes fit its ops.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        kind: Kind,
+        embed: Embedding,
+        layers: Vec<Layer>,
+        norm: Norm,
+        lm_head: Lin,
+        (cos, sin): (Tensor, Tensor),
+        (heads, kv_heads, head_dim): (usize, usize, usize),
+        vocab: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let cos_sin = Tensor::cat(&[&cos, &sin], 1)?.to_dtype(DType::F32)?;
+        // The fused ops rotate the whole head (rope.dimension_count = head_dim), and attention
+        // keeps a head in one block of 256 threads.
+        let fused = !layers.is_empty()
+            && cos_sin.dim(1)? == head_dim
+            && head_dim.is_multiple_of(2)
+            && head_dim <= 256
+            && heads.is_multiple_of(kv_heads)
+            && std::env::var_os("QE_GRAPH_UNFUSED").is_none();
+        Ok(StaticModel {
+            kind,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            cos,
+            sin,
+            cos_sin,
+            fused,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab,
+            dtype,
+            device: device.clone(),
+        })
+    }
+
     pub(crate) fn load(
         shape: &ModelShape,
         weights: ArmWeights,
@@ -224,6 +335,20 @@ impl StaticModel {
                 candle_nn::linear_no_bias(i, o, vb)?
             }))
         };
+        // Projections fused along the output dim (one matmul each); their biases likewise.
+        let fused =
+            |vb: &VarBuilder, parts: &[(&str, usize)], b: bool| -> Result<(Lin, Option<Tensor>)> {
+                let mut ws = Vec::new();
+                let mut bs = Vec::new();
+                for (name, o) in parts {
+                    ws.push(vb.pp(name).get((*o, h), "weight")?);
+                    if b {
+                        bs.push(vb.pp(name).get(*o, "bias")?);
+                    }
+                }
+                let bias = if b { Some(Tensor::cat(&bs, 0)?) } else { None };
+                Ok((Lin::Float(Linear::new(Tensor::cat(&ws, 0)?, None)), bias))
+            };
         let vm = vb.pp("model");
         let embed = candle_nn::embedding(s.vocab, h, vm.pp("embed_tokens"))?;
         let norm_of = |vb: VarBuilder| -> Result<Norm> {
@@ -237,13 +362,18 @@ impl StaticModel {
             let v = vm.pp(format!("layers.{l}"));
             let a = v.pp("self_attn");
             let m = v.pp("mlp");
+            let qkv = [
+                ("q_proj", nh * hd),
+                ("k_proj", nkv * hd),
+                ("v_proj", nkv * hd),
+            ];
+            let (qkv, qkv_bias) = fused(&a, &qkv, bias)?;
+            let gu = [("gate_proj", s.intermediate), ("up_proj", s.intermediate)];
             layers.push(Layer {
-                q: lin(h, nh * hd, bias, a.pp("q_proj"))?,
-                k: lin(h, nkv * hd, bias, a.pp("k_proj"))?,
-                v: lin(h, nkv * hd, bias, a.pp("v_proj"))?,
+                qkv,
+                qkv_bias,
                 o: lin(nh * hd, h, false, a.pp("o_proj"))?,
-                gate: lin(h, s.intermediate, false, m.pp("gate_proj"))?,
-                up: lin(h, s.intermediate, false, m.pp("up_proj"))?,
+                gate_up: fused(&m, &gu, false)?.0,
                 down: lin(s.intermediate, h, false, m.pp("down_proj"))?,
                 ln1: norm_of(v.pp("input_layernorm"))?,
                 ln2: norm_of(v.pp("post_attention_layernorm"))?,
@@ -264,21 +394,18 @@ impl StaticModel {
             Kind::FloatQwen2 => rope_float_qwen2(s, dt, dev)?,
             _ => rope_float_llama(s, dt, dev)?,
         };
-        Ok(StaticModel {
+        StaticModel::new(
             kind,
             embed,
             layers,
             norm,
             lm_head,
-            cos,
-            sin,
-            heads: nh,
-            kv_heads: nkv,
-            head_dim: hd,
-            vocab: s.vocab,
-            dtype: dt,
-            device: dev.clone(),
-        })
+            (cos, sin),
+            (nh, nkv, hd),
+            s.vocab,
+            dt,
+            dev,
+        )
     }
 
     fn load_gguf<R: std::io::Read + std::io::Seek>(
@@ -327,9 +454,7 @@ impl StaticModel {
             )?
         };
         let mut t = |name: &str| ct.tensor(r, name, dev);
-        let q = |t: candle_core::quantized::QTensor| -> Result<QMatMul> {
-            Ok(QMatMul::from_qtensor(t)?)
-        };
+        let q = |t: QTensor| -> Result<QMatMul> { Ok(QMatMul::from_qtensor(t)?) };
         let embed_q = t("token_embd.weight")?;
         let embed = Embedding::new(embed_q.dequantize(dev)?, h);
         let norm = Norm {
@@ -344,79 +469,64 @@ impl StaticModel {
         let mut layers = Vec::with_capacity(s.layers);
         for l in 0..s.layers {
             let p = format!("blk.{l}");
-            let bias = |t: &mut dyn FnMut(
-                &str,
-            ) -> candle_core::Result<
-                candle_core::quantized::QTensor,
-            >,
-                        n: &str|
-             -> Result<Option<Tensor>> {
-                Ok(if kind == Kind::QuantQwen2 {
-                    Some(t(&format!("{p}.{n}.bias"))?.dequantize(dev)?)
-                } else {
-                    None
+            // Projections to fuse are read to the host first (their bytes are concatenated).
+            let mut host = |names: &[&str]| -> Result<Vec<QTensor>> {
+                names
+                    .iter()
+                    .map(|n| Ok(ct.tensor(r, &format!("{p}.{n}.weight"), &Device::Cpu)?))
+                    .collect()
+            };
+            let qkv = fuse_quant(host(&["attn_q", "attn_k", "attn_v"])?, dev)?;
+            let gate_up = fuse_quant(host(&["ffn_gate", "ffn_up"])?, dev)?;
+            let mut t = |name: String| ct.tensor(r, &name, dev);
+            let qkv_bias = if kind == Kind::QuantQwen2 {
+                let b = ["attn_q", "attn_k", "attn_v"]
+                    .iter()
+                    .map(|n| Ok(t(format!("{p}.{n}.bias"))?.dequantize(dev)?))
+                    .collect::<Result<Vec<_>>>()?;
+                Some(Tensor::cat(&b, 0)?)
+            } else {
+                None
+            };
+            let mut lin = |n: &str| -> Result<Lin> {
+                Ok(Lin::Quant {
+                    w: QMatMul::from_qtensor(t(format!("{p}.{n}.weight"))?)?,
+                    b: None,
                 })
             };
-            let bq = bias(&mut t, "attn_q")?;
-            let bk = bias(&mut t, "attn_k")?;
-            let bv = bias(&mut t, "attn_v")?;
+            let (o, down) = (lin("attn_output")?, lin("ffn_down")?);
+            let mut norm = |n: &str| -> Result<Norm> {
+                Ok(Norm {
+                    w: t(format!("{p}.{n}.weight"))?.dequantize(dev)?,
+                    eps,
+                })
+            };
             layers.push(Layer {
-                q: Lin::Quant {
-                    w: q(t(&format!("{p}.attn_q.weight"))?)?,
-                    b: bq,
-                },
-                k: Lin::Quant {
-                    w: q(t(&format!("{p}.attn_k.weight"))?)?,
-                    b: bk,
-                },
-                v: Lin::Quant {
-                    w: q(t(&format!("{p}.attn_v.weight"))?)?,
-                    b: bv,
-                },
-                o: Lin::Quant {
-                    w: q(t(&format!("{p}.attn_output.weight"))?)?,
-                    b: None,
-                },
-                gate: Lin::Quant {
-                    w: q(t(&format!("{p}.ffn_gate.weight"))?)?,
-                    b: None,
-                },
-                up: Lin::Quant {
-                    w: q(t(&format!("{p}.ffn_up.weight"))?)?,
-                    b: None,
-                },
-                down: Lin::Quant {
-                    w: q(t(&format!("{p}.ffn_down.weight"))?)?,
-                    b: None,
-                },
-                ln1: Norm {
-                    w: t(&format!("{p}.attn_norm.weight"))?.dequantize(dev)?,
-                    eps,
-                },
-                ln2: Norm {
-                    w: t(&format!("{p}.ffn_norm.weight"))?.dequantize(dev)?,
-                    eps,
-                },
+                qkv,
+                qkv_bias,
+                o,
+                gate_up,
+                down,
+                ln1: norm("attn_norm")?,
+                ln2: norm("ffn_norm")?,
             });
         }
-        Ok(StaticModel {
+        let lm_head = Lin::Quant {
+            w: lm_head,
+            b: None,
+        };
+        StaticModel::new(
             kind,
             embed,
             layers,
             norm,
-            lm_head: Lin::Quant {
-                w: lm_head,
-                b: None,
-            },
-            cos,
-            sin,
-            heads: nh,
-            kv_heads: nkv,
-            head_dim: hd,
-            vocab: s.vocab,
-            dtype: DType::F32,
-            device: dev.clone(),
-        })
+            lm_head,
+            (cos, sin),
+            (nh, nkv, hd),
+            s.vocab,
+            DType::F32,
+            dev,
+        )
     }
 
     /// Rows of the rotary tables: the longest context this model can decode.
@@ -448,12 +558,31 @@ impl StaticModel {
         }
         let dev = &self.device;
         let cd = self.cache_dtype();
-        let kv = (0..self.layers.len())
-            .map(|_| {
-                let z = || Tensor::zeros((batch, self.kv_heads, ctx, self.head_dim), cd, dev);
-                Ok((z()?, z()?))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let dims = AttnDims {
+            batch,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            ctx,
+            bias: self.layers.first().is_some_and(|l| l.qkv_bias.is_some()),
+            interleaved: self.kind == Kind::QuantLlama,
+        };
+        let n = dims.cache_len();
+        let shape = (batch, self.kv_heads, ctx, self.head_dim);
+        let mut bufs = Vec::with_capacity(self.layers.len());
+        let mut kv = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let z = Tensor::zeros(2 * n, cd, dev)?;
+            let buf = match &layer.qkv_bias {
+                Some(b) => Tensor::cat(&[&z, &b.to_dtype(cd)?], 0)?,
+                None => z,
+            };
+            kv.push((
+                buf.narrow(0, 0, n)?.reshape(shape)?,
+                buf.narrow(0, n, n)?.reshape(shape)?,
+            ));
+            bufs.push(buf);
+        }
         let ad = self.att_dtype();
         Ok(DecodeState {
             batch,
@@ -461,6 +590,8 @@ impl StaticModel {
             tok: Tensor::zeros((batch, 1), DType::U32, dev)?,
             pos: Tensor::zeros(1, DType::U32, dev)?,
             kv,
+            bufs,
+            dims,
             arange_ctx: Tensor::arange(0u32, ctx as u32, dev)?.reshape((1, ctx))?,
             zero: Tensor::zeros((), ad, dev)?,
             neg_inf: Tensor::new(f32::NEG_INFINITY, dev)?.to_dtype(ad)?,
@@ -477,6 +608,9 @@ impl StaticModel {
                 fed: b,
                 state: st.batch,
             });
+        }
+        if s == 1 && self.fused {
+            return self.forward_fused(ids, st);
         }
         // Positions of this chunk, on the device.
         let p = if s == 1 {
@@ -500,12 +634,48 @@ impl StaticModel {
             let a = self.attention(layer, &h, &cos, &sin, &mask, kc, vc, &p)?;
             let x1 = (a + residual)?;
             let h = layer.ln2.forward(&x1)?;
-            let g = layer.gate.forward(&h)?.silu()?;
-            let u = layer.up.forward(&h)?;
+            let gu = layer.gate_up.forward(&h)?;
+            let i = gu.dim(D::Minus1)? / 2;
+            let g = gu.narrow(D::Minus1, 0, i)?.silu()?;
+            let u = gu.narrow(D::Minus1, i, i)?;
             let m = layer.down.forward(&(g * u)?)?;
             x = (m + &x1)?;
         }
         let x = self.norm.forward(&x)?;
+        self.head(&x, s)
+    }
+
+    /// The decode step (s = 1) through the fused ops: per layer q|k|v matmul, [`RopeKv`],
+    /// [`DecodeAttn`], o matmul, [`AddRmsNorm`], gate|up matmul, [`SwiGlu`], down matmul, and
+    /// the next [`AddRmsNorm`] (the next layer's input norm, or the final one).
+    fn forward_fused(&self, ids: &Tensor, st: &DecodeState) -> Result<Tensor> {
+        let step = self.cos_sin.apply_op2_no_bwd(&st.pos, &RopeStep)?;
+        let attn = DecodeAttn {
+            dims: st.dims,
+            scale: (1f64 / (self.head_dim as f64).sqrt()) as f32,
+        };
+        let add_norm = |a: &Tensor, r: &Tensor, n: &Norm| -> Result<(Tensor, Tensor)> {
+            let y = a.apply_op3_no_bwd(r, &n.w, &AddRmsNorm { eps: n.eps })?;
+            Ok((y.i(0)?, y.i(1)?))
+        };
+        let mut x = self.embed.forward(ids)?;
+        let mut h = self.layers[0].ln1.forward(&x)?;
+        for (i, (layer, buf)) in self.layers.iter().zip(&st.bufs).enumerate() {
+            let qkv = layer.qkv.forward(&h)?;
+            buf.inplace_op3(&qkv, &step, &RopeKv(st.dims))?;
+            let a = layer.o.forward(&qkv.apply_op3_no_bwd(buf, &step, &attn)?)?;
+            let (x1, h1) = add_norm(&a, &x, &layer.ln2)?;
+            let gu = layer.gate_up.forward(&h1)?;
+            let m = layer.down.forward(&gu.apply_op1_no_bwd(&SwiGlu)?)?;
+            let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.ln1);
+            (x, h) = add_norm(&m, &x1, next)?;
+        }
+        self.head(&h, 1)
+    }
+
+    /// Logits (batch, vocab) of the last of `s` normed positions `x` (batch, s, hidden), as
+    /// each mirrored model takes them.
+    fn head(&self, x: &Tensor, s: usize) -> Result<Tensor> {
         Ok(match self.kind {
             Kind::FloatQwen2 => {
                 // qwen2.rs: narrow to the last position, lm_head → (b, 1, vocab).
@@ -537,9 +707,14 @@ impl StaticModel {
     ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let q = layer.q.forward(x)?;
-        let k = layer.k.forward(x)?;
-        let v = layer.v.forward(x)?;
+        let qkv = layer.qkv.forward(x)?;
+        let qkv = match &layer.qkv_bias {
+            Some(b) => qkv.broadcast_add(b)?,
+            None => qkv,
+        };
+        let q = qkv.narrow(D::Minus1, 0, nh * hd)?;
+        let k = qkv.narrow(D::Minus1, nh * hd, nkv * hd)?;
+        let v = qkv.narrow(D::Minus1, (nh + nkv) * hd, nkv * hd)?;
         let q = q.reshape((b, s, nh, hd))?.transpose(1, 2)?.contiguous()?;
         let k = k.reshape((b, s, nkv, hd))?.transpose(1, 2)?.contiguous()?;
         let v = v.reshape((b, s, nkv, hd))?.transpose(1, 2)?.contiguous()?;

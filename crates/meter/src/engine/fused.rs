@@ -1,0 +1,978 @@
+//! Fused ops of the decode step (issue 13), each one kernel on the GPU, with a CPU implementation
+//! the tests compare with the candle ops it replaces:
+//!
+//! * [`RopeStep`] — once per step: the rotary row of the device position and the position itself,
+//!   packed into one small F32 tensor (`[cos (hd/2) | sin (hd/2) | pos as u32 bits]`), so the
+//!   per-layer ops need only two inputs besides their target (candle's in-place ops take two);
+//! * [`RopeKv`] — per layer: bias add, rotary of K, and K, V written into the layer's cache at the
+//!   position (replaces 3 bias adds, 3 transposes, 2 rotaries, 2 casts, 2 KV writes);
+//! * [`DecodeAttn`] — per layer, one query position: bias + rotary of q, q·Kᵀ over positions
+//!   0..=pos (the length comes from the device, so no mask), scale, softmax, ·V, grouped-query,
+//!   F32 throughout, output (b, 1, nh·hd) in the activations' dtype;
+//! * [`SwiGlu`] — silu(gate)·up from the fused gate|up matmul's output;
+//! * [`AddRmsNorm`] — residual add and the following RMSNorm: one output (2, ..) holding the sum
+//!   and the normed sum.
+//!
+//! A layer's cache is one flat tensor in the cache dtype, `[K (b, nkv, ctx, hd) | V (same) | qkv
+//! bias ((nh + 2·nkv)·hd), if any]` (see [`AttnDims`]), so the bias travels with the target.
+//!
+//! The CUDA kernels are compiled once per process with NVRTC (no headers: halves are moved as
+//! 16-bit words and converted by PTX `cvt` or bit shifts) and loaded through candle's
+//! custom-module cache, so they run on candle's stream and are captured with the rest of the step.
+
+use candle_core::backend::BackendStorage;
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, InplaceOp3, Layout};
+use candle_core::{Result, Shape};
+
+/// Shapes of the fused attention ops, fixed by the model and the decode state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttnDims {
+    /// Sequences.
+    pub batch: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// KV heads (divides `heads`).
+    pub kv_heads: usize,
+    /// Head width (even, ≤ 256).
+    pub head_dim: usize,
+    /// Positions the cache holds.
+    pub ctx: usize,
+    /// Whether the layer buffer ends with the q|k|v bias.
+    pub bias: bool,
+    /// Interleaved rotary (pairs 2i, 2i+1; GGUF llama) instead of halves (i, i + hd/2).
+    pub interleaved: bool,
+}
+
+impl AttnDims {
+    /// Width of one q|k|v row.
+    pub fn qkv_width(&self) -> usize {
+        (self.heads + 2 * self.kv_heads) * self.head_dim
+    }
+    /// Elements of one of K, V.
+    pub fn cache_len(&self) -> usize {
+        self.batch * self.kv_heads * self.ctx * self.head_dim
+    }
+    /// Elements of a layer buffer.
+    pub fn buf_len(&self) -> usize {
+        2 * self.cache_len() + if self.bias { self.qkv_width() } else { 0 }
+    }
+    /// Where the bias starts in a layer buffer.
+    fn bias_off(&self) -> usize {
+        2 * self.cache_len()
+    }
+    fn check(&self) -> Result<()> {
+        let hd = self.head_dim;
+        if hd == 0 || !hd.is_multiple_of(2) || hd > 256 || self.kv_heads == 0 {
+            bail!("fused attention: head_dim {hd} must be even and ≤ 256")
+        }
+        if !self.heads.is_multiple_of(self.kv_heads) {
+            bail!(
+                "fused attention: {} heads over {} KV heads",
+                self.heads,
+                self.kv_heads
+            )
+        }
+        Ok(())
+    }
+}
+
+/// The start offset of a contiguous layout with `n` elements, or an error naming `what`.
+fn contiguous(l: &Layout, n: usize, what: &str) -> Result<usize> {
+    if !l.is_contiguous() {
+        bail!("{what} must be contiguous")
+    }
+    if l.shape().elem_count() != n {
+        bail!("{what}: {:?} does not hold {n} elements", l.shape())
+    }
+    Ok(l.start_offset())
+}
+
+/// Element `i` of a float storage, as f32.
+fn get(s: &CpuStorage, i: usize) -> f32 {
+    match s {
+        CpuStorage::F32(v) => v[i],
+        CpuStorage::F16(v) => v[i].to_f32(),
+        CpuStorage::BF16(v) => v[i].to_f32(),
+        _ => f32::NAN, // float_dtype() refuses the others first.
+    }
+}
+
+/// Store `x` (rounded to the storage's dtype) at `i`.
+fn put(s: &mut CpuStorage, i: usize, x: f32) {
+    match s {
+        CpuStorage::F32(v) => v[i] = x,
+        CpuStorage::F16(v) => v[i] = half::f16::from_f32(x),
+        CpuStorage::BF16(v) => v[i] = half::bf16::from_f32(x),
+        _ => {}
+    }
+}
+
+/// `x` rounded to `dt` (mirrors an intermediate the eager model stores in that dtype).
+fn round_to(dt: DType, x: f32) -> f32 {
+    match dt {
+        DType::F16 => half::f16::from_f32(x).to_f32(),
+        DType::BF16 => half::bf16::from_f32(x).to_f32(),
+        _ => x,
+    }
+}
+
+fn float_dtype(s: &CpuStorage, what: &str) -> Result<DType> {
+    match s.dtype() {
+        dt @ (DType::F32 | DType::F16 | DType::BF16) => Ok(dt),
+        dt => bail!("{what} must be F32, F16 or BF16, not {dt:?}"),
+    }
+}
+
+/// A zeroed storage of `n` elements of `dt`.
+fn zeros(dt: DType, n: usize) -> CpuStorage {
+    match dt {
+        DType::F16 => CpuStorage::F16(vec![half::f16::ZERO; n]),
+        DType::BF16 => CpuStorage::BF16(vec![half::bf16::ZERO; n]),
+        _ => CpuStorage::F32(vec![0.0; n]),
+    }
+}
+
+/// The step row (hd + 1 F32: cos, sin, position bits) and the position.
+fn step_row<'a>(
+    s: &'a CpuStorage,
+    l: &Layout,
+    hd: usize,
+    ctx: usize,
+) -> Result<(&'a [f32], usize)> {
+    let o = contiguous(l, hd + 1, "the rotary step row")?;
+    let CpuStorage::F32(v) = s else {
+        bail!("the rotary step row must be F32")
+    };
+    let row = &v[o..o + hd + 1];
+    let pos = row[hd].to_bits() as usize;
+    if pos >= ctx {
+        bail!("position {pos} past the cache's {ctx}")
+    }
+    Ok((row, pos))
+}
+
+/// Element `d` of a rotated head row `x` (cos, sin from the step row), as candle's rope / rope_i
+/// compute it in the activations' dtype `dt`: each product and the sum rounded to it.
+fn rotated(x: &[f32], d: usize, step: &[f32], interleaved: bool, dt: DType) -> f32 {
+    let half = x.len() / 2;
+    let r = |v: f32| round_to(dt, v);
+    if interleaved {
+        let j = d / 2;
+        let (c, s) = (step[j], step[half + j]);
+        if d.is_multiple_of(2) {
+            r(r(x[d] * c) - r(x[d + 1] * s))
+        } else {
+            r(r(x[d - 1] * s) + r(x[d] * c))
+        }
+    } else if d < half {
+        r(r(x[d] * step[d]) - r(x[d + half] * step[half + d]))
+    } else {
+        let j = d - half;
+        r(r(x[j] * step[half + j]) + r(x[d] * step[j]))
+    }
+}
+
+/// Fill `row` (hd) with head `col / hd` of sequence `bi`'s q|k|v row plus its bias (the sum
+/// rounded to the activations' dtype, as the eager linear layer stores it).
+fn head_row(
+    row: &mut [f32],
+    qkv: (&CpuStorage, usize),
+    buf: (&CpuStorage, usize),
+    d: &AttnDims,
+    bi: usize,
+    col: usize,
+) {
+    for (e, r) in row.iter_mut().enumerate() {
+        let b = if d.bias {
+            get(buf.0, buf.1 + d.bias_off() + col + e)
+        } else {
+            0.0
+        };
+        *r = round_to(
+            qkv.0.dtype(),
+            get(qkv.0, qkv.1 + bi * d.qkv_width() + col + e) + b,
+        );
+    }
+}
+
+/// The rotary row and position of the step: `[cos[pos] | sin[pos] | pos bits]` from a table
+/// (rows, hd) `[cos | sin]` in F32 and the (1,) u32 position.
+pub struct RopeStep;
+
+impl CustomOp2 for RopeStep {
+    fn name(&self) -> &'static str {
+        "rope-step"
+    }
+
+    fn cpu_fwd(
+        &self,
+        t: &CpuStorage,
+        tl: &Layout,
+        p: &CpuStorage,
+        pl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (rows, hd) = tl.shape().dims2()?;
+        let to = contiguous(tl, rows * hd, "the rotary table")?;
+        let (CpuStorage::F32(t), CpuStorage::U32(p)) = (t, p) else {
+            bail!("rope-step: the table must be F32 and the position u32")
+        };
+        let pos = p[pl.start_offset()];
+        if pos as usize >= rows {
+            bail!("rope-step: position {pos} past the table's {rows} rows")
+        }
+        let mut out = t[to + pos as usize * hd..to + (pos as usize + 1) * hd].to_vec();
+        out.push(f32::from_bits(pos));
+        Ok((CpuStorage::F32(out), Shape::from(hd + 1)))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        t: &CudaStorage,
+        tl: &Layout,
+        p: &CudaStorage,
+        pl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        cuda::rope_step(t, tl, p, pl)
+    }
+}
+
+/// Bias add and rotary of the new K row, K and V written into a layer buffer (the target) at
+/// the step's position; q|k|v (b, 1, qkv_width) and the step row are the inputs.
+pub struct RopeKv(pub AttnDims);
+
+impl InplaceOp3 for RopeKv {
+    fn name(&self) -> &'static str {
+        "rope-kv"
+    }
+
+    fn cpu_fwd(
+        &self,
+        buf: &mut CpuStorage,
+        bl: &Layout,
+        qkv: &CpuStorage,
+        ql: &Layout,
+        step: &CpuStorage,
+        sl: &Layout,
+    ) -> Result<()> {
+        let d = &self.0;
+        d.check()?;
+        let hd = d.head_dim;
+        let bo = contiguous(bl, d.buf_len(), "rope-kv: the layer buffer")?;
+        let qo = contiguous(ql, d.batch * d.qkv_width(), "rope-kv: q|k|v")?;
+        float_dtype(buf, "rope-kv: the layer buffer")?;
+        let dt = float_dtype(qkv, "rope-kv: q|k|v")?;
+        let (st, pos) = step_row(step, sl, hd, d.ctx)?;
+        let mut row = vec![0f32; hd];
+        for bi in 0..d.batch {
+            for which in 0..2 {
+                for kvh in 0..d.kv_heads {
+                    let col = (d.heads + which * d.kv_heads + kvh) * hd;
+                    head_row(&mut row, (qkv, qo), (buf, bo), d, bi, col);
+                    let dst =
+                        bo + which * d.cache_len() + ((bi * d.kv_heads + kvh) * d.ctx + pos) * hd;
+                    for e in 0..hd {
+                        let x = if which == 0 {
+                            rotated(&row, e, st, d.interleaved, dt)
+                        } else {
+                            row[e]
+                        };
+                        put(buf, dst + e, x);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        buf: &mut CudaStorage,
+        bl: &Layout,
+        qkv: &CudaStorage,
+        ql: &Layout,
+        step: &CudaStorage,
+        sl: &Layout,
+    ) -> Result<()> {
+        cuda::rope_kv(&self.0, buf, bl, qkv, ql, step, sl)
+    }
+}
+
+/// Attention of one query position per sequence over the layer buffer's positions 0..=pos:
+/// inputs q|k|v (b, 1, qkv_width), the layer buffer, the step row; output (b, 1, nh·hd) in
+/// q|k|v's dtype. `scale` multiplies the scores (1/√hd).
+pub struct DecodeAttn {
+    /// Shapes.
+    pub dims: AttnDims,
+    /// Score scale.
+    pub scale: f32,
+}
+
+impl CustomOp3 for DecodeAttn {
+    fn name(&self) -> &'static str {
+        "decode-attn"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qkv: &CpuStorage,
+        ql: &Layout,
+        buf: &CpuStorage,
+        bl: &Layout,
+        step: &CpuStorage,
+        sl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let d = &self.dims;
+        d.check()?;
+        let hd = d.head_dim;
+        let bo = contiguous(bl, d.buf_len(), "decode-attn: the layer buffer")?;
+        let qo = contiguous(ql, d.batch * d.qkv_width(), "decode-attn: q|k|v")?;
+        let dt = float_dtype(qkv, "decode-attn: q|k|v")?;
+        float_dtype(buf, "decode-attn: the layer buffer")?;
+        let (st, pos) = step_row(step, sl, hd, d.ctx)?;
+        let g = d.heads / d.kv_heads;
+        let mut out = zeros(dt, d.batch * d.heads * hd);
+        let (mut row, mut q, mut sc) = (vec![0f32; hd], vec![0f32; hd], vec![0f32; d.ctx]);
+        let mut acc = vec![0f32; hd];
+        for bi in 0..d.batch {
+            for h in 0..d.heads {
+                head_row(&mut row, (qkv, qo), (buf, bo), d, bi, h * hd);
+                for (e, qe) in q.iter_mut().enumerate() {
+                    *qe = rotated(&row, e, st, d.interleaved, dt);
+                }
+                let kb = bo + ((bi * d.kv_heads + h / g) * d.ctx) * hd;
+                let vb = kb + d.cache_len();
+                let mut m = f32::NEG_INFINITY;
+                for (t, s) in sc[..=pos].iter_mut().enumerate() {
+                    let dot: f32 = (0..hd).map(|e| q[e] * get(buf, kb + t * hd + e)).sum();
+                    *s = dot * self.scale;
+                    m = m.max(*s);
+                }
+                let mut l = 0f32;
+                for s in &mut sc[..=pos] {
+                    *s = (*s - m).exp();
+                    l += *s;
+                }
+                acc.fill(0.0);
+                for (t, p) in sc[..=pos].iter().enumerate() {
+                    for (e, a) in acc.iter_mut().enumerate() {
+                        *a += p * get(buf, vb + t * hd + e);
+                    }
+                }
+                for (e, a) in acc.iter().enumerate() {
+                    put(&mut out, (bi * d.heads + h) * hd + e, a / l);
+                }
+            }
+        }
+        Ok((out, Shape::from((d.batch, 1, d.heads * hd))))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        qkv: &CudaStorage,
+        ql: &Layout,
+        buf: &CudaStorage,
+        bl: &Layout,
+        step: &CudaStorage,
+        sl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        cuda::decode_attn(self, qkv, ql, buf, bl, step, sl)
+    }
+}
+
+/// silu(gate)·up from a contiguous (.., 2·I) gate|up tensor → (.., I) of its dtype. silu's steps
+/// are rounded to the dtype as candle's CPU op rounds them, so F16/BF16 match the eager model.
+pub struct SwiGlu;
+
+/// (rows, I) of a gate|up layout, and the output shape.
+fn swiglu_dims(l: &Layout) -> Result<(usize, usize, Shape)> {
+    let dims = l.shape().dims();
+    let w = *dims.last().unwrap_or(&0);
+    if w == 0 || !w.is_multiple_of(2) || !l.is_contiguous() {
+        bail!(
+            "swiglu: gate|up {:?} must be contiguous with an even last dim",
+            l.shape()
+        )
+    }
+    let mut out = dims.to_vec();
+    *out.last_mut().unwrap_or(&mut 0) = w / 2;
+    Ok((l.shape().elem_count() / w, w / 2, Shape::from(out)))
+}
+
+impl CustomOp1 for SwiGlu {
+    fn name(&self) -> &'static str {
+        "swiglu"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, i, shape) = swiglu_dims(l)?;
+        let dt = float_dtype(s, "swiglu")?;
+        let o = l.start_offset();
+        let mut out = zeros(dt, rows * i);
+        for r in 0..rows {
+            for j in 0..i {
+                let g = get(s, o + r * 2 * i + j);
+                let u = get(s, o + r * 2 * i + i + j);
+                // silu as candle's CPU op computes it in the dtype: exp, 1 + e, g / (..)
+                // each rounded; then the product rounded.
+                let e = round_to(dt, (-g).exp());
+                let silu = round_to(dt, g / round_to(dt, 1.0 + e));
+                put(&mut out, r * i + j, silu * u);
+            }
+        }
+        Ok((out, shape))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
+        cuda::swiglu(s, l)
+    }
+}
+
+/// `x = a + r` (rounded to the dtype, as the eager model stores the residual) and
+/// `rms_norm(x)·w`, from a, r (.., h) and w (h), all one dtype and contiguous; output (2, ..):
+/// `[0]` the sum, `[1]` the normed sum.
+pub struct AddRmsNorm {
+    /// The norm's ε.
+    pub eps: f32,
+}
+
+/// (rows, h, output shape) of an add-norm.
+fn add_norm_dims(al: &Layout, rl: &Layout, wl: &Layout) -> Result<(usize, usize, Shape)> {
+    let h = wl.shape().elem_count();
+    if al.shape() != rl.shape() || al.dims().last() != Some(&h) || h == 0 {
+        bail!(
+            "add-rms-norm: {:?} + {:?}, weight {:?}",
+            al.shape(),
+            rl.shape(),
+            wl.shape()
+        )
+    }
+    if !al.is_contiguous() || !rl.is_contiguous() || !wl.is_contiguous() {
+        bail!("add-rms-norm: inputs must be contiguous")
+    }
+    let mut out = vec![2];
+    out.extend_from_slice(al.dims());
+    Ok((al.shape().elem_count() / h, h, Shape::from(out)))
+}
+
+impl CustomOp3 for AddRmsNorm {
+    fn name(&self) -> &'static str {
+        "add-rms-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        a: &CpuStorage,
+        al: &Layout,
+        r: &CpuStorage,
+        rl: &Layout,
+        w: &CpuStorage,
+        wl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (rows, h, shape) = add_norm_dims(al, rl, wl)?;
+        let dt = float_dtype(a, "add-rms-norm")?;
+        if r.dtype() != dt || w.dtype() != dt {
+            bail!("add-rms-norm: inputs of several dtypes")
+        }
+        let (ao, ro, wo) = (al.start_offset(), rl.start_offset(), wl.start_offset());
+        let n = rows * h;
+        let mut out = zeros(dt, 2 * n);
+        let mut x = vec![0f32; h];
+        for row in 0..rows {
+            for (e, xe) in x.iter_mut().enumerate() {
+                let i = row * h + e;
+                *xe = round_to(dt, get(a, ao + i) + get(r, ro + i));
+            }
+            // As candle_nn's CPU rms_norm: the root rounded to the dtype, x / root rounded.
+            let ss: f32 = x.iter().map(|v| v * v).sum();
+            let root = round_to(dt, (ss / h as f32 + self.eps).sqrt());
+            for (e, xe) in x.iter().enumerate() {
+                put(&mut out, row * h + e, *xe);
+                put(
+                    &mut out,
+                    n + row * h + e,
+                    round_to(dt, xe / root) * get(w, wo + e),
+                );
+            }
+        }
+        Ok((out, shape))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        a: &CudaStorage,
+        al: &Layout,
+        r: &CudaStorage,
+        rl: &Layout,
+        w: &CudaStorage,
+        wl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        cuda::add_rms_norm(self.eps, a, al, r, rl, w, wl)
+    }
+}
+
+/// The CUDA source of the fused kernels, templated on the dtypes (0 F32, 1 F16, 2 BF16); the
+/// `extern "C"` instantiations are appended by [`kernel_source`].
+const SRC: &str = r#"
+#define NT 256
+#define CH 256
+#define NEG_INF (-__int_as_float(0x7f800000))
+__device__ __forceinline__ float h2f(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short f2h(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float b2f(unsigned short b) {
+    return __uint_as_float(((unsigned int)b) << 16);
+}
+__device__ __forceinline__ unsigned short f2b(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+template <int T> __device__ __forceinline__ float ld(const void* p, unsigned long long i) {
+    if (T == 0) return ((const float*)p)[i];
+    if (T == 1) return h2f(((const unsigned short*)p)[i]);
+    return b2f(((const unsigned short*)p)[i]);
+}
+template <int T> __device__ __forceinline__ void st(void* p, unsigned long long i, float v) {
+    if (T == 0) ((float*)p)[i] = v;
+    else if (T == 1) ((unsigned short*)p)[i] = f2h(v);
+    else ((unsigned short*)p)[i] = f2b(v);
+}
+template <int T> __device__ __forceinline__ float rnd(float v) {
+    if (T == 1) return h2f(f2h(v));
+    if (T == 2) return b2f(f2b(v));
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Block-wide sum / max of blockDim.x (a multiple of 32, ≤ 1024) threads; every thread gets it.
+__device__ float block_sum(float v, float* red) {
+    unsigned int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    v = warp_sum(v);
+    __syncthreads();
+    return v;
+}
+__device__ float block_max(float v, float* red) {
+    unsigned int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : NEG_INF;
+    v = warp_max(v);
+    __syncthreads();
+    return v;
+}
+// Element d of a head row x (bias added, rounded to A as the eager linear stores it).
+template <int A, int C> __device__ float head_elem(const void* qkv, const void* buf,
+        unsigned long long row, unsigned long long brow, int bias, unsigned int d) {
+    if (!bias) return ld<A>(qkv, row + d);
+    return rnd<A>(ld<A>(qkv, row + d) + ld<C>(buf, brow + d));
+}
+// Element d of that row rotated by the step row (cos | sin) as candle's rope / rope_i do in A:
+// each product and the sum rounded to A.
+template <int A, int C> __device__ float rotated(const void* qkv, const void* buf,
+        unsigned long long row, unsigned long long brow, int bias, const float* step,
+        unsigned int hd, unsigned int d, int inter) {
+    unsigned int half = hd / 2;
+    if (inter) {
+        unsigned int j = d / 2;
+        float c = step[j], s = step[half + j];
+        if ((d & 1) == 0)
+            return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * c)
+                        - rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d + 1) * s));
+        return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d - 1) * s)
+                    + rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * c));
+    }
+    if (d < half)
+        return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * step[d])
+                    - rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d + half) * step[half + d]));
+    unsigned int j = d - half;
+    return rnd<A>(rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, j) * step[half + j])
+                + rnd<A>(head_elem<A, C>(qkv, buf, row, brow, bias, d) * step[j]));
+}
+extern "C" __global__ void rope_step(const float* table, const unsigned int* pos, float* out,
+        unsigned int hd, unsigned int rows) {
+    unsigned int i = threadIdx.x, p = pos[0];
+    if (p >= rows) p = rows - 1;
+    if (i < hd) out[i] = table[(unsigned long long)p * hd + i];
+    else if (i == hd) out[i] = __uint_as_float(pos[0]);
+}
+// One thread per (sequence, K or V, KV head, element).
+template <int A, int C> __device__ void rope_kv(void* buf, const void* qkv, const float* step,
+        unsigned int b, unsigned int nh, unsigned int nkv, unsigned int hd, unsigned int ctx,
+        int bias, int inter) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= b * 2 * nkv * hd) return;
+    unsigned int d = i % hd, r = i / hd, kvh = r % nkv;
+    r /= nkv;
+    unsigned int which = r % 2, bi = r / 2;
+    unsigned int pos = __float_as_uint(step[hd]);
+    if (pos >= ctx) return;
+    unsigned long long cache = (unsigned long long)b * nkv * ctx * hd;
+    unsigned long long nq = (unsigned long long)(nh + 2 * nkv) * hd;
+    unsigned long long col = (unsigned long long)(nh + which * nkv + kvh) * hd;
+    unsigned long long row = bi * nq + col, brow = 2 * cache + col;
+    float x = which == 0 ? rotated<A, C>(qkv, buf, row, brow, bias, step, hd, d, inter)
+                         : head_elem<A, C>(qkv, buf, row, brow, bias, d);
+    st<C>(buf, which * cache + (((unsigned long long)bi * nkv + kvh) * ctx + pos) * hd + d, x);
+}
+// One block of NT threads per (query head, sequence); positions in chunks of CH with an online
+// softmax, so any context fits in fixed shared memory.
+template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, const void* buf,
+        const float* step, unsigned int b, unsigned int nh, unsigned int nkv, unsigned int hd,
+        unsigned int ctx, int bias, int inter, float scale) {
+    __shared__ float qs[256];
+    __shared__ float sc[CH];
+    __shared__ float red[32];
+    __shared__ float part[NT];
+    unsigned int h = blockIdx.x, bi = blockIdx.y, tid = threadIdx.x;
+    unsigned int lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    unsigned int len = __float_as_uint(step[hd]) + 1;
+    if (len > ctx) len = ctx;
+    unsigned long long cache = (unsigned long long)b * nkv * ctx * hd;
+    unsigned long long nq = (unsigned long long)(nh + 2 * nkv) * hd;
+    if (tid < hd)
+        qs[tid] = rotated<A, C>(qkv, buf, bi * nq + (unsigned long long)h * hd,
+                                2 * cache + (unsigned long long)h * hd, bias, step, hd, tid, inter);
+    __syncthreads();
+    unsigned long long kb = ((unsigned long long)bi * nkv + h / (nh / nkv)) * ctx * hd;
+    unsigned long long vb = cache + kb;
+    unsigned int groups = blockDim.x / hd, g = tid / hd, d = tid % hd;
+    float m = NEG_INF, l = 0.0f, acc = 0.0f;
+    for (unsigned int c0 = 0; c0 < len; c0 += CH) {
+        unsigned int n = len - c0 < CH ? len - c0 : CH;
+        for (unsigned int t = warp; t < n; t += nw) {
+            unsigned long long k = kb + (unsigned long long)(c0 + t) * hd;
+            float s = 0.0f;
+            for (unsigned int e = lane; e < hd; e += 32) s += qs[e] * ld<C>(buf, k + e);
+            s = warp_sum(s);
+            if (lane == 0) sc[t] = s * scale;
+        }
+        __syncthreads();
+        float mx = NEG_INF;
+        for (unsigned int t = tid; t < n; t += blockDim.x) mx = fmaxf(mx, sc[t]);
+        float mn = fmaxf(m, block_max(mx, red));
+        float sum = 0.0f;
+        for (unsigned int t = tid; t < n; t += blockDim.x) {
+            float p = expf(sc[t] - mn);
+            sc[t] = p;
+            sum += p;
+        }
+        sum = block_sum(sum, red);
+        float alpha = expf(m - mn);
+        l = l * alpha + sum;
+        acc *= alpha;
+        if (g < groups)
+            for (unsigned int t = g; t < n; t += groups)
+                acc += sc[t] * ld<C>(buf, vb + (unsigned long long)(c0 + t) * hd + d);
+        m = mn;
+        __syncthreads();
+    }
+    part[tid] = g < groups ? acc : 0.0f;
+    __syncthreads();
+    if (tid < hd) {
+        float o = 0.0f;
+        for (unsigned int j = 0; j < groups; j++) o += part[j * hd + tid];
+        st<A>(out, ((unsigned long long)bi * nh + h) * hd + tid, o / l);
+    }
+}
+template <int A> __device__ void swiglu(void* out, const void* gu, unsigned int rows,
+        unsigned int inter) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * inter) return;
+    unsigned long long r = i / inter, j = i % inter;
+    float g = ld<A>(gu, r * 2 * inter + j), u = ld<A>(gu, r * 2 * inter + inter + j);
+    // silu rounded as candle's ops store its steps in A, then the product.
+    float silu = rnd<A>(g / rnd<A>(1.0f + rnd<A>(expf(-g))));
+    st<A>(out, i, silu * u);
+}
+// One block of NT threads per row.
+template <int A> __device__ void add_rms_norm(void* out, const void* a, const void* r,
+        const void* w, unsigned int rows, unsigned int h, float eps) {
+    __shared__ float red[32];
+    unsigned long long row = blockIdx.x, n = (unsigned long long)rows * h;
+    float ss = 0.0f;
+    for (unsigned int e = threadIdx.x; e < h; e += blockDim.x) {
+        float x = rnd<A>(ld<A>(a, row * h + e) + ld<A>(r, row * h + e));
+        st<A>(out, row * h + e, x);
+        ss += x * x;
+    }
+    float inv = rsqrtf(block_sum(ss, red) / (float)h + eps);
+    for (unsigned int e = threadIdx.x; e < h; e += blockDim.x) {
+        float x = rnd<A>(ld<A>(a, row * h + e) + ld<A>(r, row * h + e));
+        st<A>(out, n + row * h + e, x * inv * ld<A>(w, e));
+    }
+}
+"#;
+
+/// Names of the float dtypes in kernel names, with their template codes.
+const DTYPES: [(&str, u8); 3] = [("f32", 0), ("f16", 1), ("bf16", 2)];
+
+/// [`SRC`] with an `extern "C"` instantiation per dtype (pair).
+pub fn kernel_source() -> String {
+    let mut s = SRC.to_string();
+    for (a, ac) in DTYPES {
+        for (c, cc) in DTYPES {
+            s.push_str(&format!(
+                "extern \"C\" __global__ void rope_kv_{a}_{c}(void* buf, const void* qkv, \
+                 const float* step, unsigned int b, unsigned int nh, unsigned int nkv, \
+                 unsigned int hd, unsigned int ctx, int bias, int inter) {{ \
+                 rope_kv<{ac}, {cc}>(buf, qkv, step, b, nh, nkv, hd, ctx, bias, inter); }}\n\
+                 extern \"C\" __global__ void decode_attn_{a}_{c}(void* out, const void* qkv, \
+                 const void* buf, const float* step, unsigned int b, unsigned int nh, \
+                 unsigned int nkv, unsigned int hd, unsigned int ctx, int bias, int inter, \
+                 float scale) {{ decode_attn<{ac}, {cc}>(out, qkv, buf, step, b, nh, nkv, hd, \
+                 ctx, bias, inter, scale); }}\n"
+            ));
+        }
+        s.push_str(&format!(
+            "extern \"C\" __global__ void swiglu_{a}(void* out, const void* gu, \
+             unsigned int rows, unsigned int inter) {{ swiglu<{ac}>(out, gu, rows, inter); }}\n\
+             extern \"C\" __global__ void add_rms_norm_{a}(void* out, const void* a, \
+             const void* r, const void* w, unsigned int rows, unsigned int h, float eps) {{ \
+             add_rms_norm<{ac}>(out, a, r, w, rows, h, eps); }}\n"
+        ));
+    }
+    s
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use super::{add_norm_dims, contiguous, swiglu_dims, AttnDims, DecodeAttn};
+    use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
+    use candle_core::{bail, CudaStorage, DType, Layout, Result, Shape};
+    use std::sync::OnceLock;
+
+    const MODULE: &str = "quantenergy_fused";
+    /// Threads of the per-head and per-row kernels (the source's NT).
+    const NT: u32 = 256;
+
+    /// The PTX of the fused kernels, compiled once per process by NVRTC.
+    fn ptx() -> Result<&'static str> {
+        static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+        match PTX.get_or_init(|| {
+            candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(super::kernel_source())
+                .map(|p| p.to_src())
+                .map_err(|e| format!("{e:?}"))
+        }) {
+            Ok(p) => Ok(p.as_str()),
+            Err(e) => bail!("NVRTC could not compile the fused kernels: {e}"),
+        }
+    }
+
+    fn code(dt: DType) -> Result<&'static str> {
+        Ok(match dt {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            dt => bail!("fused kernels take F32, F16 or BF16, not {dt:?}"),
+        })
+    }
+
+    /// The device address of element `off` of a storage. The kernels take untyped pointers (one
+    /// launcher per op, whatever the dtypes); the engine runs on one stream with event tracking
+    /// off, so the dropped sync guard records nothing.
+    fn ptr(s: &CudaStorage, off: usize) -> Result<u64> {
+        let stream = s.device.cuda_stream();
+        let (p, size) = match &s.slice {
+            CudaStorageSlice::F32(v) => (v.device_ptr(&stream).0, 4),
+            CudaStorageSlice::F16(v) => (v.device_ptr(&stream).0, 2),
+            CudaStorageSlice::BF16(v) => (v.device_ptr(&stream).0, 2),
+            CudaStorageSlice::U32(v) => (v.device_ptr(&stream).0, 4),
+            _ => bail!("fused kernels: unsupported storage dtype {:?}", s.dtype()),
+        };
+        Ok(p + (off * size) as u64)
+    }
+
+    /// A new uninitialised storage of `n` elements of `dt` on `dev`.
+    fn alloc(dev: &CudaDevice, dt: DType, n: usize) -> Result<CudaStorage> {
+        // SAFETY: every element is written by the kernel that fills it before it is read.
+        Ok(unsafe {
+            match dt {
+                DType::F32 => CudaStorage::wrap_cuda_slice(dev.alloc::<f32>(n)?, dev.clone()),
+                DType::F16 => CudaStorage::wrap_cuda_slice(dev.alloc::<half::f16>(n)?, dev.clone()),
+                DType::BF16 => {
+                    CudaStorage::wrap_cuda_slice(dev.alloc::<half::bf16>(n)?, dev.clone())
+                }
+                dt => bail!("fused kernels: no output of {dt:?}"),
+            }
+        })
+    }
+
+    fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (grid.0, grid.1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    pub fn rope_step(
+        t: &CudaStorage,
+        tl: &Layout,
+        p: &CudaStorage,
+        pl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let (rows, hd) = tl.shape().dims2()?;
+        let to = contiguous(tl, rows * hd, "the rotary table")?;
+        if t.dtype() != DType::F32 || p.dtype() != DType::U32 || hd + 1 > 1024 {
+            bail!("rope-step: an F32 table (≤ 1023 wide) and a u32 position")
+        }
+        let dev = t.device.clone();
+        let out = alloc(&dev, DType::F32, hd + 1)?;
+        let f = dev.get_or_load_custom_func("rope_step", MODULE, ptx()?)?;
+        let (tp, pp, op) = (ptr(t, to)?, ptr(p, pl.start_offset())?, ptr(&out, 0)?);
+        let (hd32, rows32) = (hd as u32, rows as u32);
+        let mut b = f.builder();
+        b.arg(&tp).arg(&pp).arg(&op).arg(&hd32).arg(&rows32);
+        // SAFETY: reads one table row (position clamped to the table), writes hd + 1 floats.
+        unsafe { b.launch(cfg((1, 1), hd as u32 + 1)) }.w()?;
+        Ok((out, Shape::from(hd + 1)))
+    }
+
+    /// (b, nh, nkv, hd, ctx, bias, interleaved) as kernel arguments.
+    fn dim_args(d: &AttnDims) -> [u32; 7] {
+        [
+            d.batch as u32,
+            d.heads as u32,
+            d.kv_heads as u32,
+            d.head_dim as u32,
+            d.ctx as u32,
+            d.bias as u32,
+            d.interleaved as u32,
+        ]
+    }
+
+    pub fn rope_kv(
+        d: &AttnDims,
+        buf: &mut CudaStorage,
+        bl: &Layout,
+        qkv: &CudaStorage,
+        ql: &Layout,
+        step: &CudaStorage,
+        sl: &Layout,
+    ) -> Result<()> {
+        d.check()?;
+        let bo = contiguous(bl, d.buf_len(), "rope-kv: the layer buffer")?;
+        let qo = contiguous(ql, d.batch * d.qkv_width(), "rope-kv: q|k|v")?;
+        let so = contiguous(sl, d.head_dim + 1, "rope-kv: the step row")?;
+        let name = format!("rope_kv_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
+        let dev = buf.device.clone();
+        let f = dev.get_or_load_custom_func(&name, MODULE, ptx()?)?;
+        let (bp, qp, sp) = (ptr(buf, bo)?, ptr(qkv, qo)?, ptr(step, so)?);
+        let a = dim_args(d);
+        let mut b = f.builder();
+        b.arg(&bp).arg(&qp).arg(&sp);
+        for x in &a {
+            b.arg(x);
+        }
+        let n = (d.batch * 2 * d.kv_heads * d.head_dim) as u32;
+        // SAFETY: writes one K and one V row per (sequence, KV head) inside the cache (position
+        // checked against ctx); reads q|k|v rows and the bias within their sizes.
+        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }.w()?;
+        Ok(())
+    }
+
+    pub fn decode_attn(
+        op: &DecodeAttn,
+        qkv: &CudaStorage,
+        ql: &Layout,
+        buf: &CudaStorage,
+        bl: &Layout,
+        step: &CudaStorage,
+        sl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let d = &op.dims;
+        d.check()?;
+        let bo = contiguous(bl, d.buf_len(), "decode-attn: the layer buffer")?;
+        let qo = contiguous(ql, d.batch * d.qkv_width(), "decode-attn: q|k|v")?;
+        let so = contiguous(sl, d.head_dim + 1, "decode-attn: the step row")?;
+        let name = format!("decode_attn_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
+        let dev = buf.device.clone();
+        let out = alloc(&dev, qkv.dtype(), d.batch * d.heads * d.head_dim)?;
+        let f = dev.get_or_load_custom_func(&name, MODULE, ptx()?)?;
+        let (op_, qp, bp, sp) = (ptr(&out, 0)?, ptr(qkv, qo)?, ptr(buf, bo)?, ptr(step, so)?);
+        let a = dim_args(d);
+        let mut b = f.builder();
+        b.arg(&op_).arg(&qp).arg(&bp).arg(&sp);
+        for x in &a {
+            b.arg(x);
+        }
+        b.arg(&op.scale);
+        // SAFETY: one block per (head, sequence) reads its q row and KV head's first pos + 1
+        // rows (clamped to ctx) and writes its head's hd outputs.
+        unsafe { b.launch(cfg((d.heads as u32, d.batch as u32), NT)) }.w()?;
+        Ok((out, Shape::from((d.batch, 1, d.heads * d.head_dim))))
+    }
+
+    pub fn swiglu(s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
+        let (rows, i, shape) = swiglu_dims(l)?;
+        let dev = s.device.clone();
+        let out = alloc(&dev, s.dtype(), rows * i)?;
+        let f =
+            dev.get_or_load_custom_func(&format!("swiglu_{}", code(s.dtype())?), MODULE, ptx()?)?;
+        let (op, sp) = (ptr(&out, 0)?, ptr(s, l.start_offset())?);
+        let (r32, i32_) = (rows as u32, i as u32);
+        let mut b = f.builder();
+        b.arg(&op).arg(&sp).arg(&r32).arg(&i32_);
+        // SAFETY: one thread per output element; reads its gate and up elements.
+        unsafe { b.launch(LaunchConfig::for_num_elems((rows * i) as u32)) }.w()?;
+        Ok((out, shape))
+    }
+
+    pub fn add_rms_norm(
+        eps: f32,
+        a: &CudaStorage,
+        al: &Layout,
+        r: &CudaStorage,
+        rl: &Layout,
+        w: &CudaStorage,
+        wl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let (rows, h, shape) = add_norm_dims(al, rl, wl)?;
+        let dt = a.dtype();
+        if r.dtype() != dt || w.dtype() != dt {
+            bail!("add-rms-norm: inputs of several dtypes")
+        }
+        let dev = a.device.clone();
+        let out = alloc(&dev, dt, 2 * rows * h)?;
+        let f =
+            dev.get_or_load_custom_func(&format!("add_rms_norm_{}", code(dt)?), MODULE, ptx()?)?;
+        let (op, ap) = (ptr(&out, 0)?, ptr(a, al.start_offset())?);
+        let (rp, wp) = (ptr(r, rl.start_offset())?, ptr(w, wl.start_offset())?);
+        let (r32, h32) = (rows as u32, h as u32);
+        let mut b = f.builder();
+        b.arg(&op)
+            .arg(&ap)
+            .arg(&rp)
+            .arg(&wp)
+            .arg(&r32)
+            .arg(&h32)
+            .arg(&eps);
+        // SAFETY: one block per row reads its a, r rows and w, writes its sum and normed rows.
+        unsafe { b.launch(cfg((rows as u32, 1), NT)) }.w()?;
+        Ok((out, shape))
+    }
+}

@@ -1,0 +1,291 @@
+//! The fused ops' CPU implementations against the candle ops they replace.
+
+use super::fused::*;
+use super::ops::KvWrite;
+use candle_core::{DType, Device, IndexOp, Tensor, D};
+
+#[test]
+fn fused_kernel_source_instantiates_every_dtype() {
+    let src = kernel_source();
+    for name in [
+        "rope_step",
+        "rope_kv_f16_f32",
+        "decode_attn_bf16_bf16",
+        "swiglu_f32",
+        "add_rms_norm_f16",
+    ] {
+        assert!(src.contains(&format!("void {name}(")), "{name}");
+    }
+    // For checking the source with nvcc (no GPU needed): QE_DUMP_FUSED_KERNELS=path.cu.
+    if let Some(p) = std::env::var_os("QE_DUMP_FUSED_KERNELS") {
+        std::fs::write(p, src).unwrap();
+    }
+}
+
+/// Seeded uniform values in [-1, 1) as an F32 tensor.
+fn rand(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+}
+
+/// max |a − b| / max |b|, both cast to F32.
+fn rel(a: &Tensor, b: &Tensor) -> f32 {
+    let a = a.to_dtype(DType::F32).unwrap();
+    let b = b.to_dtype(DType::F32).unwrap();
+    assert_eq!(a.dims(), b.dims());
+    let d = (&a - &b).unwrap().abs().unwrap().max_all().unwrap();
+    let m = b
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    d.to_scalar::<f32>().unwrap() / m.max(1e-30)
+}
+
+/// Tolerance of a fused op's output vs the same composition in F32 from the same (rounded)
+/// inputs: the fused op computes in F32 and rounds once, so the difference is that rounding
+/// (half an ulp: 2⁻¹¹ F16, 2⁻⁸ BF16, relative to the largest value, ×4 for values that pass
+/// through a rounded intermediate) or F32 summation order.
+fn tol(dt: DType) -> f32 {
+    match dt {
+        DType::F16 => 2e-3,
+        DType::BF16 => 1.6e-2,
+        _ => 1e-5,
+    }
+}
+
+/// One shape of the attention tests: (batch, heads, kv heads, head dim, ctx, pos, interleaved).
+type Case = (usize, usize, usize, usize, usize, usize, bool);
+
+/// RopeKv then DecodeAttn against candle's composition (bias add, rope / rope_i, KvWrite, repeated
+/// KV heads, matmul, scale, masked softmax, matmul) computed in F32 from the same inputs.
+fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
+    let (b, nh, nkv, hd, ctx, pos, interleaved) = c;
+    let dims = AttnDims {
+        batch: b,
+        heads: nh,
+        kv_heads: nkv,
+        head_dim: hd,
+        ctx,
+        bias,
+        interleaved,
+    };
+    let nq = dims.qkv_width();
+    let rnd = |t: Tensor, dt: DType| t.to_dtype(dt).unwrap().to_dtype(DType::F32).unwrap();
+    // Inputs, rounded to their dtypes, so the reference and the op see the same values.
+    let qkv = rnd(rand(&[b, 1, nq], seed), act);
+    let bias_t = rnd(rand(&[nq], seed + 1), cache);
+    let old_k = rnd(rand(&[b, nkv, ctx, hd], seed + 2), cache);
+    let old_v = rnd(rand(&[b, nkv, ctx, hd], seed + 3), cache);
+    let angles = rand(&[ctx, hd / 2], seed + 4).affine(3.0, 0.0).unwrap();
+    let (cos, sin) = (angles.cos().unwrap(), angles.sin().unwrap());
+    let table = Tensor::cat(&[&cos, &sin], 1).unwrap();
+    let pos_t = Tensor::new(&[pos as u32], &Device::Cpu).unwrap();
+
+    // The fused ops.
+    let mut parts = vec![old_k.flatten_all().unwrap(), old_v.flatten_all().unwrap()];
+    if bias {
+        parts.push(bias_t.clone());
+    }
+    let buf = Tensor::cat(&parts, 0).unwrap().to_dtype(cache).unwrap();
+    let step = table.apply_op2_no_bwd(&pos_t, &RopeStep).unwrap();
+    let q_in = qkv.to_dtype(act).unwrap();
+    buf.inplace_op3(&q_in, &step, &RopeKv(dims)).unwrap();
+    let op = DecodeAttn {
+        dims,
+        scale: 1.0 / (hd as f32).sqrt(),
+    };
+    let out = q_in.apply_op3_no_bwd(&buf, &step, &op).unwrap();
+    assert_eq!((out.dims(), out.dtype()), (&[b, 1, nh * hd][..], act));
+
+    // The composition, in F32.
+    let x = if bias {
+        qkv.broadcast_add(&bias_t).unwrap()
+    } else {
+        qkv
+    };
+    let heads = |from: usize, n: usize| {
+        x.narrow(D::Minus1, from * hd, n * hd)
+            .unwrap()
+            .reshape((b, 1, n, hd))
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap()
+            .contiguous()
+            .unwrap()
+    };
+    let (q, k, v) = (heads(0, nh), heads(nh, nkv), heads(nh + nkv, nkv));
+    let (c1, s1) = (cos.i(pos..pos + 1).unwrap(), sin.i(pos..pos + 1).unwrap());
+    let rope = |t: &Tensor| {
+        if interleaved {
+            candle_nn::rotary_emb::rope_i(t, &c1, &s1).unwrap()
+        } else {
+            candle_nn::rotary_emb::rope(t, &c1, &s1).unwrap()
+        }
+    };
+    let (q, k) = (rope(&q), rope(&k));
+    let (kc, vc) = (old_k.copy().unwrap(), old_v.copy().unwrap());
+    kc.inplace_op3(&k, &pos_t, &KvWrite).unwrap();
+    vc.inplace_op3(&v, &pos_t, &KvWrite).unwrap();
+    // The written rows as the cache stores them.
+    let (kc, vc) = (rnd(kc, cache), rnd(vc, cache));
+    let n = dims.cache_len();
+    let got_k = buf
+        .narrow(0, 0, n)
+        .unwrap()
+        .reshape((b, nkv, ctx, hd))
+        .unwrap();
+    let got_v = buf
+        .narrow(0, n, n)
+        .unwrap()
+        .reshape((b, nkv, ctx, hd))
+        .unwrap();
+    // K, V pass through the activations' dtype (the bias add and rotary round to it, as the
+    // eager ops do) before the cache's.
+    let t = 2.0 * tol(act).max(tol(cache));
+    assert!(
+        rel(&got_k, &kc) <= t,
+        "K {c:?} {act:?}/{cache:?}: {}",
+        rel(&got_k, &kc)
+    );
+    assert!(
+        rel(&got_v, &vc) <= t,
+        "V {c:?} {act:?}/{cache:?}: {}",
+        rel(&got_v, &vc)
+    );
+    let g = nh / nkv;
+    let rep = |t: &Tensor| {
+        let t = t.narrow(2, 0, pos + 1).unwrap();
+        Tensor::cat(&vec![&t; g], 2)
+            .unwrap()
+            .reshape((b, nkv * g, pos + 1, hd))
+            .unwrap()
+    };
+    // Query head h uses KV head h / g: repeat each KV head g times, adjacent.
+    let (kr, vr) = (rep(&kc), rep(&vc));
+    let att = (q.matmul(&kr.t().unwrap()).unwrap() / (hd as f64).sqrt()).unwrap();
+    let att = candle_nn::ops::softmax_last_dim(&att).unwrap();
+    let want = att
+        .matmul(&vr)
+        .unwrap()
+        .transpose(1, 2)
+        .unwrap()
+        .reshape((b, 1, nh * hd))
+        .unwrap();
+    let r = rel(&out, &want);
+    assert!(
+        r <= tol(act) * 2.0,
+        "attention {c:?} {act:?}/{cache:?} bias {bias}: {r:e}"
+    );
+}
+
+#[test]
+fn rope_kv_and_decode_attention_match_candle_ops() {
+    let cases: [Case; 6] = [
+        (1, 4, 4, 8, 5, 0, false),
+        (1, 4, 4, 8, 5, 4, false),
+        (3, 6, 2, 16, 9, 5, false),
+        (2, 8, 2, 64, 300, 299, false),
+        (2, 4, 1, 32, 7, 3, true),
+        (1, 14, 2, 64, 40, 17, true),
+    ];
+    let mut seed = 1;
+    for c in cases {
+        for (act, cache) in [
+            (DType::F32, DType::F32),
+            (DType::F16, DType::F16),
+            (DType::BF16, DType::BF16),
+            (DType::F16, DType::F32),
+        ] {
+            for bias in [false, true] {
+                attention_case(c, act, cache, bias, seed);
+                seed += 5;
+            }
+        }
+    }
+}
+
+#[test]
+fn rope_step_and_kv_write_refuse_a_position_past_the_cache() {
+    let table = rand(&[4, 8], 1);
+    let pos = Tensor::new(&[4u32], &Device::Cpu).unwrap();
+    assert!(table.apply_op2_no_bwd(&pos, &RopeStep).is_err());
+    let pos = Tensor::new(&[3u32], &Device::Cpu).unwrap();
+    let step = table
+        .apply_op2_no_bwd(&pos, &RopeStep)
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    assert_eq!(
+        &step[..8],
+        &table.i(3).unwrap().to_vec1::<f32>().unwrap()[..]
+    );
+    assert_eq!(step[8].to_bits(), 3);
+    // A cache of 3 positions cannot take position 3.
+    let dims = AttnDims {
+        batch: 1,
+        heads: 2,
+        kv_heads: 1,
+        head_dim: 8,
+        ctx: 3,
+        bias: false,
+        interleaved: false,
+    };
+    let buf = Tensor::zeros(dims.buf_len(), DType::F32, &Device::Cpu).unwrap();
+    let qkv = rand(&[1, 1, dims.qkv_width()], 2);
+    let step = Tensor::from_vec(step, 9, &Device::Cpu).unwrap();
+    assert!(buf.inplace_op3(&qkv, &step, &RopeKv(dims)).is_err());
+}
+
+#[test]
+fn swiglu_and_add_rms_norm_match_candle_ops() {
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for (rows, w) in [(1, 8), (3, 96), (2, 896)] {
+            let gu = rand(&[rows, 1, 2 * w], 7)
+                .affine(4.0, 0.0)
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let got = gu.apply_op1_no_bwd(&SwiGlu).unwrap();
+            let want = (gu.narrow(D::Minus1, 0, w).unwrap().silu().unwrap()
+                * gu.narrow(D::Minus1, w, w).unwrap())
+            .unwrap();
+            assert_eq!(got.dtype(), dt);
+            assert!(
+                rel(&got, &want) <= tol(dt),
+                "swiglu {dt:?} {rows}×{w}: {}",
+                rel(&got, &want)
+            );
+
+            let a = rand(&[rows, 1, w], 8).to_dtype(dt).unwrap();
+            let r = rand(&[rows, 1, w], 9)
+                .affine(5.0, 0.0)
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let nw = rand(&[w], 10).to_dtype(dt).unwrap();
+            let y = a
+                .apply_op3_no_bwd(&r, &nw, &AddRmsNorm { eps: 1e-6 })
+                .unwrap();
+            assert_eq!(y.dims(), &[2, rows, 1, w]);
+            let sum = (&a + &r).unwrap();
+            assert_eq!(rel(&y.i(0).unwrap(), &sum), 0.0, "sum {dt:?}");
+            let want = candle_nn::ops::rms_norm(&sum, &nw, 1e-6).unwrap();
+            let d = rel(&y.i(1).unwrap(), &want);
+            assert!(d <= tol(dt), "rms {dt:?} {rows}×{w}: {d:e}");
+        }
+    }
+}
