@@ -32,6 +32,7 @@ graph() {
     --iterations 10 --tokens 256 --warmup 2 --cooldown-max-s 10 --out "$R/graph" --name "$shape" \
     > "$R/graph-$shape.log" 2>&1
   echo "rc $?" >> "$R/graph-$shape.log"; grep -E "tok/s|mJ/token|rc " "$R/graph-$shape.log" | tail -8
+  bundle  # after every step: a call stopped at its limit still returns what ran
 }
 
 case $phase in
@@ -52,7 +53,7 @@ quant)
     say "engine-check $shape, every format, 256 steps"
     timeout 150 "$QE" engine-check --synthetic "$shape" --precision F16,BF16,Q8_0,Q4_K,Q4_0 --tokens 256 \
       --timing-runs 1 --json "$R/check_$shape.json" > "$R/check_$shape.log" 2>&1
-    echo "rc $?" >> "$R/check_$shape.log"; tail -12 "$R/check_$shape.log"
+    echo "rc $?" >> "$R/check_$shape.log"; tail -12 "$R/check_$shape.log"; bundle
   done
   wait "$prep"; tail -3 "$R/prep.log"
   # The comparison, shape by shape, nothing else running: llama-bench then our engine.
@@ -63,7 +64,7 @@ quant)
       LLAMA_BIN=/tmp/peers/llama-build-cuda/bin NVML_INDEX=0 COOLDOWN_MAX_S=10 \
         timeout 120 scripts/peers/llama_bench.sh "/tmp/peers/gguf/$shape-$t.gguf" "$shape" "$t" \
         "$R/bench-$shape-$t.json" bench > "$R/bench-$shape-$t.log" 2>&1
-      echo "rc $?" >> "$R/bench-$shape-$t.log"; tail -2 "$R/bench-$shape-$t.log"
+      echo "rc $?" >> "$R/bench-$shape-$t.log"; tail -2 "$R/bench-$shape-$t.log"; bundle
     done
     graph "$shape" Q4_K,Q4_0
   done
@@ -74,7 +75,7 @@ f16)
     say "torch.compile F16 $shape"
     SHAPES=$shape ARMS=torch-f16 OUT="$R/torch-$shape" WORK=/tmp/peers BUDGET_S=560 \
       timeout 170 bash scripts/peers/run_all.sh > "$R/torch-$shape.log" 2>&1
-    grep -E "tok/s|mJ" "$R/torch-$shape.log" | tail -3
+    grep -E "tok/s|mJ" "$R/torch-$shape.log" | tail -3; bundle
     if [ "$shape" = qwen2-0.5b ]; then graph "$shape" Q8_0,Q4_K,Q4_0; else graph "$shape" F16; fi
   done
   ;;
