@@ -520,8 +520,8 @@ impl CustomOp3 for AddRmsNorm {
 /// The CUDA source of the fused kernels, templated on the dtypes (0 F32, 1 F16, 2 BF16); the
 /// `extern "C"` instantiations are appended by [`kernel_source`].
 const SRC: &str = r#"
-#define NT 256
-#define CH 256
+#define NT 1024
+#define CH 1024
 #define NEG_INF (-__int_as_float(0x7f800000))
 __device__ __forceinline__ float h2f(unsigned short h) {
     float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -661,12 +661,24 @@ template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, 
     float m = NEG_INF, l = 0.0f, acc = 0.0f;
     for (unsigned int c0 = 0; c0 < len; c0 += CH) {
         unsigned int n = len - c0 < CH ? len - c0 : CH;
-        for (unsigned int t = warp; t < n; t += nw) {
-            unsigned long long k = kb + (unsigned long long)(c0 + t) * hd;
-            float s = 0.0f;
-            for (unsigned int e = lane; e < hd; e += 32) s += qs[e] * ld<C>(buf, k + e);
-            s = warp_sum(s);
-            if (lane == 0) sc[t] = s * scale;
+        // A warp per position, four positions at a time: the step is latency-bound (a few
+        // hundred rows per head), so independent loads in flight are what makes it fast.
+        for (unsigned int t0 = warp; t0 < n; t0 += 4 * nw) {
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                unsigned int t = t0 + u * nw;
+                if (t < n) {
+                    unsigned long long k = kb + (unsigned long long)(c0 + t) * hd;
+                    for (unsigned int e = lane; e < hd; e += 32) s[u] += qs[e] * ld<C>(buf, k + e);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                float v = warp_sum(s[u]);
+                unsigned int t = t0 + u * nw;
+                if (lane == 0 && t < n) sc[t] = v * scale;
+            }
         }
         __syncthreads();
         float mx = NEG_INF;
@@ -682,9 +694,20 @@ template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, 
         float alpha = expf(m - mn);
         l = l * alpha + sum;
         acc *= alpha;
-        if (g < groups)
-            for (unsigned int t = g; t < n; t += groups)
-                acc += sc[t] * ld<C>(buf, vb + (unsigned long long)(c0 + t) * hd + d);
+        if (g < groups) {
+            // Four rows per iteration, four partial sums: loads in flight, as above.
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            unsigned long long vd = vb + (unsigned long long)c0 * hd + d;
+            unsigned int t = g;
+            for (; t + 3 * groups < n; t += 4 * groups) {
+                a0 += sc[t] * ld<C>(buf, vd + (unsigned long long)t * hd);
+                a1 += sc[t + groups] * ld<C>(buf, vd + (unsigned long long)(t + groups) * hd);
+                a2 += sc[t + 2 * groups] * ld<C>(buf, vd + (unsigned long long)(t + 2 * groups) * hd);
+                a3 += sc[t + 3 * groups] * ld<C>(buf, vd + (unsigned long long)(t + 3 * groups) * hd);
+            }
+            for (; t < n; t += groups) a0 += sc[t] * ld<C>(buf, vd + (unsigned long long)t * hd);
+            acc += (a0 + a1) + (a2 + a3);
+        }
         m = mn;
         __syncthreads();
     }
@@ -766,8 +789,9 @@ mod cuda {
     use std::sync::OnceLock;
 
     const MODULE: &str = "quantenergy_fused";
-    /// Threads of the per-head and per-row kernels (the source's NT).
-    const NT: u32 = 256;
+    /// Threads of the per-head and per-row kernels (the source's NT): a whole SM's worth, since
+    /// these kernels have one block per head or row and are latency-bound.
+    const NT: u32 = 1024;
 
     /// The PTX of the fused kernels, compiled once per process by NVRTC.
     fn ptx() -> Result<&'static str> {
