@@ -238,6 +238,14 @@ pub trait DecoderFactory {
     /// The perplexity text as token ids, and how they were made (the model's tokenizer file, or
     /// byte ids where the weights come without one).
     fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError>;
+    /// The bytes of weights a decode step of the arm last loaded at `precision` reads (issue 13),
+    /// or `None` where the engine cannot say (a server, a fake): never a guess.
+    fn decode_weight_bytes(
+        &self,
+        _precision: Precision,
+    ) -> Option<crate::roofline::DecodeWeightBytes> {
+        None
+    }
 }
 
 /// A fake engine: each token costs `step_s` of virtual time on a [`FakeMeter`], during which the
@@ -264,6 +272,9 @@ pub struct FakeDecoderFactory {
     /// What the scripted load and decode failures say (default: "scripted … failure …"), e.g.
     /// an out-of-memory error as CUDA words it.
     pub failure_text: Option<String>,
+    /// (precision, bytes of weights a decode step reads) for `decode_weight_bytes`; `None`
+    /// where not listed.
+    pub weight_bytes: Vec<(Precision, crate::roofline::DecodeWeightBytes)>,
 }
 
 impl FakeDecoderFactory {
@@ -280,6 +291,7 @@ impl FakeDecoderFactory {
             fail_nll: Vec::new(),
             fail_tokenize: false,
             failure_text: None,
+            weight_bytes: Vec::new(),
         }
     }
 }
@@ -376,6 +388,15 @@ impl DecoderFactory for FakeDecoderFactory {
     }
     fn required_bytes(&self, _precision: Precision, _batch: usize, _context: usize) -> u64 {
         self.bytes
+    }
+    fn decode_weight_bytes(
+        &self,
+        precision: Precision,
+    ) -> Option<crate::roofline::DecodeWeightBytes> {
+        self.weight_bytes
+            .iter()
+            .find(|(p, _)| *p == precision)
+            .map(|(_, b)| *b)
     }
     fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError> {
         if self.fail_tokenize {

@@ -208,6 +208,8 @@ pub struct ArmMeasurement {
     pub perplexity: Option<Result<PerplexityScore, ScoreError>>,
     /// Server arms: who served the model and the streamed latency of the timed iterations.
     pub served: Option<crate::server::Served>,
+    /// The bytes of weights a decode step of this arm reads, where the engine can say.
+    pub weight_bytes: Option<crate::roofline::DecodeWeightBytes>,
 }
 
 impl ArmMeasurement {
@@ -646,6 +648,7 @@ fn run_arm(
         error: chain(&e),
     })?;
     let load_s = clock.now_s() - t_load;
+    let weight_bytes = decoders.decode_weight_bytes(precision);
     let decode = |dec: &mut Box<dyn crate::decoder::Decoder>| {
         dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
             .map_err(|e| ArmFailure::Decode {
@@ -703,6 +706,7 @@ fn run_arm(
         host: window.host,
         perplexity,
         served,
+        weight_bytes,
     })
 }
 

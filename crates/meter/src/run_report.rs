@@ -72,14 +72,65 @@ fn counter_over_trace(a: &ArmMeasurement) -> Option<f64> {
         .map(|t| r(a.counter_j / t, 4))
 }
 
-/// One arm of the run as the report's `protocol.arms[]` entry.
-fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, ArmFailure>) -> report::Arm {
+/// `v` to `digits` significant digits (a small fraction keeps its figure instead of rounding to
+/// a silent zero).
+fn sig(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    r(v, digits - 1 - v.abs().log10().floor() as i32)
+}
+
+/// An arm's roofline figures (issue 13): the bytes of weights read per generated token and
+/// their share of the card's memory bandwidth at the arm's throughput. The fraction is omitted
+/// when the card is unknown, and — with a note saying so — when it exceeds what the report's
+/// checks accept (the weights would have been served from cache, not memory).
+fn roofline_figures(
+    a: &ArmMeasurement,
+    batch: usize,
+    bandwidth_gbs: Option<f64>,
+) -> (Option<u64>, Option<f64>, Option<String>) {
+    let Some(wb) = a.weight_bytes else {
+        return (None, None, None);
+    };
+    let per_token = wb.per_token(batch);
+    let bytes = Some(per_token.round() as u64).filter(|b| *b > 0);
+    let fraction = bandwidth_gbs
+        .and_then(|bw| crate::roofline::roofline_fraction(per_token, a.tok_s(), bw))
+        .map(|f| sig(f, 4));
+    match fraction {
+        Some(f) if f > report::MAX_ROOFLINE_FRACTION => (
+            bytes,
+            None,
+            Some(format!(
+                "hbm_roofline_fraction omitted: {per_token:.0} B of weights per token at {:.1} tok/s would be {f}× the card's {} GB/s (datasheet), more than {} — weights read from cache, not memory",
+                a.tok_s(),
+                bandwidth_gbs.unwrap_or(f64::NAN),
+                report::MAX_ROOFLINE_FRACTION
+            )),
+        ),
+        f => (bytes, f, None),
+    }
+}
+
+/// One arm of the run as the report's `protocol.arms[]` entry; `batch` and the card's memory
+/// bandwidth (GB/s, `None` for a card the catalog lacks) give its roofline figures.
+fn arm_entry(
+    precision: Precision,
+    m: &Result<ArmMeasurement, ArmFailure>,
+    batch: usize,
+    bandwidth_gbs: Option<f64>,
+) -> report::Arm {
     let a = match m {
         Err(e) => return report::Arm::failed(precision.as_str(), e.to_string()),
         Ok(a) => a,
     };
     let trace = a.trace.as_ref();
+    let (weight_bytes_per_token, hbm_roofline_fraction, roofline_note) =
+        roofline_figures(a, batch, bandwidth_gbs);
     report::Arm {
+        weight_bytes_per_token,
+        hbm_roofline_fraction,
         energy_per_token_mj: Some(r(a.mj_per_token(), 3)),
         trace_energy_per_token_mj: a.trace_mj_per_token().map(|v| r(v, 3)),
         counter_joules: Some(r(a.counter_j, 3)),
@@ -98,7 +149,7 @@ fn arm_entry(precision: Precision, m: &Result<ArmMeasurement, ArmFailure>) -> re
         host_cpu_steal_pct: a.host.map(|h| r(h.steal_pct, 3)),
         process_cpu_cores: a.host.map(|h| r(h.process_cpu_cores, 3)),
         kernel: Some(a.kernel.clone()),
-        notes: Some(a.notes.clone()),
+        notes: Some(a.notes.iter().cloned().chain(roofline_note).collect()),
         cooldown: Some(cooldown_block(&a.cooldown)),
         temperature_start_c: a.temp_start_c,
         temperature_end_c: a.temp_end_c,
@@ -409,7 +460,10 @@ fn protocol_block(
         arms: Some(
             out.arms
                 .iter()
-                .map(|a| arm_entry(a.precision, &a.outcome))
+                .map(|a| {
+                    let bandwidth = crate::roofline::card_bandwidth_gbs(&out.device.name);
+                    arm_entry(a.precision, &a.outcome, cfg.batch, bandwidth)
+                })
                 .collect(),
         ),
         extra: Default::default(),

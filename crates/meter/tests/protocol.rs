@@ -735,3 +735,89 @@ fn out_of_memory_at_load_or_at_the_first_step_fails_that_arm_and_the_others_run(
     let q8 = arms.iter().find(|a| a.precision == "Q8_0").unwrap();
     assert!(q8.error.as_deref().unwrap().contains("out of memory"));
 }
+
+#[test]
+fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
+    use meter::roofline::DecodeWeightBytes;
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let bytes = DecodeWeightBytes {
+        per_step: 4_000_000_000,
+        per_sequence: 14_336,
+    };
+    f.weight_bytes = vec![(p("Q4_K"), bytes)];
+    let c = cfg(&["Q4_K"]);
+    let mut out = run(&c, &m, &mut f).unwrap();
+    let arm = |rep: &report::Report, name: &str| {
+        rep.protocol
+            .as_ref()
+            .unwrap()
+            .arms
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|a| a.precision == name)
+            .unwrap()
+            .clone()
+    };
+    // An unknown card: the bytes, no fraction (omitted, not zero).
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let q = arm(&rep, "Q4_K");
+    assert_eq!(q.weight_bytes_per_token, Some(4_000_014_336));
+    assert_eq!(q.hbm_roofline_fraction, None);
+    // The FP16 arm's engine could not say: neither field.
+    let b = arm(&rep, "FP16");
+    assert_eq!(
+        (b.weight_bytes_per_token, b.hbm_roofline_fraction),
+        (None, None)
+    );
+    let json = serde_json::to_value(&rep).unwrap();
+    assert!(!json.to_string().contains("hbm_roofline_fraction"));
+
+    // On an H200 (4800 GB/s): 4 000 014 336 B × ~125 tok/s (8 ms per token) ÷ 4.8e12 B/s.
+    out.device.name = "NVIDIA H200".into();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let q = arm(&rep, "Q4_K");
+    let tok_s = q.throughput_tokens_per_s.unwrap();
+    let want = 4_000_014_336.0 * tok_s / 4.8e12;
+    let got = q.hbm_roofline_fraction.unwrap();
+    assert!((got / want - 1.0).abs() < 1e-3, "{got} vs {want}");
+    assert!((got - 0.1042).abs() < 0.002, "{got}");
+    let md = report::to_markdown(&rep);
+    assert!(
+        md.contains("| Memory roofline | 4000.01 MB of weights read per token · "),
+        "{md}"
+    );
+
+    // Weights that would outrun the card (served from cache): the fraction is omitted with a
+    // note, and the report is still written.
+    f.weight_bytes = vec![(
+        p("Q4_K"),
+        DecodeWeightBytes {
+            per_step: 50_000_000_000,
+            per_sequence: 0,
+        },
+    )];
+    let mut out = run(&c, &m, &mut f).unwrap();
+    out.device.name = "NVIDIA H200".into();
+    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let q = arm(&rep, "Q4_K");
+    assert_eq!(q.weight_bytes_per_token, Some(50_000_000_000));
+    assert_eq!(q.hbm_roofline_fraction, None);
+    assert!(q
+        .notes
+        .unwrap()
+        .iter()
+        .any(|n| n.contains("hbm_roofline_fraction omitted")),);
+
+    // Batch 4: a step's bytes are shared by the four tokens it generates.
+    let mut c4 = cfg(&["Q4_K"]);
+    c4.batch = 4;
+    f.weight_bytes = vec![(p("Q4_K"), bytes)];
+    let out = run(&c4, &m, &mut f).unwrap();
+    let rep = build_report(&c4, &out, &ctx(), p("Q4_K")).unwrap();
+    assert_eq!(
+        arm(&rep, "Q4_K").weight_bytes_per_token,
+        Some(1_000_014_336)
+    );
+}

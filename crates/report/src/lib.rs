@@ -50,7 +50,7 @@ pub use params::guess_params_b;
 pub use precision::{ParsePrecisionError, Precision};
 #[cfg(feature = "schema")]
 pub use schema::{schema_errors, schema_value};
-pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, SCENARIOS};
+pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, MAX_ROOFLINE_FRACTION, SCENARIOS};
 pub use types::{
     Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra, GpuRef,
     IterationEnergy, Latency, Measurement, ParseBasisError, Preflight, Protocol, Quality, Report,

@@ -211,6 +211,7 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
         with_unit(res.throughput_tokens_per_s, "tok/s"),
     ));
     rows.push(("Average power", with_unit(res.avg_power_watts, "W")));
+    rows.extend(roofline_cell(r).map(|c| ("Memory roofline", c)));
     rows.push(("Basis", res.basis.as_str().to_string()));
     rows.push((
         "Source",
@@ -230,6 +231,24 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
     }
     rows.push(("Schema", esc(&r.schema_version)));
     rows
+}
+
+/// The report's own arm's weight bytes per token and HBM roofline fraction (issue 13), or
+/// `None` when that arm states neither.
+fn roofline_cell(r: &Report) -> Option<String> {
+    let arm = r
+        .protocol
+        .as_ref()
+        .and_then(|p| p.arms.as_ref())
+        .and_then(|arms| arms.iter().find(|a| a.precision == r.workload.precision))?;
+    let bytes = arm
+        .weight_bytes_per_token
+        .map(|b| format!("{} MB of weights read per token", num(Some(b as f64 / 1e6))));
+    let fraction = arm
+        .hbm_roofline_fraction
+        .filter(|f| f.is_finite())
+        .map(|f| format!("{} % of the card's memory bandwidth", num(Some(f * 100.0))));
+    (bytes.is_some() || fraction.is_some()).then(|| join_present(&[bytes, fraction], " · "))
 }
 
 /// Engine and version, how a server was driven, kernel, CUDA, driver.
@@ -485,6 +504,32 @@ mod tests {
         let md = to_markdown(&r);
         assert!(
             md.contains("| Quality | unavailable · no tokenizer at /m/tokenizer.json · 511 tokens"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn roofline_row_shows_the_own_arms_figures() {
+        let mut r = illustrative();
+        assert!(!to_markdown(&r).contains("Memory roofline"));
+        r.protocol = Some(crate::Protocol {
+            arms: Some(vec![
+                crate::Arm {
+                    weight_bytes_per_token: Some(1),
+                    hbm_roofline_fraction: Some(0.9),
+                    ..crate::Arm::ok("FP16")
+                },
+                crate::Arm {
+                    weight_bytes_per_token: Some(1_234_560_000),
+                    hbm_roofline_fraction: Some(0.4567),
+                    ..crate::Arm::ok("NF4")
+                },
+            ]),
+            ..Default::default()
+        });
+        let md = to_markdown(&r);
+        assert!(
+            md.contains("| Memory roofline | 1234.56 MB of weights read per token · 45.67 % of the card's memory bandwidth |"),
             "{md}"
         );
     }

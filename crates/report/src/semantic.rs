@@ -505,10 +505,50 @@ fn check_energy(e: &crate::Energy, o: &mut Out) {
     }
 }
 
-/// The protocol block: failed arms behind measured figures, cooldown that did not converge.
+/// Largest credible `hbm_roofline_fraction`: the weight reads alone cannot outrun the card's
+/// memory bandwidth by more than measurement slack (and L2 hits on a small model).
+pub const MAX_ROOFLINE_FRACTION: f64 = 1.2;
+
+/// An arm's roofline figures (issue 13): bytes that are not a silent zero, a fraction that is a
+/// finite share of the bandwidth in (0, [`MAX_ROOFLINE_FRACTION`]].
+fn check_arm_roofline(i: usize, arm: &crate::Arm, o: &mut Out) {
+    if arm.weight_bytes_per_token == Some(0) {
+        o.error(
+            &format!("$.protocol.arms[{i}].weight_bytes_per_token"),
+            "0: a decode step reads its weights; expected the bytes read per token (≥ 1), or the field omitted when unknown",
+        );
+    }
+    let path = format!("$.protocol.arms[{i}].hbm_roofline_fraction");
+    match arm.hbm_roofline_fraction {
+        Some(f) if !f.is_finite() => o.error(
+            &path,
+            format!("{f} is not a finite number; expected a fraction in (0, {MAX_ROOFLINE_FRACTION}] of the card's memory bandwidth, or the field omitted"),
+        ),
+        Some(f) if f <= 0.0 => o.error(
+            &path,
+            format!(
+                "{}: expected a fraction > 0 of the card's memory bandwidth (≤ {MAX_ROOFLINE_FRACTION}), or the field omitted when the card is unknown — never a zero",
+                fmt_num(f)
+            ),
+        ),
+        Some(f) if f > MAX_ROOFLINE_FRACTION => o.error(
+            &path,
+            format!(
+                "{}: the weight reads would exceed the card's memory bandwidth {}×; expected at most {MAX_ROOFLINE_FRACTION} (check weight_bytes_per_token, the throughput and the card)",
+                fmt_num(f),
+                fmt_num(f)
+            ),
+        ),
+        _ => {}
+    }
+}
+
+/// The protocol block: failed arms behind measured figures, cooldown that did not converge,
+/// roofline figures out of range.
 fn check_protocol(r: &Report, p: &crate::Protocol, o: &mut Out) {
     if let Some(arms) = &p.arms {
         for (i, arm) in arms.iter().enumerate() {
+            check_arm_roofline(i, arm, o);
             if arm.status != ArmStatus::Failed || r.results.basis != Basis::Measured {
                 continue;
             }
@@ -813,6 +853,55 @@ mod tests {
         });
         let (e, _) = semantic_checks(&r);
         assert_eq!(paths(&e), ["$.protocol.arms[0].status"]);
+    }
+
+    #[test]
+    fn roofline_fraction_must_be_a_credible_share() {
+        use crate::types::{Arm, Protocol};
+        let arm = |bytes: Option<u64>, f: Option<f64>| Arm {
+            weight_bytes_per_token: bytes,
+            hbm_roofline_fraction: f,
+            ..Arm::ok("FP16")
+        };
+        let mut r = illustrative();
+        r.protocol = Some(Protocol {
+            arms: Some(vec![
+                arm(Some(988_065_536), Some(0.62)),
+                arm(Some(988_065_536), None),
+                arm(None, None),
+                arm(Some(1), Some(MAX_ROOFLINE_FRACTION)),
+            ]),
+            ..Default::default()
+        });
+        assert!(semantic_checks(&r).0.is_empty());
+        r.protocol = Some(Protocol {
+            arms: Some(vec![
+                arm(Some(0), Some(0.5)),
+                arm(Some(10), Some(0.0)),
+                arm(Some(10), Some(1.3)),
+                arm(Some(10), Some(f64::NAN)),
+                arm(Some(10), Some(-0.1)),
+            ]),
+            ..Default::default()
+        });
+        let (e, _) = semantic_checks(&r);
+        assert_eq!(
+            paths(&e),
+            [
+                "$.protocol.arms[0].weight_bytes_per_token",
+                "$.protocol.arms[1].hbm_roofline_fraction",
+                "$.protocol.arms[2].hbm_roofline_fraction",
+                "$.protocol.arms[3].hbm_roofline_fraction",
+                "$.protocol.arms[4].hbm_roofline_fraction",
+            ]
+        );
+        assert!(e[1].message.contains("never a zero"), "{}", e[1].message);
+        assert!(e[2].message.contains("at most 1.2"), "{}", e[2].message);
+        assert!(
+            e[3].message.contains("not a finite number"),
+            "{}",
+            e[3].message
+        );
     }
 
     #[test]

@@ -621,6 +621,15 @@ pub struct Arm {
     /// Generated tokens per second over the window (summed over the batch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_tokens_per_s: Option<f64>,
+    /// Bytes of weights a decode step reads, per generated token (the step's bytes ÷ the batch;
+    /// exact at batch 1): every weight tensor as the engine holds it, the token-embedding table
+    /// one row per sequence unless the LM head reads the whole of it (issue 13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_bytes_per_token: Option<u64>,
+    /// `weight_bytes_per_token × throughput_tokens_per_s ÷` the card's memory bandwidth: the
+    /// share of the HBM roofline the weight reads alone reach. Absent when the card is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hbm_roofline_fraction: Option<f64>,
     /// Counter energy ÷ window seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_power_watts: Option<f64>,
@@ -703,6 +712,8 @@ impl Arm {
             trace_joules: None,
             counter_over_trace_ratio: None,
             throughput_tokens_per_s: None,
+            weight_bytes_per_token: None,
+            hbm_roofline_fraction: None,
             avg_power_watts: None,
             window_seconds: None,
             tokens_generated: None,

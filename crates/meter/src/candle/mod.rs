@@ -21,6 +21,7 @@ mod hf;
 mod synthetic;
 #[cfg(test)]
 pub(crate) mod tests;
+mod weight_bytes;
 
 pub(crate) use engine::log_prob;
 use engine::*;
@@ -110,6 +111,9 @@ pub struct CandleFactory {
     /// depend on the values, so campaign sweeps keep random blocks (a sweep plan cannot ask for
     /// perplexity); the report's `weights.quantized_from_float` says which a run used.
     pub quantize_synthetic_floats: bool,
+    /// What a decode step of each precision's last loaded weights reads (see
+    /// [`DecoderFactory::decode_weight_bytes`]).
+    weight_bytes: HashMap<Precision, crate::roofline::DecodeWeightBytes>,
 }
 
 impl CandleFactory {
@@ -129,6 +133,7 @@ impl CandleFactory {
             device,
             shape,
             quantize_synthetic_floats: false,
+            weight_bytes: HashMap::new(),
         })
     }
 
@@ -139,8 +144,19 @@ impl CandleFactory {
 
     /// The weights of one arm, before any model is built from them: a float `VarBuilder` or an
     /// (in-memory or on-disk) GGUF file. Both engines (eager candle models and the static-cache
-    /// graph engine, [`crate::engine`]) build from this, so they run the same weights.
+    /// graph engine, [`crate::engine`]) build from this, so they run the same weights. Records
+    /// the bytes of weights a decode step of them reads.
     pub(crate) fn arm_weights(&mut self, precision: Precision) -> Result<ArmWeights> {
+        let w = self.load_arm_weights(precision)?;
+        match w.decode_weight_bytes(&self.shape) {
+            Some(b) => self.weight_bytes.insert(precision, b),
+            None => self.weight_bytes.remove(&precision),
+        };
+        Ok(w)
+    }
+
+    /// [`Self::arm_weights`] without the record.
+    fn load_arm_weights(&mut self, precision: Precision) -> Result<ArmWeights> {
         let p = format_of(precision)?;
         let shape = self.shape.clone();
         let dev = self.device.clone();
@@ -313,6 +329,13 @@ impl DecoderFactory for CandleFactory {
             return 0;
         };
         required_bytes(&self.shape, p, batch, context)
+    }
+
+    fn decode_weight_bytes(
+        &self,
+        precision: Precision,
+    ) -> Option<crate::roofline::DecodeWeightBytes> {
+        self.weight_bytes.get(&precision).copied()
     }
 
     fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {

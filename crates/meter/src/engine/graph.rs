@@ -88,6 +88,9 @@ impl DecoderFactory for GraphFactory {
     fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {
         self.inner.tokenize(text)
     }
+    fn decode_weight_bytes(&self, p: Precision) -> Option<crate::roofline::DecodeWeightBytes> {
+        self.inner.decode_weight_bytes(p)
+    }
 }
 
 /// CUDA-only state: the htod parameter cache held for the decoder's life, and the captured step.
