@@ -149,8 +149,16 @@ fn arm(r: &report::Report, p: Precision) -> &report::Arm {
         .unwrap()
 }
 
+/// One llama-server test at a time: on a 2-core CI box two servers of `-t 2` plus their clients
+/// starved each other and a stream was cut mid-answer ("Peer disconnected").
+fn one_server_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERVERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERVERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn llama_server_arms_are_measured_with_latency_and_identity() {
+    let _one = one_server_at_a_time();
     let server = llama_server();
     let out = out_dir("ok");
     let cmd = format!(
@@ -232,6 +240,7 @@ fn llama_server_arms_are_measured_with_latency_and_identity() {
 /// other arm is still measured and the reports validate.
 #[test]
 fn a_killed_llama_server_fails_its_arm_and_keeps_the_other() {
+    let _one = one_server_at_a_time();
     let server = llama_server();
     let out = out_dir("kill");
     // The F16 arm's server is killed (SIGKILL) once it has finished its first completion (the
