@@ -9,23 +9,18 @@
 const FULL_TABS = ['model', 'optimize', 'run', 'data'];
 const boot = document.getElementById('boot');
 
-// The pre-rendered landing (see gate.js and src/prerender.rs) leaves when the page has painted its
-// first chart (the page removes it then, in the same task: no frame without a chart); this is the
-// fallback for a view with no chart, and the only step for a link to another view.
-const dropPrerender = () => document.getElementById('prerender')?.remove();
-if (document.documentElement.classList.contains('qe-deep')) dropPrerender();
-
-function failed(e) {
-  const msg = 'This browser could not start the page (WebAssembly failed to load): ' + String(e);
-  if (boot && boot.isConnected) boot.textContent = msg;
-  else {
-    const p = document.createElement('p');
-    p.className = 'boot';
-    p.setAttribute('role', 'alert');
-    p.textContent = msg;
-    document.body.prepend(p);
-  }
+// The pre-rendered landing (see gate.js and src/prerender.rs). The page takes it over when it has
+// painted its first chart (util::settle_prerender, in the same task: no frame without a chart); this
+// is the fallback for a view with no chart. A link to another view keeps only the (view-independent)
+// skip link and hero, at once.
+const html = document.documentElement;
+function settlePrerender() {
+  const pre = document.getElementById('prerender');
+  if (pre) for (const k of [...pre.children]) if (!k.matches('.skip, header.hero')) k.remove();
+  html.classList.remove('qe-pre');
 }
+window.qeSettle = settlePrerender; // the page calls it after its first chart (util::settle_prerender)
+if (html.classList.contains('qe-deep')) settlePrerender();
 
 let fullModule; // Promise<WebAssembly.Module>: fetched and compiled once
 function compileFull() {
@@ -79,7 +74,7 @@ try {
     await startLanding();
   }
   if (boot) boot.remove();
-  requestAnimationFrame(dropPrerender);
+  requestAnimationFrame(settlePrerender);
 } catch (e) {
   failed(e);
   throw e;

@@ -94,7 +94,14 @@ for (const [name, viewport] of [['desktop', { width: 1280, height: 900 }], ['pho
     });
     await page.goto(server.url);
     await page.waitForSelector('#crossover-canvas[data-painted="1"]', { timeout: 15000 });
-    assert.equal(await page.locator('#prerender').count(), 0, 'the pre-render is still in the page');
+    // Of the pre-render only its skip link and hero stay (the page does not render its own then);
+    // nothing is on the page twice.
+    assert.deepEqual(await page.evaluate(() => [...document.querySelectorAll('#prerender > *')].map((e) => e.className)),
+      ['skip', 'hero'], 'the pre-render was not handed over');
+    for (const sel of ['h1', 'nav.tabs', 'main', '#gpu-select', 'footer']) {
+      assert.equal(await page.locator(sel).count(), 1, `${sel} is on the page more than once`);
+    }
+    assert.equal(await page.evaluate(() => document.documentElement.classList.contains('qe-pre')), false);
     const after = await statements(page);
     assert.deepEqual(after, before, 'the pre-render says something the page does not');
     // Same layout: every landmark in the same place (±1 px), and no layout shift was recorded.
@@ -121,25 +128,32 @@ test('a link to another view never shows the pre-rendered numbers', async () => 
     await p.goto(server.url + q, { waitUntil: 'domcontentloaded' });
     const s = await p.evaluate(() => ({
       deep: document.documentElement.classList.contains('qe-deep'),
-      shown: !!document.querySelector('#prerender') && getComputedStyle(document.querySelector('#prerender')).display !== 'none',
+      pre: document.documentElement.classList.contains('qe-pre'),
+      // Anything of the pre-render but its view-independent skip link and hero, on screen.
+      shown: [...document.querySelectorAll('#prerender > :not(.skip):not(.hero)')]
+        .some((e) => getComputedStyle(e).display !== 'none'),
+      hero: document.querySelectorAll('header.hero').length,
     }));
     await ctx.close();
     return s;
   };
   for (const q of ['?tab=model', '?tab=run', '?tab=tested&gpu=H200&model=Qwen2-7B', '?tab=tested&all=1', '#r=abc']) {
     const s = await firstState(q);
-    assert.deepEqual(s, { deep: true, shown: false }, `${q}: the pre-render could be painted`);
+    assert.deepEqual(s, { deep: true, pre: false, shown: false, hero: 1 }, `${q}: the pre-render could be painted`);
   }
   // The bare URL, ?tab=tested and the page's own address for the default view keep it.
   for (const q of ['', '?tab=tested', defaultQuery]) {
     const s = await firstState(q);
-    assert.equal(s.deep, false, `${q || '(bare)'}: treated as another view`);
+    assert.deepEqual([s.deep, s.pre], [false, true], `${q || '(bare)'}: treated as another view`);
   }
   const { page, context, problems } = await openPage(browser);
   // A deep link still opens its view, and a card picked by link shows that card.
   await page.goto(server.url + '?tab=tested&gpu=H200&model=Qwen2-7B');
   await page.waitForSelector('#crossover-canvas[data-painted="1"]', { timeout: 15000 });
   assert.match(await page.locator('#gpu-select option:checked').textContent(), /H200/);
+  // The hero is the pre-render's (the page modules do not render it), once.
+  assert.equal(await page.locator('header.hero').count(), 1);
+  assert.equal(await page.locator('#prerender nav, #prerender main').count(), 0);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -94,7 +94,7 @@ thread_local! {
 pub fn note_first_paint() {
     if !FIRST_PAINT_DONE.with(|c| c.replace(true)) {
         util::publish_metric("firstChartMs", util::now_ms());
-        util::drop_prerender();
+        util::settle_prerender();
     }
 }
 
@@ -155,8 +155,7 @@ pub fn Page(state: AppState, tick: RwSignal<u32>) -> impl IntoView {
     provide_context(RedrawTick(tick));
 
     view! {
-        <a class="skip" href="#main">"Skip to content"</a>
-        <Hero/>
+        {static_head()}
         <nav class="tabs" aria-label="Sections">
             {Tab::ALL
                 .iter()
@@ -251,6 +250,22 @@ fn hand_over(tab: &str) -> bool {
     f.call1(&w, &tab.into()).is_err()
 }
 
+/// The skip link and the hero: static text from the data, the same for every view, so they exist
+/// only in the pre-render (`crate::prerender`) and stay when the page takes over
+/// (`util::settle_prerender`), on every link. The page modules do not carry them: a re-rendered
+/// lede would be a second, late largest paint, and the code would cost both modules.
+#[cfg(not(target_arch = "wasm32"))]
+fn static_head() -> impl IntoView {
+    view! {
+        <a class="skip" href="#main">"Skip to content"</a>
+        <Hero/>
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn static_head() -> impl IntoView {}
+
+#[cfg(not(target_arch = "wasm32"))]
 #[component]
 fn Hero() -> impl IntoView {
     let classes = analysis::default_classes();

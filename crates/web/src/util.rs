@@ -91,13 +91,19 @@ pub fn current_url() -> String {
     window().location().href().unwrap_or_default()
 }
 
-/// Remove the pre-rendered landing (`#prerender`, see `crate::prerender`), if it is still there.
-pub fn drop_prerender() {
-    if let Some(el) = window()
-        .document()
-        .and_then(|d| d.get_element_by_id("prerender"))
+/// Hand the pre-rendered landing (`#prerender`, see `crate::prerender`) over to the page, which
+/// now covers it: `assets/boot.js`'s `qeSettle` removes all of it but its skip link and hero (which
+/// only the pre-render has, see `static_head` in lib.rs) and drops `qe-pre`,
+/// which kept `#app` invisible. Same layout, so nothing moves. (In JavaScript: the DOM calls it
+/// needs would cost the page modules a kilobyte of bindings.)
+pub fn settle_prerender() {
+    use wasm_bindgen::JsCast;
+    let w = window();
+    if let Some(f) = js_sys::Reflect::get(&w, &"qeSettle".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
     {
-        el.remove();
+        let _ = f.call0(&w);
     }
 }
 

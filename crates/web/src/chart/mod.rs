@@ -420,6 +420,7 @@ pub fn svg(spec: &Spec, (w, h): (u32, u32), id: &str, class: &str, label: &str) 
     // plotters writes one element per line with a redundant `opacity="1"`: the page ships this.
     let frame_body = frame_svg[body_start..body_end]
         .replace(" opacity=\"1\"", "")
+        .replace(" font-family=\"system-ui, sans-serif\"", "") // .chart-svg's CSS sets it
         .replace('\n', "");
     let slot_css: String = FRAME_SLOTS
         .iter()
@@ -429,8 +430,8 @@ pub fn svg(spec: &Spec, (w, h): (u32, u32), id: &str, class: &str, label: &str) 
         })
         .collect();
     Some(format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\" class=\"{class}\" viewBox=\"0 0 {w} {h}\" \
-         preserveAspectRatio=\"xMidYMid meet\" role=\"img\" aria-label=\"{}\"><style>{slot_css}</style>{}{}</svg>",
+        // Inline in HTML: no xmlns needed; the default preserveAspectRatio (xMidYMid meet) applies.
+        "<svg id=\"{id}\" class=\"{class}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{}\"><style>{slot_css}</style>{}{}</svg>",
         surface::esc(label),
         frame_body,
         sf.finish()
