@@ -43,12 +43,14 @@ done
 { echo "chromium: $("$CHROME_PATH" --version)"; echo "lighthouse: $("$NODE22" "$LH" --version)"; echo "node: $("$NODE22" --version)"
   echo "site: $SITE_DIR"; uptime; } | tee "$OUT_DIR/env.txt"
 
-# Sequential runs, niced: the machine is shared. Simulated throttling models the network and CPU
-# from the trace, so nice changes no setting, but a busy CPU still shows up as longer tasks (TBT):
-# summary.json keeps Lighthouse's benchmarkIndex per run to make that visible.
+# Sequential runs on a quiet machine. Not niced: under `nice -n 10` Chromium's first frame of our
+# page came ≈ 1 s late in 9 runs of 10 (observed FCP 1.2 s instead of 0.2 s; the simulated LCP then
+# counts the wasm), a scheduling artefact, not the page. LH_NICE=1 restores it for a shared box.
+# summary.json keeps Lighthouse's benchmarkIndex per run, to show a busy CPU.
+NICE=(); [ "${LH_NICE:-0}" = 1 ] && NICE=(nice -n 10)
 for mode in gzip raw; do
   for i in $(seq "$RUNS"); do
-    nice -n 10 "$NODE22" "$LH" "http://127.0.0.1:${PORT[$mode]}/" --quiet \
+    "${NICE[@]}" "$NODE22" "$LH" "http://127.0.0.1:${PORT[$mode]}/" --quiet \
       --only-categories=performance,accessibility --output=json \
       --output-path="$OUT_DIR/$mode-run$i.report.json" \
       --chrome-flags="--headless=new --no-sandbox" || echo "run $mode #$i failed" >&2
