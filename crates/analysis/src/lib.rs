@@ -14,6 +14,8 @@
 //! * [`shapes`](mod@shapes) — real transformer shapes (`data/models.csv`).
 //! * [`vram`](mod@vram) — weight formats at their true storage cost, and the VRAM a configuration needs.
 //! * [`roofline`] — decode-step time with calibrated launch floors.
+//! * [`weight_reads`] — the bytes of weights a measured decode step read, and their share of the
+//!   card's memory bandwidth (every meter arm reports it).
 //! * [`batch`] — energy per token vs batch size, calibrated on the batch sweeps.
 //! * [`pareto`] — the energy↔latency Pareto frontier.
 //! * [`tag`] — provenance tags (measured … modelled) on every optimizer figure.
@@ -47,6 +49,7 @@ pub mod pareto;
 pub mod roofline;
 pub mod tag;
 pub mod vram;
+pub mod weight_reads;
 
 pub use batch::{batch_curve, BatchCurve};
 pub use optimize::{

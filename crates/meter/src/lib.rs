@@ -12,7 +12,7 @@
 //! | [`engine`] | which engine a run uses ([`engine::Engine`]); the graph engine (static KV cache, one CUDA graph per token) and `engine-check` | `candle` (the enum: –) |
 //! | [`protocol`] | idle reference, pre-flight, seeded arm order, cooldown, one metered window per arm | – |
 //! | [`overhead`] | the trace-thread A/B (paired windows, 95 % interval) | – |
-//! | [`roofline`] | the bytes of weights a decode step reads, and their share of the card's memory bandwidth | – |
+//! | [`roofline`] | re-export of `analysis::weight_reads`: the bytes of weights a decode step reads, and their share of the card's memory bandwidth | – |
 //! | [`run_report`] | a protocol outcome → a typed, validated `report::Report` | – |
 //! | [`plan`] | sweep plans (`plan.toml`) → one job per repeat, resumable | – |
 //! | [`campaign`] | per-report CSV, aggregation into anchors rows, the campaign targets | – |
@@ -51,7 +51,8 @@ pub mod nvml_meter;
 pub mod overhead;
 pub mod plan;
 pub mod protocol;
-pub mod roofline;
+/// The weight-read arithmetic lives in `analysis` (pure); the meter fills it from what it loaded.
+pub use analysis::weight_reads as roofline;
 pub mod run_report;
 pub mod sampler;
 pub mod scheduler;

@@ -39,20 +39,9 @@ fn rand(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
 }
 
-/// max |a − b| / max |b|, both cast to F32.
+/// max |a − b| / max |b|: [`super::tests::rel_diff`] with `b` the reference.
 fn rel(a: &Tensor, b: &Tensor) -> f32 {
-    let a = a.to_dtype(DType::F32).unwrap();
-    let b = b.to_dtype(DType::F32).unwrap();
-    assert_eq!(a.dims(), b.dims());
-    let d = (&a - &b).unwrap().abs().unwrap().max_all().unwrap();
-    let m = b
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
-    d.to_scalar::<f32>().unwrap() / m.max(1e-30)
+    super::tests::rel_diff(b, a)
 }
 
 /// Tolerance of a fused op's output vs the same composition in F32 from the same (rounded)

@@ -24,8 +24,9 @@ fn factory(family: &str, seed: u64) -> CandleFactory {
     .unwrap()
 }
 
-/// max |a − b| / max |a| over two (b, vocab) logit tensors.
-fn rel_diff(a: &Tensor, b: &Tensor) -> f32 {
+/// max |a − b| / max |a| over two tensors of one shape (logits here, fused ops' outputs in
+/// `fused_tests`).
+pub(super) fn rel_diff(a: &Tensor, b: &Tensor) -> f32 {
     let a = a.to_dtype(DType::F32).unwrap();
     let b = b.to_dtype(DType::F32).unwrap();
     assert_eq!(a.dims(), b.dims());

@@ -456,6 +456,7 @@ pub const PRERENDER_WIDE: (u32, u32) = (994, 420);
 pub const PRERENDER_NARROW: (u32, u32) = (340, 320);
 
 /// A chart: canvas + text tooltip. Redraws when `spec` or the global redraw tick changes.
+/// Built natively (the pre-render), the same drawing as SVG instead: [`prerendered_chart`].
 #[component]
 pub fn Chart(
     /// What to draw.
@@ -467,32 +468,38 @@ pub fn Chart(
     /// `id` of the canvas (tests and CSS look for it).
     id: &'static str,
 ) -> impl IntoView {
-    // Built natively, the chart is the pre-render: the same drawing as SVG, one per layout.
     #[cfg(not(target_arch = "wasm32"))]
-    {
-        let now = spec.get_untracked();
-        let one = |size, suffix: &str| {
-            svg(
-                &now,
-                size,
-                &format!("{id}-{suffix}"),
-                &format!("chart-svg {suffix}"),
-                &label,
-            )
-            .unwrap_or_default()
-        };
-        let both = one(PRERENDER_WIDE, "wide") + &one(PRERENDER_NARROW, "narrow");
-        return view! { <div class="chart-wrap prerendered" data-chart=id inner_html=both></div> }
-            .into_any();
-    }
-    #[allow(unreachable_code)]
+    return prerendered_chart(&spec.get_untracked(), &label, id);
+    #[cfg(target_arch = "wasm32")]
+    canvas_chart(spec, label, id)
+}
+
+/// The pre-render's chart: `spec` as SVG, one per layout (CSS shows the one that fits).
+#[cfg(not(target_arch = "wasm32"))]
+fn prerendered_chart(spec: &Spec, label: &str, id: &'static str) -> impl IntoView {
+    let one = |size, suffix: &str| {
+        svg(
+            spec,
+            size,
+            &format!("{id}-{suffix}"),
+            &format!("chart-svg {suffix}"),
+            label,
+        )
+        .unwrap_or_default()
+    };
+    let both = one(PRERENDER_WIDE, "wide") + &one(PRERENDER_NARROW, "narrow");
+    view! { <div class="chart-wrap prerendered" data-chart=id inner_html=both></div> }
+}
+
+/// The page's chart: a canvas painted by [`draw`], with keyboard and mouse tooltips.
+#[cfg(target_arch = "wasm32")]
+fn canvas_chart(spec: Signal<Spec>, label: String, id: &'static str) -> impl IntoView {
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let hits = StoredValue::new(Vec::<Hit>::new());
     let tip = RwSignal::new(None::<(f64, f64, String)>);
     let focus_idx = StoredValue::new(None::<usize>);
     let redraw = crate::redraw_tick();
 
-    #[cfg(target_arch = "wasm32")]
     Effect::new(move |_| {
         let spec = spec.get();
         redraw.track();
@@ -590,5 +597,4 @@ pub fn Chart(
             </div>
         </div>
     }
-    .into_any()
 }

@@ -6,8 +6,8 @@
 //! matrix once: each weight tensor is read whole, in the form the engine holds it (GGUF block
 //! storage, or float elements × dtype size). The token-embedding table is the exception — the
 //! lookup reads one row per sequence — unless the LM head is tied to it, when the head reads the
-//! whole matrix. What the candle engines hold is counted in `crate::candle` (feature `candle`);
-//! the arithmetic is here, pure, so a report can be built and tested without the engine.
+//! whole matrix. What the candle engines hold is counted in the meter (`meter::candle`, feature
+//! `candle`); the arithmetic is here, pure, so a report can be built and tested without the engine.
 
 use serde::{Deserialize, Serialize};
 
@@ -93,7 +93,7 @@ pub fn roofline_fraction(
 /// A card's memory bandwidth, GB/s, from `data/gpus.csv` (datasheet values), by the name NVML
 /// gives it (`NVIDIA H200`); `None` for a card the catalog does not list.
 pub fn card_bandwidth_gbs(gpu_name: &str) -> Option<f64> {
-    analysis::Dataset::embedded()
+    crate::Dataset::embedded()
         .gpu(gpu_name)
         .map(|g| g.bandwidth_gbs)
         .filter(|b| b.is_finite() && *b > 0.0)
