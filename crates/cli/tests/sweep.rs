@@ -247,3 +247,85 @@ fn an_array_task_refuses_a_plan_that_changed_or_a_job_it_does_not_have() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(c.files(), ["qwen2-7b_b1_r1_Q4_0.estimate.json"]);
 }
+
+/// A safetensors file of one F16 tensor: enough for `measure --server-cmd` to read a model file
+/// whose precision the plan names.
+fn tiny_safetensors(path: &Path) {
+    let header = br#"{"w":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(&[0u8; 8]);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Issue 15: a plan's server runs (llama-server driven by the meter) are jobs like the candle
+/// runs: one `measure --server-cmd` per concurrency and repeat, model files relative to the plan,
+/// a report per arm — here, with no GPU, each arm's labelled estimate — and a resumable state.
+#[test]
+fn a_plan_runs_its_server_jobs_and_resumes_them_like_any_other() {
+    let c = campaign("server", "none", "true");
+    std::fs::write(
+        &c.plan,
+        r#"
+out = "results"
+session = "llama-test"
+[defaults]
+repeats = 1
+tokens = 8
+iterations = 1
+warmup = 0
+cooldown_max_s = 0
+card = "H200"
+[[run]]
+synthetic = "qwen2-0.5b"
+precisions = ["Q4_K"]
+batch = [1, 8]
+server_cmd = "/nonexistent/llama-server -m {model} --port {port}"
+model_files = "models/{name}-{precision}.safetensors"
+"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(c.dir.join("models")).unwrap();
+    for t in ["F16", "Q4_K"] {
+        tiny_safetensors(&c.dir.join(format!("models/qwen2-0.5b-{t}.safetensors")));
+    }
+    // From another working directory: the model files are found beside the plan.
+    let o = c.sweep().current_dir("/").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let files = c.files();
+    for want in [
+        "qwen2-0.5b_server_b1_r1_FP16.estimate.json",
+        "qwen2-0.5b_server_b1_r1_Q4_K.estimate.json",
+        "qwen2-0.5b_server_b8_r1_FP16.estimate.json",
+        "qwen2-0.5b_server_b8_r1_Q4_K.estimate.json",
+    ] {
+        assert!(files.iter().any(|f| f == want), "{want} not in {files:?}");
+    }
+    let rep: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(c.results.join("qwen2-0.5b_server_b8_r1_Q4_K.estimate.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_ne!(rep["results"]["basis"], "measured", "{rep}");
+    assert_eq!(rep["workload"]["precision"], "Q4_K");
+    assert_eq!(rep["protocol"]["session"], "llama-test");
+    let o = c.sweep().arg("--dry-run").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("0 to run") && out.contains("qwen2-0.5b_server_b8_r1"),
+        "{out}"
+    );
+    // A missing model file fails the jobs that need it, each report saying which file.
+    std::fs::remove_dir_all(&c.results).unwrap();
+    std::fs::remove_file(c.dir.join("models/qwen2-0.5b-Q4_K.safetensors")).unwrap();
+    let o = c.sweep().output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("2 job(s) failed"),
+        "{err}"
+    );
+    let failed =
+        std::fs::read_to_string(c.results.join("qwen2-0.5b_server_b1_r1_Q4_K.failed.json"))
+            .unwrap_or_default();
+    assert!(failed.contains("qwen2-0.5b-Q4_K.safetensors"), "{failed}");
+}

@@ -51,6 +51,14 @@ pub enum Error {
         /// The run's number, from 1.
         run: usize,
     },
+    /// A `[[run]]` of a plan (numbered from 1) is a server run that cannot run as written.
+    #[error("plan.toml: run {run}: {why}")]
+    PlanServer {
+        /// The run's number, from 1.
+        run: usize,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Serializing a report or a result to JSON failed.
     #[error("serializing JSON")]
     Json(#[from] serde_json::Error),

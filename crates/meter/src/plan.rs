@@ -147,6 +147,26 @@ pub struct RunSpec {
     pub iterations: Option<usize>,
     /// Baseline precision (overrides the default).
     pub baseline: Option<Precision>,
+    /// Measure an inference server the meter starts itself instead of the candle engine (the
+    /// server path's `--server-cmd`; the meter fills `{model}` and `{port}` per arm), e.g.
+    /// `"llama-server -m {model} --port {port} -ngl 999 -np {concurrency}"`. `batch` is then the number of
+    /// concurrent streams (the plan fills `{concurrency}` in the command with it), and every arm —
+    /// the baseline's too — is one model file and one report.
+    pub server_cmd: Option<String>,
+    /// With `server_cmd`: each arm's model file, `{name}` (the run's `synthetic`) and
+    /// `{precision}` (its GGUF type name: `F16`, `Q8_0`, `Q4_K` …) filled in; a relative path is
+    /// relative to the plan's directory (see [`Plan::resolve_paths`]).
+    pub model_files: Option<String>,
+    /// With `server_cmd`: the API to drive (`completions`, `chat` or `llama`; the meter's default
+    /// when absent).
+    pub api: Option<String>,
+}
+
+impl RunSpec {
+    /// Whether the run measures a server (`server_cmd`) rather than the candle engine.
+    pub fn is_server(&self) -> bool {
+        self.server_cmd.is_some()
+    }
 }
 
 fn one_batch() -> Vec<usize> {
@@ -316,8 +336,70 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
         if r.precisions.is_empty() {
             return Err(Error::PlanPrecisions { run: i + 1 });
         }
+        check_server_run(r).map_err(|why| Error::PlanServer { run: i + 1, why })?;
     }
     Ok(plan)
+}
+
+/// A server run names its model files by a template that says which precision is which, and a
+/// server command that serves `{model}`; the server keys belong to server runs only.
+fn check_server_run(r: &RunSpec) -> std::result::Result<(), String> {
+    let Some(cmd) = &r.server_cmd else {
+        return match (&r.model_files, &r.api) {
+            (None, None) => Ok(()),
+            _ => Err("`model_files` and `api` need `server_cmd`".into()),
+        };
+    };
+    if !cmd.contains("{model}") {
+        return Err(format!(
+            "server_cmd {cmd:?} has no {{model}}: every arm would serve the same model"
+        ));
+    }
+    if r.model.is_some() {
+        return Err("a server run names its shape with `synthetic` and its files with `model_files`, not `model`".into());
+    }
+    match &r.model_files {
+        Some(t) if t.contains("{precision}") => {}
+        Some(t) => {
+            return Err(format!(
+                "model_files {t:?} has no {{precision}}: one file per arm"
+            ))
+        }
+        None => {
+            return Err(
+                "`server_cmd` needs `model_files` (e.g. \"gguf/{name}-{precision}.gguf\")".into(),
+            )
+        }
+    }
+    if let Some(a) = &r.api {
+        a.parse::<crate::server::Api>()?;
+    }
+    Ok(())
+}
+
+/// A precision as GGUF files and llama.cpp name their tensor type (`F16`, not `FP16`).
+pub fn gguf_type_name(p: Precision) -> &'static str {
+    match p {
+        Precision::Fp16 => "F16",
+        Precision::Fp32 => "F32",
+        other => other.as_str(),
+    }
+}
+
+impl Plan {
+    /// Make every run's relative `model_files` template relative to `dir` (the plan's directory),
+    /// so a plan runs the same from any working directory.
+    pub fn resolve_paths(&mut self, dir: &Path) {
+        for r in &mut self.runs {
+            if let Some(t) = r
+                .model_files
+                .as_mut()
+                .filter(|t| Path::new(t.as_str()).is_relative())
+            {
+                *t = dir.join(&*t).display().to_string();
+            }
+        }
+    }
 }
 
 /// The plan's processes, breadth first: repeat 1 of every configuration, then repeat 2, … — so a
@@ -340,7 +422,10 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
                 // A different seed per configuration and repeat, so arm orders differ across the
                 // campaign (the first H200 session used the repeat number alone: one order per repeat).
                 let seed = i as u64 * 1000 + rep as u64;
-                let mut j = job(d, r, b, rep, seed, out);
+                let mut j = match &r.server_cmd {
+                    Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
+                    None => job(d, r, b, rep, seed, out),
+                };
                 if let Some(s) = &plan.session {
                     j.args.extend(["--session".into(), s.clone()]);
                     j.what.session = Some(s.clone());
@@ -425,6 +510,83 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         precisions: r.precisions.clone(),
         batch: b,
         context: r.tokens.unwrap_or(d.tokens) + 16,
+        session: None,
+    };
+    Job {
+        args,
+        stem,
+        expected,
+        what,
+    }
+}
+
+/// A server run's process: `measure --server-cmd` with one `--model-file` per arm (the baseline
+/// first), `b` concurrent streams, a report per arm (`<stem>_<PRECISION>.json`).
+fn server_job(
+    d: &Defaults,
+    r: &RunSpec,
+    cmd: &str,
+    (b, rep, seed): (usize, usize, u64),
+    out: &Path,
+) -> Job {
+    let name = r.synthetic.clone().unwrap_or_default();
+    let stem = format!("{}_server_b{b}_r{rep}", crate::files::safe_name(&name));
+    let mut arms = vec![r.baseline.unwrap_or(d.baseline)];
+    for p in &r.precisions {
+        if !arms.contains(p) {
+            arms.push(*p);
+        }
+    }
+    let template = r.model_files.as_deref().unwrap_or_default();
+    // `{concurrency}` is the plan's to fill (llama-server's `-np` slots); `{model}` and `{port}`
+    // are the meter's, per arm.
+    let cmd = cmd.replace("{concurrency}", &b.to_string());
+    let mut args = vec!["measure".to_string(), "--server-cmd".into(), cmd];
+    if let Some(api) = &r.api {
+        args.extend(["--api".into(), api.clone()]);
+    }
+    for p in &arms {
+        let t = gguf_type_name(*p);
+        let file = template.replace("{name}", &name).replace("{precision}", t);
+        args.extend(["--model-file".into(), format!("{t}={file}")]);
+    }
+    let tokens = r.tokens.unwrap_or(d.tokens);
+    args.extend([
+        "--concurrency".into(),
+        b.to_string(),
+        "--tokens".into(),
+        tokens.to_string(),
+        "--iterations".into(),
+        r.iterations.unwrap_or(d.iterations).to_string(),
+        "--warmup".into(),
+        d.warmup.to_string(),
+        "--seed".into(),
+        seed.to_string(),
+        "--cooldown-max-s".into(),
+        d.cooldown_max_s.to_string(),
+        "--sample-hz".into(),
+        d.sample_hz.to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--name".into(),
+        stem.clone(),
+    ]);
+    if let Some(card) = &d.card {
+        args.extend(["--gpu".into(), card.clone()]);
+    }
+    let expected = arms
+        .iter()
+        .map(|p| match arms.len() {
+            1 => out.join(format!("{stem}.json")),
+            _ => out.join(format!("{stem}_{}.json", p.as_str())),
+        })
+        .collect();
+    let what = JobWhat {
+        params_b: analysis::find_shape(&name).map(|s| (s.param_count() as f64 / 1e5).round() / 1e4),
+        model: name,
+        precisions: arms,
+        batch: b,
+        context: tokens + 16,
         session: None,
     };
     Job {
@@ -521,6 +683,111 @@ repeats = 1
         assert_eq!(
             js[2].expected,
             vec![PathBuf::from("/o/qwen2-1.5b_b4_r1_Q4_K.json")]
+        );
+    }
+
+    const SERVER_PLAN: &str = r#"
+out = "raw"
+session = "h200-llama"
+[defaults]
+repeats = 2
+[[run]]
+synthetic = "qwen2-7b"
+precisions = ["Q8_0", "Q4_K"]
+batch = [1, 8]
+server_cmd = "llama-server -m {model} --port {port} -ngl 999 -c 16384 -np {concurrency}"
+model_files = "gguf/{name}-{precision}.gguf"
+api = "llama"
+"#;
+
+    #[test]
+    fn a_server_run_is_one_measure_server_cmd_per_concurrency_and_repeat() {
+        let mut plan = parse_plan(SERVER_PLAN).unwrap();
+        plan.resolve_paths(Path::new("/plans/h200"));
+        let js = jobs(&plan, Path::new("/o"));
+        let stems: Vec<&str> = js.iter().map(|j| j.stem.as_str()).collect();
+        assert_eq!(
+            stems,
+            [
+                "qwen2-7b_server_b1_r1",
+                "qwen2-7b_server_b8_r1",
+                "qwen2-7b_server_b1_r2",
+                "qwen2-7b_server_b8_r2"
+            ]
+        );
+        let j = &js[1];
+        let has = |pair: [&str; 2]| j.args.windows(2).any(|w| w == pair);
+        assert_eq!(j.args[..2], ["measure", "--server-cmd"]);
+        assert_eq!(
+            j.args[2],
+            "llama-server -m {model} --port {port} -ngl 999 -c 16384 -np 8"
+        );
+        assert!(has(["--api", "llama"]), "{:?}", j.args);
+        assert!(has(["--concurrency", "8"]), "{:?}", j.args);
+        assert!(has(["--session", "h200-llama"]), "{:?}", j.args);
+        // The baseline is an arm like any other: its own file, first, and its own report.
+        let files: Vec<&String> = j
+            .args
+            .windows(2)
+            .filter(|w| w[0] == "--model-file")
+            .map(|w| &w[1])
+            .collect();
+        assert_eq!(
+            files,
+            [
+                "F16=/plans/h200/gguf/qwen2-7b-F16.gguf",
+                "Q8_0=/plans/h200/gguf/qwen2-7b-Q8_0.gguf",
+                "Q4_K=/plans/h200/gguf/qwen2-7b-Q4_K.gguf"
+            ]
+        );
+        assert!(!j.args.iter().any(|a| a == "--precision" || a == "--engine"));
+        assert_eq!(
+            j.expected,
+            ["FP16", "Q8_0", "Q4_K"]
+                .map(|p| PathBuf::from(format!("/o/qwen2-7b_server_b8_r1_{p}.json")))
+        );
+        assert_eq!(j.what.precisions.len(), 3);
+        assert_eq!((j.what.batch, j.what.params_b), (8, Some(7.6156)));
+        // Every arm the process did not write gets its failed report.
+        assert_eq!(j.failed_reports("server died").len(), 3);
+    }
+
+    #[test]
+    fn a_server_run_that_cannot_run_is_refused_with_its_reason() {
+        let cases = [
+            (
+                "model_files = \"gguf/{name}-{precision}.gguf\"\n",
+                "",
+                "needs `model_files`",
+            ),
+            (
+                "gguf/{name}-{precision}.gguf",
+                "gguf/{name}.gguf",
+                "no {precision}",
+            ),
+            ("-m {model}", "-m x.gguf", "no {model}"),
+            ("api = \"llama\"", "api = \"grpc\"", "unknown API"),
+        ];
+        for (from, to, want) in cases {
+            let e = parse_plan(&SERVER_PLAN.replace(from, to)).unwrap_err();
+            assert!(matches!(e, Error::PlanServer { run: 1, .. }), "{to}: {e}");
+            assert!(e.to_string().contains(want), "{to}: {e}");
+        }
+        let candle_with_files = PLAN.replace(
+            "precisions = [\"Q4_K\"]",
+            "precisions = [\"Q4_K\"]\nmodel_files = \"x-{precision}.gguf\"",
+        );
+        let e = parse_plan(&candle_with_files).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "plan.toml: run 2: `model_files` and `api` need `server_cmd`"
+        );
+        // An absolute template stays as written.
+        let mut plan = parse_plan(&SERVER_PLAN.replace("\"gguf/", "\"/data/gguf/")).unwrap();
+        plan.resolve_paths(Path::new("/plans"));
+        assert_eq!(
+            plan.runs[0].model_files.as_deref(),
+            Some("/data/gguf/{name}-{precision}.gguf")
         );
     }
 

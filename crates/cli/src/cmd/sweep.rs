@@ -95,8 +95,9 @@ fn load(opts: &SweepArgs) -> Result<Loaded> {
         .with_context(|| format!("resolving {}", opts.plan.display()))?;
     let text = std::fs::read_to_string(&plan_path)
         .with_context(|| format!("reading {}", plan_path.display()))?;
-    let plan = parse_plan(&text)?;
+    let mut plan = parse_plan(&text)?;
     let base = plan_path.parent().unwrap_or(Path::new("."));
+    plan.resolve_paths(base);
     let out = std::path::absolute(opts.out.clone().unwrap_or_else(|| base.join(&plan.out)))?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let jobs = jobs(&plan, &out);
@@ -157,11 +158,25 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
         .iter()
         .filter(|s| matches!(s, JobState::Failed(_)))
         .count();
+    let done = states
+        .iter()
+        .filter(|s| matches!(s, JobState::Measured | JobState::Estimated))
+        .count();
+    // With --only, the jobs left out are neither "to run" nor "done": say how many.
+    let left_out = states
+        .iter()
+        .filter(|s| matches!(s, JobState::Pending))
+        .count()
+        .saturating_sub(pending.len());
     println!(
-        "{} jobs in the plan, {} to run, {} done, {failed} failed before",
+        "{} jobs in the plan, {} to run, {done} done, {failed} failed before{}",
         l.jobs.len(),
         pending.len(),
-        l.jobs.len() - pending.len(),
+        if left_out > 0 && !opts.only.is_empty() {
+            format!(", {left_out} pending but not selected by --only")
+        } else {
+            String::new()
+        }
     );
     if opts.dry_run {
         for (i, (j, s)) in l.jobs.iter().zip(&states).enumerate() {
