@@ -29,13 +29,13 @@ cd "$DST"
 # nlohmann json, miniaudio, stb: common/, mtmd/ and the server need them), tools/ (llama-bench,
 # llama-server, llama-quantize and what tools/CMakeLists.txt adds unconditionally), gguf-py/,
 # scripts/ui-assets.cmake (the server's UI target runs it; with the UI off it embeds nothing) and
-# models/ggml-vocab-qwen2.gguf. Drop the rest.
+# models/ggml-vocab-qwen2.gguf and ggml-vocab-llama-spm.gguf (TinyLlama's). Drop the rest.
 rm -rf docs media examples pocs tests benches .devops .github ci grammars prompts conversion skills app licenses \
        requirements requirements.txt flake.nix flake.lock poetry.lock pyproject.toml convert_*.py \
        build-xcframework.sh AGENTS.md CLAUDE.md CODEOWNERS CONTRIBUTING.md SECURITY.md mypy.ini \
        pyrightconfig.json ty.toml
 find scripts -mindepth 1 ! -name 'ui-assets.cmake' -exec rm -rf {} + 2>/dev/null || true
-find models -mindepth 1 ! -name 'ggml-vocab-qwen2.gguf' -exec rm -rf {} + 2>/dev/null || true
+find models -mindepth 1 ! -name 'ggml-vocab-qwen2.gguf' ! -name 'ggml-vocab-llama-spm.gguf' -exec rm -rf {} + 2>/dev/null || true
 # Backends other than CPU, CUDA and BLAS: only added when their GGML_<NAME> option is on (it is off).
 for b in cann et hexagon hip metal musa opencl openvino rpc sycl virtgpu vulkan webgpu zdnn zendnn; do
   rm -rf "ggml/src/ggml-$b"

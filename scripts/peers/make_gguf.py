@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Write a synthetic Qwen2 GGUF (random weights, seeded) with llama.cpp's own gguf-py.
+"""Write a synthetic Qwen2 or Llama GGUF (random weights, seeded) with llama.cpp's own gguf-py.
 
   make_gguf.py --shape qwen2-0.5b --out X.gguf                  F16 (then `llama-quantize --pure`)
   make_gguf.py --shape qwen2-0.5b --type Q4_K --out X.gguf      random *valid* quantized blocks directly
 
-Tensors and metadata are what convert_hf_to_gguf.py writes for a Qwen2 checkpoint: 2-D weights in the
-file type, norms and q/k/v biases in F32, `output.weight` only when the embeddings are untied. The
-tokenizer metadata (gpt2 BPE, pre "qwen2", tokens, types, merges, special ids) is copied from the tree's
-models/ggml-vocab-qwen2.gguf; the token list is padded with "[PAD<i>]" (type UNUSED) to the embedding rows.
+Tensors and metadata are what convert_hf_to_gguf.py writes for a Qwen2 (or Llama: TinyLlama, the
+family column of data/models.csv) checkpoint: 2-D weights in the file type, norms and (Qwen2 only) q/k/v
+biases in F32, `output.weight` only when the embeddings are untied. The tokenizer metadata is copied from
+the tree's vocab-only file: models/ggml-vocab-qwen2.gguf (gpt2 BPE: tokens, types, merges, special ids) or
+models/ggml-vocab-llama-spm.gguf (SentencePiece: tokens, scores, types); the token list is padded with
+"[PAD<i>]" (type UNUSED) to the embedding rows.
 
 Weights: F16 values of random sign and mantissa with |w| in [2^-7, 2^-5) (≈ the 0.02 std of Qwen2's
 init); quantized blocks: random quants and positive random scales chosen so |w| stays below ~0.06.
@@ -49,14 +51,16 @@ def tensor_list(s):
     """(name, numpy shape (rows, cols) or (n,), is_matrix)"""
     h, hd, L = s["hidden"], s["head_dim"], s["layers"]
     q, kv, ff = s["heads"] * hd, s["kv_heads"] * hd, s["intermediate"]
+    bias = s["family"] == "qwen2"
     t = [("token_embd.weight", (s["vocab"], h), True)]
     for i in range(L):
         b = f"blk.{i}."
-        t += [(b + "attn_norm.weight", (h,), False),
-              (b + "attn_q.weight", (q, h), True), (b + "attn_q.bias", (q,), False),
-              (b + "attn_k.weight", (kv, h), True), (b + "attn_k.bias", (kv,), False),
-              (b + "attn_v.weight", (kv, h), True), (b + "attn_v.bias", (kv,), False),
-              (b + "attn_output.weight", (h, q), True),
+        t += [(b + "attn_norm.weight", (h,), False)]
+        for proj, rows in (("q", q), ("k", kv), ("v", kv)):
+            t.append((b + f"attn_{proj}.weight", (rows, h), True))
+            if bias:
+                t.append((b + f"attn_{proj}.bias", (rows,), False))
+        t += [(b + "attn_output.weight", (h, q), True),
               (b + "ffn_norm.weight", (h,), False),
               (b + "ffn_gate.weight", (ff, h), True), (b + "ffn_up.weight", (ff, h), True),
               (b + "ffn_down.weight", (h, ff), True)]
@@ -73,7 +77,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models-csv")
-    ap.add_argument("--llama-src", help="llama.cpp tree (gguf-py/, models/ggml-vocab-qwen2.gguf)")
+    ap.add_argument("--llama-src", help="llama.cpp tree (gguf-py/, models/ggml-vocab-*.gguf)")
     ap.add_argument("--vocab-gguf")
     a = ap.parse_args()
 
@@ -84,7 +88,9 @@ def main():
 
     s = shapes.load(a.shape, a.models_csv)
     t0 = time.perf_counter()
-    vocab_path = a.vocab_gguf or os.path.join(tree, "models", "ggml-vocab-qwen2.gguf")
+    arch = s["family"]
+    vocab_file = {"qwen2": "ggml-vocab-qwen2.gguf", "llama": "ggml-vocab-llama-spm.gguf"}[arch]
+    vocab_path = a.vocab_gguf or os.path.join(tree, "models", vocab_file)
     kv = read_kv(vocab_path)
 
     def field(k):
@@ -101,7 +107,7 @@ def main():
     ftype = {"F16": gguf.LlamaFileType.MOSTLY_F16, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
              "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M}[a.type]
     tmp = a.out + ".part"
-    w = gguf.GGUFWriter(tmp, "qwen2")
+    w = gguf.GGUFWriter(tmp, arch)
     w.add_name(f"synthetic {s['name']} {a.type} seed {a.seed}")
     w.add_context_length(s["max_position"])
     w.add_embedding_length(s["hidden"])
@@ -113,17 +119,25 @@ def main():
         w.add_key_length(s["head_dim"])
         w.add_value_length(s["head_dim"])
     w.add_rope_freq_base(s["rope_theta"])
+    if arch == "llama":
+        w.add_vocab_size(s["vocab"])
+        w.add_rope_dimension_count(s["head_dim"])
     w.add_layer_norm_rms_eps(s["rms_eps"])
     w.add_file_type(int(ftype))
     if a.type != "F16":
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_tokenizer_model(field("tokenizer.ggml.model"))
-    w.add_tokenizer_pre(field("tokenizer.ggml.pre"))
+    if field("tokenizer.ggml.pre") is not None:
+        w.add_tokenizer_pre(field("tokenizer.ggml.pre"))
     w.add_token_list(tokens)
     w.add_token_types(ttypes)
-    w.add_token_merges(list(field("tokenizer.ggml.merges")))
+    if field("tokenizer.ggml.scores") is not None:  # SentencePiece
+        w.add_token_scores(list(field("tokenizer.ggml.scores")) + [-1000.0] * n_pad)
+    if field("tokenizer.ggml.merges") is not None:  # BPE
+        w.add_token_merges(list(field("tokenizer.ggml.merges")))
     for k, fn in (("tokenizer.ggml.bos_token_id", w.add_bos_token_id),
                   ("tokenizer.ggml.eos_token_id", w.add_eos_token_id),
+                  ("tokenizer.ggml.unknown_token_id", w.add_unk_token_id),
                   ("tokenizer.ggml.padding_token_id", w.add_pad_token_id)):
         if field(k) is not None:
             fn(int(field(k)))

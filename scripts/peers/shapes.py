@@ -1,4 +1,4 @@
-"""Qwen2 shapes for the peer engines: rows of data/models.csv, with a built-in copy as fallback.
+"""Qwen2 and Llama shapes for the peer engines: rows of data/models.csv, with a built-in copy as fallback.
 
 Names are matched case-insensitively ("qwen2-0.5b" == "Qwen2-0.5B"). `tiny` (2 layers, hidden 256) and
 `tiny-untied` (the same with 7B's padded 152064-row vocabulary and an untied LM head) are test shapes for
@@ -44,16 +44,16 @@ def load(name, models_csv=None):
     if path and not key.startswith("tiny"):
         for r in csv.DictReader(open(path)):
             if r["name"].lower() == key:
-                if r["family"] != "qwen2":
-                    raise SystemExit(f"{name}: family {r['family']} is not qwen2")
-                return dict(name=r["name"], layers=int(r["layers"]), hidden=int(r["hidden"]),
+                if r["family"] not in ("qwen2", "llama"):
+                    raise SystemExit(f"{name}: family {r['family']} is neither qwen2 nor llama")
+                return dict(name=r["name"], family=r["family"], layers=int(r["layers"]), hidden=int(r["hidden"]),
                             heads=int(r["heads"]), kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]),
                             intermediate=int(r["intermediate"]), vocab=int(r["vocab"]),
                             tied=r["tied_embeddings"] == "1", rope_theta=float(r["rope_theta"]),
                             rms_eps=float(r["rms_eps"]), max_position=int(r["max_position"]),
                             source=os.path.relpath(path))
     if key in BUILTIN:
-        return dict(BUILTIN[key], source="scripts/peers/shapes.py (built-in copy)")
+        return dict(BUILTIN[key], family="qwen2", source="scripts/peers/shapes.py (built-in copy)")
     raise SystemExit(f"unknown shape {name} (known: {', '.join(BUILTIN)})")
 
 
@@ -62,7 +62,8 @@ def linear_shapes(s):
     per layer, plus the LM head (which is the embedding matrix when tied)."""
     h, hd = s["hidden"], s["head_dim"]
     q, kv = s["heads"] * hd, s["kv_heads"] * hd
-    layer = [("q", q, h, True), ("k", kv, h, True), ("v", kv, h, True), ("o", h, q, False),
+    bias = s.get("family", "qwen2") == "qwen2"  # Qwen2 has q/k/v biases, Llama none
+    layer = [("q", q, h, bias), ("k", kv, h, bias), ("v", kv, h, bias), ("o", h, q, False),
              ("gate", s["intermediate"], h, False), ("up", s["intermediate"], h, False),
              ("down", h, s["intermediate"], False)]
     return layer, ("lm_head", s["vocab"], h, False)
