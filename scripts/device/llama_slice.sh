@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The llama.cpp half of the H200 campaign, second edition (issue 15), inside one device call:
+# build llama-server (CUDA) from the carried tree, then shape after shape write that shape's GGUFs
+# (scripts/peers/make_gguf.py; the disk holds one large shape's four files at a time), run the plan's
+# pending jobs of that shape (`quantenergy sweep … --only <shape>_server`, every repeat and
+# concurrency), delete the files. No job starts after START_BY seconds; what ran comes back as
+# $OUT/llama-<time>.tgz, bundled after every shape.
+# Usage (on the device, repo root; carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz):
+#   bash scripts/device/llama_slice.sh START_BY [SHAPE...]   (default: the plan's six shapes)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/device/env.sh
+PLAN=data/measurements/h200/llama/plan.toml
+start_by=${1:?START_BY}; shift
+SHAPES=${*:-qwen2-0.5b tinyllama-1.1b qwen2-1.5b qwen2.5-3b qwen2-7b qwen2.5-14b}
+T0=$(date +%s)
+say() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
+W=/tmp/llama-slice; mkdir -p "$W/raw"
+cp "$(dirname "$PLAN")"/raw/*.json "$W/raw/" 2>/dev/null   # committed jobs are skipped
+touch "$W/.mark"; stamp=$(date +%s)
+bundle() { (cd "$W" && find raw logs -type f -newer .mark 2>/dev/null | tar czf "$OUT/llama-$stamp.tmp" -T - && mv "$OUT/llama-$stamp.tmp" "$OUT/llama-$stamp.tgz"); }
+PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
+[ -d .peers/llama.cpp ] || { mkdir -p .peers && tar -xJf .ship/llama.cpp.tar.xz -C .peers; }
+export LLAMA_SRC=$PWD/.peers/llama.cpp LLAMA_BUILD=/tmp/llama-build-cuda
+if [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
+  say "building llama-server (CUDA)"
+  TARGETS=llama-server scripts/peers/build-llama-cpp.sh cuda > "$W/build.log" 2>&1 || { tail -20 "$W/build.log"; exit 1; }
+fi
+export LLAMA_BIN=$LLAMA_BUILD/bin
+GGUF=$(dirname "$PLAN")/gguf   # the plan's model_files are relative to it
+mkdir -p /tmp/gguf "$W/logs"; ln -sfn /tmp/gguf "$GGUF"
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader
+for s in $SHAPES; do
+  [ $(( $(date +%s) - T0 )) -gt "$start_by" ] && { say "budget spent: $s not started"; continue; }
+  "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && { say "$s: nothing pending"; continue; }
+  say "GGUFs of $s"
+  pids=()
+  for t in F16 Q8_0 Q4_K Q4_0; do
+    "$PY" scripts/peers/make_gguf.py --shape "$s" --type "$t" --seed 0 --out "/tmp/gguf/$s-$t.gguf" >> "$W/logs/gguf.log" 2>&1 & pids+=($!)
+  done
+  wait "${pids[@]}"
+  say "sweep $s"
+  left=$(( start_by - ($(date +%s) - T0) )); [ "$left" -lt 1 ] && left=1
+  "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --time-budget-s "$left" 2>&1 \
+    | grep -E "jobs in the plan|wrote .*basis|mJ/token|FAILED|failed|stopping|error|panick"
+  rm -f /tmp/gguf/"$s"-*.gguf
+  bundle
+done
+say "done"; bundle
