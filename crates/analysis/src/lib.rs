@@ -18,6 +18,7 @@
 //!   card's memory bandwidth (every meter arm reports it).
 //! * [`batch`] — energy per token vs batch size, calibrated on the batch sweeps.
 //! * [`pareto`] — the energy↔latency Pareto frontier.
+//! * [`stacks`] — one card and model size on different software, side by side (never pooled).
 //! * [`tag`] — provenance tags (measured … modelled) on every optimizer figure.
 //! * [`optimize`](mod@optimize) — the optimizer: precision × batch × context under budgets.
 
@@ -47,6 +48,7 @@ pub mod batch;
 pub mod optimize;
 pub mod pareto;
 pub mod roofline;
+pub mod stacks;
 pub mod tag;
 pub mod vram;
 pub mod weight_reads;
