@@ -307,6 +307,8 @@ model_files = "models/{name}-{precision}.safetensors"
     )
     .unwrap();
     assert_ne!(rep["results"]["basis"], "measured", "{rep}");
+    let v = report::validate_str(&rep.to_string());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
     assert_eq!(rep["workload"]["precision"], "Q4_K");
     assert_eq!(rep["protocol"]["session"], "llama-test");
     let o = c.sweep().arg("--dry-run").output().unwrap();

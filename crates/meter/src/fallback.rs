@@ -61,6 +61,11 @@ pub fn estimate_reports(
         };
         let note = rep.results.note.take().unwrap_or_default();
         rep.results.note = Some(format!("Not measured: {reason}. {note}"));
+        // A sweep's session labels every report its jobs write, estimates too (aggregate counts
+        // and skips them per session).
+        if let Some(s) = &cfg.session {
+            rep.protocol.get_or_insert_with(Default::default).session = Some(s.clone());
+        }
         rep.measurement_source = Some(format!(
             "quantenergy embedded dataset (no on-device measurement: {reason})"
         ));
