@@ -22,9 +22,9 @@ opt=$(command -v wasm-opt || echo node_modules/.bin/wasm-opt)
 cp "$tmp/quantenergy-web.js" "$out/quantenergy-web.js"
 # Minify every script of the page — mostly the two wasm-bindgen glues — with esbuild (pinned in
 # package.json, from npm): ≈ 5 KB gz less, which keeps the whole app under its 700 KB budget with the
-# pre-rendered landing in index.html. style.css is left alone: trunk pinned it with an SRI hash.
+# pre-rendered landing in index.html. style.css and gate.js are the pre-render hook's
+# (scripts/prerender.sh inlines them into the page it owns).
 esbuild=$(command -v esbuild || echo node_modules/.bin/esbuild)
 for f in quantenergy-web.js quantenergy-landing.js boot.js worker.js; do
   "$esbuild" "$out/$f" --minify --format=esm --log-level=warning --allow-overwrite --outfile="$out/$f"
 done
-"$esbuild" "$out/gate.js" --minify --log-level=warning --allow-overwrite --outfile="$out/gate.js"

@@ -8,17 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook}
 cargo run --quiet -p web --bin prerender --no-default-features --features landing -- "$out/index.html"
-# Minify the stylesheet too (esbuild, pinned in package.json) and re-pin its SRI hash in the page:
-# ≈ 1 KB gz of the 700 KB whole-app budget. Done here, not in build-full-module.sh, because this
-# hook is the one that rewrites index.html (hooks of a stage run side by side).
+# Minify the stylesheet (esbuild, pinned in package.json), then put it and gate.js into the page
+# (scripts/inline-critical.mjs: the first paint waits for index.html alone; gate.js is allowed by
+# its hash in the CSP). Done here, not in build-full-module.sh: this hook owns index.html and the
+# files it inlines (hooks of a stage run side by side).
 esbuild=$(command -v esbuild || echo node_modules/.bin/esbuild)
 "$esbuild" "$out/style.css" --minify --log-level=warning --allow-overwrite --outfile="$out/style.css"
-node -e '
-  const fs = require("fs"), crypto = require("crypto");
-  const [css, page] = process.argv.slice(1);
-  const sri = "sha384-" + crypto.createHash("sha384").update(fs.readFileSync(css)).digest("base64");
-  const html = fs.readFileSync(page, "utf8");
-  const out = html.replace(/(href="[^"]*style\.css" integrity=")[^"]*(")/, `$1${sri}$2`);
-  if (out === html) { console.error("prerender.sh: no style.css integrity attribute to update"); process.exit(1); }
-  fs.writeFileSync(page + ".tmp", out); fs.renameSync(page + ".tmp", page);
-' "$out/style.css" "$out/index.html"
+node scripts/inline-critical.mjs "$out"
