@@ -63,7 +63,10 @@ for (const [device, viewport] of Object.entries(SIZES)) {
           }
           if (tab === 'optimize') await page.waitForSelector('#pareto-canvas[data-painted="1"]');
           // The page itself, not the pre-rendered landing it replaces (checked below).
-          if (tab === 'tested') await page.waitForSelector('#crossover-canvas[data-painted="1"]');
+          if (tab === 'tested') {
+            await page.waitForSelector('#crossover-canvas[data-painted="1"]');
+            await page.waitForFunction(() => !document.documentElement.classList.contains('qe-pre'));
+          }
           await page.waitForTimeout(200);
           for (const v of await axeViolations(page)) found.push(`[${tab}] ${v}`);
         }

@@ -20,8 +20,10 @@ after(async () => {
   await server?.close();
 });
 
-const painted = (page, id) =>
-  page.waitForSelector(`#${id}[data-painted="1"]`, { timeout: 15000 });
+// A chart is drawn, and the page has taken over from the pre-render (the task after the first draw).
+const painted = (page, id) => page.waitForFunction(
+  (id) => document.querySelector(`#${id}[data-painted="1"]`) && !document.documentElement.classList.contains('qe-pre'),
+  id, { timeout: 15000 });
 
 async function entriesText(page, n) {
   await page.waitForFunction(

@@ -94,6 +94,8 @@ for (const [name, viewport] of [['desktop', { width: 1280, height: 900 }], ['pho
     });
     await page.goto(server.url);
     await page.waitForSelector('#crossover-canvas[data-painted="1"]', { timeout: 15000 });
+    // The take-over is the task after the chart's draw.
+    await page.waitForFunction(() => !document.documentElement.classList.contains('qe-pre'));
     // Of the pre-render only its skip link and hero stay (the page does not render its own then);
     // nothing is on the page twice.
     assert.deepEqual(await page.evaluate(() => [...document.querySelectorAll('#prerender > *')].map((e) => e.className)),
@@ -156,4 +158,26 @@ test('a link to another view never shows the pre-rendered numbers', async () => 
   assert.equal(await page.locator('#prerender nav, #prerender main').count(), 0);
   assert.deepEqual(problems, []);
   await context.close();
+});
+
+test('when the wasm cannot load, the pre-rendered landing stays readable and says what failed', async () => {
+  for (const q of ['', '?tab=model']) {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await ctx.route('**/*.wasm', (r) => r.abort());
+    const p = await ctx.newPage();
+    const errors = [];
+    p.on('pageerror', (e) => errors.push(e.message));
+    await p.goto(server.url + q);
+    const alert = p.locator('[role="alert"]', { hasText: 'could not start the interactive page' });
+    await alert.waitFor({ timeout: 10000 });
+    assert.ok(await alert.isVisible(), `${q}: the failure is not shown`);
+    // The hero is there on every link; the default view keeps its verdicts and chart.
+    assert.ok(await p.locator('header.hero h1').isVisible());
+    if (q === '') {
+      assert.ok(await p.locator('#prerender .session').first().isVisible(), 'the pre-rendered verdicts went away');
+    }
+    // The one uncaught error is the failed start itself, never a ReferenceError of the handler.
+    assert.ok(errors.every((m) => !/is not defined/.test(m)), errors.join('; '));
+    await ctx.close();
+  }
 });

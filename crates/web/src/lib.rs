@@ -89,12 +89,54 @@ thread_local! {
     static FIRST_PAINT_DONE: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Parse the embedded data ahead of the mount: the landing's start step 2, a task of its own
+/// (`assets/boot.js`), so that no one step of the start blocks input for long.
+pub fn prepare() {
+    let _ = analysis::Dataset::embedded();
+}
+
+/// The steps of the page's first mount, one task each: a signal that counts 1, 2, … `steps`, one
+/// step per task, so the cards of the first view mount in short tasks (`Show when=step ≥ k`). On
+/// later mounts (the page is up) and in the build-time pre-render it starts at `steps`.
+pub fn start_steps(steps: u8) -> ReadSignal<u8> {
+    let first = cfg!(target_arch = "wasm32") && !first_paint_done();
+    let (step, set_step) = signal(if first { 1 } else { steps });
+    fn next(set_step: WriteSignal<u8>, steps: u8) {
+        set_timeout(
+            move || {
+                let Some(s) = set_step.try_update(|s| {
+                    *s += 1;
+                    *s
+                }) else {
+                    return; // unmounted meanwhile
+                };
+                if s < steps {
+                    next(set_step, steps);
+                }
+            },
+            std::time::Duration::ZERO,
+        );
+    }
+    if first && steps > 1 {
+        next(set_step, steps);
+    }
+    step
+}
+
+/// Whether a chart has painted yet (the first one draws in a task of its own).
+pub fn first_paint_done() -> bool {
+    FIRST_PAINT_DONE.with(Cell::get)
+}
+
 /// Called by every chart after a paint; the first one records `window.qe.firstChartMs` and
 /// removes the pre-rendered landing, which the page now covers (same layout, so nothing moves).
 pub fn note_first_paint() {
     if !FIRST_PAINT_DONE.with(|c| c.replace(true)) {
+        util::mark("qe:first-chart");
         util::publish_metric("firstChartMs", util::now_ms());
-        util::settle_prerender();
+        // The take-over (the pre-render's removal, the page's reveal and their relayout) is a
+        // task of its own after the chart's: the chart is already drawn when the page shows.
+        set_timeout(util::settle_prerender, std::time::Duration::ZERO);
     }
 }
 

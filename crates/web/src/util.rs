@@ -46,6 +46,13 @@ pub fn now_ms() -> f64 {
     window().performance().map(|p| p.now()).unwrap_or(0.0)
 }
 
+/// A `performance.mark` (the start-up steps, read by `scripts/perf/main-thread.mjs`).
+pub fn mark(name: &str) {
+    if let Some(p) = window().performance() {
+        let _ = p.mark(name);
+    }
+}
+
 /// Copy text to the clipboard; resolves to whether it worked. The Clipboard API only exists in
 /// secure contexts (https, localhost): elsewhere this answers `false` instead of throwing.
 pub async fn copy_text(text: String) -> bool {

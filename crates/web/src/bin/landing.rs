@@ -10,8 +10,21 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
+/// Instantiation only: `assets/boot.js` runs the start in steps, each its own task
+/// ([`qe_prepare`], [`qe_mount`], then the first chart's draw), so none blocks input for long.
 fn main() {
     console_error_panic_hook::set_once();
+}
+
+/// Start step 2: parse the embedded data.
+#[wasm_bindgen]
+pub fn qe_prepare() {
+    web::prepare();
+}
+
+/// Start step 3: mount the page beside the pre-render.
+#[wasm_bindgen]
+pub fn qe_mount() {
     let root = web::util::app_root();
     let handle = leptos::mount::mount_to(root, || leptos::prelude::IntoAny::into_any(web::App()));
     MOUNTED.with(|m| *m.borrow_mut() = Some(handle));

@@ -506,16 +506,29 @@ fn canvas_chart(spec: Signal<Spec>, label: String, id: &'static str) -> impl Int
         let Some(canvas) = canvas_ref.get() else {
             return;
         };
-        let t0 = util::now_ms();
-        if let Some(h) = draw(&canvas, &spec) {
-            hits.set_value(h);
-            let _ = canvas.set_attribute("data-painted", "1");
-            let _ = canvas.set_attribute("data-marks", &spec.marks.len().to_string());
-            let ms = util::now_ms() - t0;
-            let _ = canvas.set_attribute("data-draw-ms", &format!("{ms:.2}"));
-            crate::note_first_paint();
+        // `try_`: a deferred draw may find the chart unmounted (the landing handed over).
+        let paint = move || {
+            if !canvas.is_connected() {
+                return;
+            }
+            let t0 = util::now_ms();
+            if let Some(h) = draw(&canvas, &spec) {
+                let _ = hits.try_set_value(h);
+                let _ = canvas.set_attribute("data-painted", "1");
+                let _ = canvas.set_attribute("data-marks", &spec.marks.len().to_string());
+                let ms = util::now_ms() - t0;
+                let _ = canvas.set_attribute("data-draw-ms", &format!("{ms:.2}"));
+                crate::note_first_paint();
+            }
+            tip.try_set(None);
+        };
+        // The page's first chart draws in a task of its own, after the mount's: the start stays
+        // in short tasks (the pre-render is on screen meanwhile). Later draws follow their input.
+        if crate::first_paint_done() {
+            paint();
+        } else {
+            set_timeout(paint, std::time::Duration::ZERO);
         }
-        tip.set(None);
     });
 
     let show = move |i: usize| {

@@ -449,11 +449,20 @@ pub fn Legend(#[prop(into)] items: Signal<Vec<LegendItem>>) -> impl IntoView {
 
 #[component]
 pub fn TestedTab() -> impl IntoView {
+    // On the landing's first mount each card is a task of its own (the pre-render is on screen
+    // meanwhile): no one task of the start blocks input for long.
+    let step = crate::start_steps(4);
     view! {
         <section class="tab-tested">
-            <Pickers/>
-            <EnergyCard/>
-            <CrossoverCard/>
+            <Show when=move || { step.get() >= 2 }>
+                <Pickers/>
+            </Show>
+            <Show when=move || { step.get() >= 3 }>
+                <EnergyCard/>
+            </Show>
+            <Show when=move || { step.get() >= 4 }>
+                <CrossoverCard/>
+            </Show>
         </section>
     }
 }
