@@ -218,6 +218,58 @@ pub fn compare_stacks(ds: &Dataset, gpu: &str, params_b: f64) -> StackComparison
     }
 }
 
+/// `−38.6 % [−40.1, −37.1]` (the interval when there is one).
+fn delta_text(c: &StackCell) -> String {
+    let pct = |x: f64| crate::verdict::signed_pct(x, 1);
+    match (c.delta_pct, c.interval) {
+        (None, _) => "baseline".into(),
+        (Some(d), Some((lo, hi))) => format!("{} [{}, {}]", pct(d), pct(lo), pct(hi)),
+        (Some(d), None) => pct(d),
+    }
+}
+
+/// The comparison as a Markdown table for `docs/MEASUREMENTS.md`: a row per format, a column per
+/// stack (label, session, model), each cell ΔE with its interval, energy per token and n.
+pub fn markdown(c: &StackComparison) -> String {
+    let mut out = format!(
+        "{} · {} B — ΔE vs each stack's own FP16 [95 % interval] · mJ/token · n\n\n| format |",
+        c.gpu, c.params_b
+    );
+    for col in &c.columns {
+        out.push_str(&format!(
+            " {} ({}, {}) |",
+            col.label, col.session, col.model
+        ));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(c.columns.len()));
+    out.push('\n');
+    for f in &c.formats {
+        out.push_str(&format!("| {f} |"));
+        for col in &c.columns {
+            match col.cell(f) {
+                Some(x) => out.push_str(&format!(
+                    " {} · {:.0} · n = {} |",
+                    delta_text(x),
+                    x.energy_mj,
+                    x.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into())
+                )),
+                None => out.push_str(" — |"),
+            }
+        }
+        out.push('\n');
+    }
+    if let Some((f, lo, hi)) = c.widest_disagreement() {
+        out.push_str(&format!(
+            "\nWidest disagreement between stacks: {f}, ΔE from {} to {} ({:.1} points).\n",
+            crate::verdict::signed_pct(lo, 1),
+            crate::verdict::signed_pct(hi, 1),
+            hi - lo
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +320,28 @@ H200,hopper,Llama-3.1-8B,8.03,GGUF-Q4_0,1,1899,4980,-61.9,156,296,5,,gross,\"lla
         assert!(
             (hi - lo - ((2152.0 / 3062.0 - 1.0) * 100.0 - (1494.4 / 2434.2 - 1.0) * 100.0)).abs()
                 < 1e-9
+        );
+    }
+
+    #[test]
+    fn the_markdown_table_has_a_column_per_stack_and_a_dash_where_one_did_not_measure() {
+        let d = ds(TWO_STACKS);
+        let md = markdown(&compare_stacks(&d, "H200", 7.616));
+        let lines: Vec<&str> = md.lines().collect();
+        assert!(lines[0].starts_with("H200 · 7.616 B"), "{md}");
+        assert_eq!(
+            lines[2],
+            "| format | candle-graph 0.11.1 (graph, Qwen2-7B) | candle 0.11.1 (eager, Qwen2-7B) |"
+        );
+        assert_eq!(
+            lines[4],
+            "| FP16 | baseline · 2434 · n = 3 | baseline · 3062 · n = 6 |"
+        );
+        assert!(lines[6].starts_with("| Q4_0 | −46.1 % ["), "{}", lines[6]);
+        assert!(lines[6].ends_with("| — |"), "{}", lines[6]);
+        assert!(
+            md.contains("Widest disagreement between stacks: Q4_K"),
+            "{md}"
         );
     }
 

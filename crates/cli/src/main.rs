@@ -78,6 +78,9 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Aggregate a directory of measured reports into data/anchors.csv rows (mean, n, CV).
     Aggregate(cmd::aggregate::AggregateArgs),
+    /// One card and model size on every stack measured, side by side (Markdown): the published
+    /// rows and the measured reports of DIRs, never pooled across sessions.
+    Stacks(cmd::stacks::StacksArgs),
     /// Print what NVML sees: name, architecture, counter support, power fields, update periods.
     #[cfg(feature = "gpu")]
     Probe {
@@ -148,6 +151,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "gpu")]
         Command::Probe { device } => cmd::probe::run(device),
         Command::Aggregate(args) => ok(cmd::aggregate::run(&args)),
+        Command::Stacks(args) => ok(cmd::stacks::run(&args)),
         Command::Optimize(args) => ok(cmd::optimize::run(&args)),
         Command::Share {
             file,

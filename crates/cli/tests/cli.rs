@@ -626,3 +626,36 @@ fn a_closed_pipe_ends_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Issue 15: the graph engine's campaign in progress beside the published eager rows, a column
+/// per session, never pooled; a card with no size measured twice says so.
+#[test]
+fn stacks_sets_a_campaign_in_progress_beside_the_published_rows() {
+    let o = qe(&[
+        "stacks",
+        "data/measurements/h200/graph/raw",
+        "--size",
+        "7.6",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    let header = out.lines().find(|l| l.starts_with("| format |")).unwrap();
+    assert!(
+        header.contains("candle 0.11.1 (h200-2026-11-30")
+            && header.contains("candle-graph 0.11.1 (h200-candle-graph-2026-12"),
+        "{out}"
+    );
+    for f in ["FP16", "BF16", "Q8_0", "Q4_K", "Q4_0"] {
+        assert!(out.contains(&format!("| {f} |")), "{f}: {out}");
+    }
+    assert!(out.contains("Widest disagreement between stacks"), "{out}");
+    // The directory's rows alone hold one session: nothing to set side by side.
+    let o = qe(&["stacks", "data/measurements/h200/graph/raw", "--no-anchors"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("no model size of H200 was measured by two sessions"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -15,6 +15,7 @@ pub mod probe;
 #[cfg(feature = "gpu")]
 pub mod serve;
 pub mod share;
+pub mod stacks;
 #[cfg(feature = "gpu")]
 pub mod sweep;
 pub mod validate;
