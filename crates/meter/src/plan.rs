@@ -465,7 +465,39 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
             .join(","),
         "--baseline".into(),
         r.baseline.unwrap_or(d.baseline).as_str().into(),
-        "--batch".into(),
+        "--engine".into(),
+        d.engine.as_str().into(),
+    ]);
+    args.extend(protocol_args(d, r, ("--batch", b, seed), out, &stem));
+    let expected = expected_reports(out, &stem, &r.precisions);
+    let what = JobWhat {
+        params_b: r.synthetic.as_deref().and_then(shape_params_b),
+        model: name,
+        precisions: r.precisions.clone(),
+        batch: b,
+        context: r.tokens.unwrap_or(d.tokens) + 16,
+        session: None,
+    };
+    Job {
+        args,
+        stem,
+        expected,
+        what,
+    }
+}
+
+/// The protocol's arguments of every job, candle or server: `batch_flag` (`--batch`, or its
+/// alias `--concurrency` on the server path) and the rest of the plan's settings, where the
+/// reports go and, where the plan names one, the card.
+fn protocol_args(
+    d: &Defaults,
+    r: &RunSpec,
+    (batch_flag, b, seed): (&str, usize, u64),
+    out: &Path,
+    stem: &str,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        batch_flag.into(),
         b.to_string(),
         "--tokens".into(),
         r.tokens.unwrap_or(d.tokens).to_string(),
@@ -479,45 +511,31 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         d.cooldown_max_s.to_string(),
         "--sample-hz".into(),
         d.sample_hz.to_string(),
-        "--engine".into(),
-        d.engine.as_str().into(),
         "--out".into(),
         out.display().to_string(),
         "--name".into(),
-        stem.clone(),
-    ]);
+        stem.into(),
+    ];
     if let Some(card) = &d.card {
         args.extend(["--gpu".into(), card.clone()]);
     }
-    let expected = r
-        .precisions
+    args
+}
+
+/// One report per precision: `<stem>.json` for one, `<stem>_<PRECISION>.json` for several.
+fn expected_reports(out: &Path, stem: &str, precisions: &[Precision]) -> Vec<PathBuf> {
+    precisions
         .iter()
-        .map(|p| {
-            if r.precisions.len() == 1 {
-                out.join(format!("{stem}.json"))
-            } else {
-                out.join(format!("{stem}_{}.json", p.as_str()))
-            }
+        .map(|p| match precisions.len() {
+            1 => out.join(format!("{stem}.json")),
+            _ => out.join(format!("{stem}_{}.json", p.as_str())),
         })
-        .collect();
-    let what = JobWhat {
-        params_b: r
-            .synthetic
-            .as_deref()
-            .and_then(analysis::find_shape)
-            .map(|s| (s.param_count() as f64 / 1e5).round() / 1e4),
-        model: name,
-        precisions: r.precisions.clone(),
-        batch: b,
-        context: r.tokens.unwrap_or(d.tokens) + 16,
-        session: None,
-    };
-    Job {
-        args,
-        stem,
-        expected,
-        what,
-    }
+        .collect()
+}
+
+/// A synthetic shape's size, billions of parameters to four decimals (as reports carry it).
+fn shape_params_b(name: &str) -> Option<f64> {
+    analysis::find_shape(name).map(|s| (s.param_count() as f64 / 1e5).round() / 1e4)
 }
 
 /// A server run's process: `measure --server-cmd` with one `--model-file` per arm (the baseline
@@ -550,43 +568,14 @@ fn server_job(
         let file = template.replace("{name}", &name).replace("{precision}", t);
         args.extend(["--model-file".into(), format!("{t}={file}")]);
     }
-    let tokens = r.tokens.unwrap_or(d.tokens);
-    args.extend([
-        "--concurrency".into(),
-        b.to_string(),
-        "--tokens".into(),
-        tokens.to_string(),
-        "--iterations".into(),
-        r.iterations.unwrap_or(d.iterations).to_string(),
-        "--warmup".into(),
-        d.warmup.to_string(),
-        "--seed".into(),
-        seed.to_string(),
-        "--cooldown-max-s".into(),
-        d.cooldown_max_s.to_string(),
-        "--sample-hz".into(),
-        d.sample_hz.to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--name".into(),
-        stem.clone(),
-    ]);
-    if let Some(card) = &d.card {
-        args.extend(["--gpu".into(), card.clone()]);
-    }
-    let expected = arms
-        .iter()
-        .map(|p| match arms.len() {
-            1 => out.join(format!("{stem}.json")),
-            _ => out.join(format!("{stem}_{}.json", p.as_str())),
-        })
-        .collect();
+    args.extend(protocol_args(d, r, ("--concurrency", b, seed), out, &stem));
+    let expected = expected_reports(out, &stem, &arms);
     let what = JobWhat {
-        params_b: analysis::find_shape(&name).map(|s| (s.param_count() as f64 / 1e5).round() / 1e4),
+        params_b: shape_params_b(&name),
         model: name,
         precisions: arms,
         batch: b,
-        context: tokens + 16,
+        context: r.tokens.unwrap_or(d.tokens) + 16,
         session: None,
     };
     Job {
