@@ -350,6 +350,15 @@ pub fn find_curve<'c>(
         return Err(NoCurve::Batch { batch_size: b });
     }
     let class = ClassId { arch, precision };
+    // A report's own engine's curve where there is one: engines are never compared across.
+    let own = subject
+        .engine
+        .as_deref()
+        .map(engine_key)
+        .and_then(|e| crate::curves::find_class_on(classes, arch, precision, &e));
+    if let Some(c) = own {
+        return Ok(c);
+    }
     let Some(c) = find_class(classes, arch, precision) else {
         let mut available: Vec<Precision> = classes
             .iter()
@@ -725,6 +734,40 @@ mod tests {
         );
         let pl = place(&subject("ada", "FP16", 7.0, 0.0), default_classes());
         assert_eq!(pl.curve, Err(NoCurve::Baseline));
+    }
+
+    /// Issue 15: where two engines have a curve, a report is placed on its own engine's.
+    #[test]
+    fn a_report_is_placed_on_its_own_engines_curve() {
+        let mut graph = class(Arch::Hopper, Precision::Q4K).clone();
+        graph.engine = "candle-graph".into();
+        graph.stacks = vec!["candle-graph 0.11.1 GGUF/cuBLAS kernels".into()];
+        graph.fit.a -= 30.0; // a curve far from the eager one
+        let classes = vec![class(Arch::Hopper, Precision::Q4K).clone(), graph];
+        let subject = |engine: &str| Subject {
+            model: "Qwen2-7B".into(),
+            gpu: "H200".into(),
+            arch: "hopper".into(),
+            precision: "Q4_K".into(),
+            params_b: Some(7.6),
+            delta_pct: Some(-30.0),
+            basis: "measured".into(),
+            engine: Some(engine.into()),
+            batch_size: Some(1),
+        };
+        let on = |engine: &str| {
+            find_curve(&subject(engine), &classes)
+                .unwrap()
+                .engine
+                .clone()
+        };
+        assert_eq!(on("candle"), "candle");
+        assert_eq!(on("candle-graph"), "candle-graph");
+        // An engine with no curve of its own is still refused, naming what the curve was measured with.
+        assert!(matches!(
+            find_curve(&subject("llama.cpp"), &classes),
+            Err(NoCurve::Stack { .. })
+        ));
     }
 
     #[test]

@@ -1,4 +1,8 @@
-//! Crossover classes: one fitted curve per (architecture, precision) on the default-curve anchors.
+//! Crossover classes: one fitted curve per (architecture, precision, engine) on the default-curve
+//! anchors. Rows of different engines are never pooled into one fit (issue 15: the same card and
+//! model give different answers on different software); where one (architecture, precision) has
+//! curves of several engines, [`find_class`] picks by [`ENGINE_PREFERENCE`] and
+//! [`find_class_on`] asks for one.
 
 use crate::dataset::{Anchor, Dataset};
 use crate::fit::{fit_curve, loo_mae, Fit, Point};
@@ -24,6 +28,28 @@ pub enum PointOrigin {
     User,
 }
 
+/// The engine a stack text names first, as classes are keyed (`transformers` for `transformers +
+/// bitsandbytes (…)`, `candle`, `candle-graph`, `llama.cpp`).
+pub fn curve_engine(stack: &str) -> String {
+    crate::compare::stack_engines(stack)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
+}
+
+/// Which engine's curve [`find_class`] returns when one (architecture, precision) has several:
+/// the published bitsandbytes curves, then our meter's CUDA-graph engine over its eager one (the
+/// engine that decodes as fast as deployed engines), then llama.cpp; others after, by name.
+pub const ENGINE_PREFERENCE: [&str; 4] = ["transformers", "candle-graph", "candle", "llama.cpp"];
+
+fn preference(engine: &str) -> (usize, String) {
+    let i = ENGINE_PREFERENCE
+        .iter()
+        .position(|e| *e == engine)
+        .unwrap_or(ENGINE_PREFERENCE.len());
+    (i, engine.to_string())
+}
+
 /// A user point that joins the class of its architecture and precision in [`fit_classes`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExtraPoint {
@@ -31,6 +57,9 @@ pub struct ExtraPoint {
     pub arch: Arch,
     /// Precision class the point joins.
     pub precision: Precision,
+    /// The engine of the class it joins (its own stack's); `None`: the class [`find_class`]
+    /// picks for its architecture and precision.
+    pub engine: Option<String>,
     /// The point and where it came from.
     pub point: ClassPoint,
 }
@@ -54,13 +83,16 @@ pub struct ClassPoint {
     pub origin: PointOrigin,
 }
 
-/// One fitted (architecture, precision) class: the crossover curve, its points and provenance.
+/// One fitted (architecture, precision, engine) class: the crossover curve, its points and
+/// provenance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CurveClass {
     /// Architecture class.
     pub arch: Arch,
     /// Precision.
     pub precision: Precision,
+    /// The engine every point was measured with ([`curve_engine`] of their stacks).
+    pub engine: String,
     /// The fit with its band.
     pub fit: Fit,
     /// Size (B) above which the fit saves energy, if it crosses zero.
@@ -106,51 +138,53 @@ impl CurveClass {
     }
 }
 
-/// The points of one (architecture, precision) class before fitting.
+/// The points of one (architecture, precision, engine) class before fitting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointGroup {
     /// Architecture class.
     pub arch: Arch,
     /// Precision.
     pub precision: Precision,
+    /// The engine of its rows.
+    pub engine: String,
     /// The points, in first-seen order.
     pub points: Vec<ClassPoint>,
     /// Software stacks behind the points.
     pub stacks: Vec<String>,
 }
 
-impl PointGroup {
-    fn new(arch: Arch, precision: Precision) -> Self {
-        PointGroup {
-            arch,
-            precision,
-            points: Vec::new(),
-            stacks: Vec::new(),
-        }
-    }
-}
-
-fn group_mut(groups: &mut Vec<PointGroup>, arch: Arch, precision: Precision) -> &mut PointGroup {
+fn group_mut<'g>(
+    groups: &'g mut Vec<PointGroup>,
+    arch: Arch,
+    precision: Precision,
+    engine: &str,
+) -> &'g mut PointGroup {
     match groups
         .iter()
-        .position(|g| g.arch == arch && g.precision == precision)
+        .position(|g| g.arch == arch && g.precision == precision && g.engine == engine)
     {
         Some(i) => &mut groups[i],
         None => {
-            groups.push(PointGroup::new(arch, precision));
+            groups.push(PointGroup {
+                arch,
+                precision,
+                engine: engine.to_string(),
+                points: Vec::new(),
+                stacks: Vec::new(),
+            });
             groups.last_mut().expect("just pushed")
         }
     }
 }
 
-/// Points of the default curves, grouped by (arch, precision), in first-seen order.
+/// Points of the default curves, grouped by (arch, precision, engine), in first-seen order.
 pub fn default_points(ds: &Dataset) -> Vec<PointGroup> {
     let mut groups: Vec<PointGroup> = Vec::new();
     for a in ds.anchors.iter().filter(|a| a.default_curve) {
         let Some(point) = anchor_point(a) else {
             continue;
         };
-        let g = group_mut(&mut groups, a.arch, a.precision);
+        let g = group_mut(&mut groups, a.arch, a.precision, &curve_engine(&a.stack));
         g.points.push(ClassPoint {
             point,
             gpu: a.gpu.clone(),
@@ -179,7 +213,16 @@ fn anchor_point(a: &Anchor) -> Option<Point> {
 pub fn fit_classes(ds: &Dataset, extra: &[ExtraPoint]) -> Vec<CurveClass> {
     let mut groups = default_points(ds);
     for e in extra {
-        let g = group_mut(&mut groups, e.arch, e.precision);
+        // Without an engine of its own, the point joins the class `find_class` would pick.
+        let engine = e.engine.clone().unwrap_or_else(|| {
+            groups
+                .iter()
+                .filter(|g| g.arch == e.arch && g.precision == e.precision)
+                .map(|g| g.engine.clone())
+                .min_by_key(|x| preference(x))
+                .unwrap_or_else(|| "user-supplied".into())
+        });
+        let g = group_mut(&mut groups, e.arch, e.precision, &engine);
         if g.points.is_empty() {
             g.stacks.push("user-supplied".into());
         }
@@ -203,6 +246,7 @@ fn fit_group(g: PointGroup) -> Option<CurveClass> {
         loo_mae: loo_mae(&pts, cap),
         arch: g.arch,
         precision: g.precision,
+        engine: g.engine,
         fit,
         s_cap: cap,
         points: g.points,
@@ -217,11 +261,36 @@ pub fn default_classes() -> &'static [CurveClass] {
     CLASSES.get_or_init(|| fit_classes(Dataset::embedded(), &[]))
 }
 
-/// The class of `arch` and `precision`, if it has a fit.
+/// The class of `arch` and `precision`, if it has a fit; of several engines', the first in
+/// [`ENGINE_PREFERENCE`].
 pub fn find_class(classes: &[CurveClass], arch: Arch, precision: Precision) -> Option<&CurveClass> {
     classes
         .iter()
-        .find(|c| c.arch == arch && c.precision == precision)
+        .filter(|c| c.arch == arch && c.precision == precision)
+        .min_by_key(|c| preference(&c.engine))
+}
+
+/// The class of `arch` and `precision` measured with `engine` (as [`curve_engine`] names it).
+pub fn find_class_on<'c>(
+    classes: &'c [CurveClass],
+    arch: Arch,
+    precision: Precision,
+    engine: &str,
+) -> Option<&'c CurveClass> {
+    classes
+        .iter()
+        .find(|c| c.arch == arch && c.precision == precision && c.engine == engine)
+}
+
+/// The engines with a curve for `arch` and `precision`, the one [`find_class`] picks first.
+pub fn class_engines_of(classes: &[CurveClass], arch: Arch, precision: Precision) -> Vec<String> {
+    let mut v: Vec<String> = classes
+        .iter()
+        .filter(|c| c.arch == arch && c.precision == precision)
+        .map(|c| c.engine.clone())
+        .collect();
+    v.sort_by_key(|e| preference(e));
+    v
 }
 
 #[cfg(test)]
@@ -341,12 +410,64 @@ mod tests {
         }
     }
 
+    /// Issue 15: a second engine's default-curve rows at the same architecture and precision make a
+    /// class of their own — never pooled with the first's — and `find_class` prefers the graph engine.
+    #[test]
+    fn two_engines_make_two_classes_and_never_pool() {
+        let graph: String = crate::dataset::ANCHORS_CSV
+            .lines()
+            .filter(|l| l.starts_with("H200,hopper,") && l.contains(",Q4_K,1,"))
+            .map(|l| {
+                // The eager rows again, as another engine's with every energy 10 % lower.
+                let mut f: Vec<String> = l.split(',').map(str::to_string).collect();
+                let e: f64 = f[6].parse().unwrap();
+                f[6] = format!("{:.2}", e * 0.9);
+                f.join(",")
+                    .replace("\"candle 0.11.1", "\"candle-graph 0.11.1")
+                    .replace("h200-2026-11-30", "h200-graph-test")
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = format!("{}\n{graph}\n", crate::dataset::ANCHORS_CSV.trim_end());
+        let ds = Dataset::parse(&text, crate::dataset::GPUS_CSV).unwrap();
+        let classes = fit_classes(&ds, &[]);
+        let eager = find_class_on(&classes, Arch::Hopper, Precision::Q4K, "candle").unwrap();
+        let fast = find_class_on(&classes, Arch::Hopper, Precision::Q4K, "candle-graph").unwrap();
+        assert_eq!(eager.points.len(), class("hopper", "Q4_K").points.len());
+        assert_eq!(
+            fast.points.len(),
+            eager.points.len(),
+            "no eager point in the graph class"
+        );
+        assert!(fast.stacks.iter().all(|s| s.starts_with("candle-graph")));
+        assert!(eager.stacks.iter().all(|s| s.starts_with("candle 0.11.1")));
+        assert_eq!(
+            eager.fit,
+            class("hopper", "Q4_K").fit,
+            "the eager fit did not move"
+        );
+        assert_eq!(
+            find_class(&classes, Arch::Hopper, Precision::Q4K)
+                .unwrap()
+                .engine,
+            "candle-graph"
+        );
+        assert_eq!(
+            class_engines_of(&classes, Arch::Hopper, Precision::Q4K),
+            ["candle-graph", "candle"]
+        );
+        // Every upstream class is one engine's: the bitsandbytes rows are `transformers`.
+        assert_eq!(class("ada", "NF4").engine, "transformers");
+        assert_eq!(class("hopper", "Q4_K").engine, "candle");
+    }
+
     #[test]
     fn user_points_join_their_class_and_move_the_fit() {
         let ds = Dataset::embedded();
         let extra = vec![ExtraPoint {
             arch: Arch::Ada,
             precision: Precision::Nf4,
+            engine: None,
             point: ClassPoint {
                 point: Point {
                     n: 14.0,

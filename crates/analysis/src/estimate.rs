@@ -101,6 +101,9 @@ pub struct Estimate {
     pub confidence: Confidence,
     /// The class used, e.g. `ada NF4`.
     pub class: Option<ClassId>,
+    /// The engine its curve was measured with (`transformers`, `candle`, `candle-graph`, …): an
+    /// estimate is one stack's, never a mix.
+    pub curve_engine: Option<String>,
     /// The architecture whose curve was borrowed, when this one has none.
     pub borrowed_from: Option<Arch>,
     /// Anchors in the class and how many stand exactly at this size.
@@ -249,6 +252,7 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
         sigma: None,
         confidence: Confidence::Low,
         class: None,
+        curve_engine: None,
         borrowed_from: None,
         class_points: 0,
         points_at_size: 0,
@@ -417,6 +421,7 @@ fn from_class(mut out: Estimate, class: &CurveClass, borrowed: Option<Arch>) -> 
     out.sigma = Some(sigma);
     out.confidence = confidence;
     out.class = Some(class.id());
+    out.curve_engine = Some(class.engine.clone());
     out.borrowed_from = borrowed;
     out.class_points = class.points.len();
     out.points_at_size = at_size.len();
@@ -429,6 +434,18 @@ fn from_class(mut out: Estimate, class: &CurveClass, borrowed: Option<Arch>) -> 
 mod tests {
     use super::*;
     use crate::curves::default_classes;
+
+    #[test]
+    fn an_estimate_names_the_engine_of_its_curve() {
+        assert_eq!(
+            est("ada", 7.0, "NF4").curve_engine.as_deref(),
+            Some("transformers")
+        );
+        assert_eq!(
+            est("hopper", 7.0, "Q4_K").curve_engine.as_deref(),
+            Some("candle")
+        );
+    }
 
     fn est(arch: &str, n: f64, p: &str) -> Estimate {
         estimate(

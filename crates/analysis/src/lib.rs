@@ -36,7 +36,8 @@ pub mod verdict;
 
 pub use compare::{place, place_report, Comparison, NoCurve, Outcome, Placement, Subject};
 pub use curves::{
-    default_classes, find_class, fit_classes, ClassPoint, CurveClass, ExtraPoint, PointOrigin,
+    curve_engine, default_classes, find_class, find_class_on, fit_classes, ClassPoint, CurveClass,
+    ExtraPoint, PointOrigin,
 };
 pub use dataset::{Anchor, Dataset, Gpu};
 pub use estimate::{estimate, ClassId, Confidence, Estimate, EstimateInput};

@@ -24,6 +24,7 @@ fn synthetic_points(k: u32) -> Vec<ExtraPoint> {
                     Arch::Blackwell
                 },
                 precision: Precision::Nf4,
+                engine: None,
                 point: ClassPoint {
                     point: Point {
                         n,

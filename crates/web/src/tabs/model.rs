@@ -158,7 +158,11 @@ impl CardChoice {
 /// The class an estimate used (its own architecture's or the borrowed one).
 pub fn used_class(e: &Estimate) -> Option<&'static CurveClass> {
     let arch = e.borrowed_from.unwrap_or(e.input.arch);
-    find_class(default_classes(), arch, e.input.precision)
+    match e.curve_engine.as_deref() {
+        // The very class of the estimate: where several engines have curves, its engine's.
+        Some(engine) => analysis::find_class_on(default_classes(), arch, e.input.precision, engine),
+        None => find_class(default_classes(), arch, e.input.precision),
+    }
 }
 
 fn model_spec(e: &Estimate) -> Spec {
@@ -221,7 +225,7 @@ pub fn ClassFacts(#[prop(into)] class: Signal<Option<&'static CurveClass>>) -> i
             };
             view! {
                 <table class="facts">
-                    <caption>{format!("Fit of the {} {} class", c.arch, c.precision)}</caption>
+                    <caption>{format!("Fit of the {} {} class ({} curve)", c.arch, c.precision, c.engine)}</caption>
                     <tbody>
                         <tr><th scope="row">"Model"</th><td>"ΔE(N) = A − S·x/(1+x), x = N/N*"</td></tr>
                         <tr><th scope="row">"A (small-model penalty)"</th><td>{format!("{}{}", num(f.a, 2), bound(analysis::fit::FitParam::A))}</td></tr>

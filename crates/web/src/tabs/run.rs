@@ -218,6 +218,8 @@ impl RunState {
                     Some(ExtraPoint {
                         arch: class.arch,
                         precision: class.precision,
+                        // Its own engine's class, as `compare` placed it (never another's).
+                        engine: s.engine.as_deref().map(analysis::compare::engine_key),
                         point: ClassPoint {
                             point: Point {
                                 n: s.params_b?,
