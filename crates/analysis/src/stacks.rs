@@ -25,7 +25,7 @@ pub struct StackCell {
     pub throughput_tok_s: Option<f64>,
 }
 
-/// One stack (measurement session) at the chosen size.
+/// One stack of one measurement session at the chosen size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StackColumn {
     /// Short name for a legend: the engine and its version (`candle-graph 0.11.1`).
@@ -157,7 +157,11 @@ pub fn compare_stacks(ds: &Dataset, gpu: &str, params_b: f64) -> StackComparison
         .iter()
         .filter(|a| a.gpu == gpu && usable(a) && same_size(a.params_b, params_b));
     for a in rows {
-        let col = match columns.iter().position(|c| c.session == a.session) {
+        // A column is one session of one stack (a session that ran two engines is two columns).
+        let col = match columns
+            .iter()
+            .position(|c| c.session == a.session && c.stack == a.stack)
+        {
             Some(i) => &mut columns[i],
             None => {
                 columns.push(StackColumn {

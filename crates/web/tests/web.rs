@@ -564,3 +564,87 @@ fn typed_model_sizes_are_accepted_only_when_sane() {
         assert_eq!(web::util::parse_params_b(bad), None, "{bad}");
     }
 }
+
+/// Issue 15: two stacks at one size, side by side — the headline names the widest disagreement,
+/// each cell its ΔE with the interval, a format one stack did not measure says so, and the
+/// energies share one axis (the larger energy has the longer bar).
+#[test]
+async fn stacks_view_sets_two_stacks_side_by_side() {
+    use analysis::stacks::{StackCell, StackColumn, StackComparison};
+    let cell = |format: &str, e: f64, d: Option<f64>, half: Option<f64>, n: u32| StackCell {
+        format: format.into(),
+        energy_mj: e,
+        delta_pct: d,
+        interval: d.zip(half).map(|(d, h)| (d - h, d + h)),
+        n: Some(n),
+        cv_pct: None,
+        throughput_tok_s: None,
+    };
+    let c = StackComparison {
+        gpu: "H200".into(),
+        params_b: 7.6156,
+        formats: vec!["FP16".into(), "Q4_K".into(), "Q4_0".into()],
+        columns: vec![
+            StackColumn {
+                label: "candle 0.11.1".into(),
+                stack: "candle 0.11.1 GGUF/cuBLAS kernels".into(),
+                session: "h200-2026-11-30".into(),
+                model: "Qwen2-7B".into(),
+                cells: vec![
+                    cell("FP16", 3086.0, None, None, 6),
+                    cell("Q4_K", 2200.0, Some(-29.7), Some(11.6), 3),
+                ],
+            },
+            StackColumn {
+                label: "candle-graph 0.11.1".into(),
+                stack: "candle-graph 0.11.1 GGUF/cuBLAS kernels".into(),
+                session: "h200-candle-graph-2026-12".into(),
+                model: "Qwen2-7B".into(),
+                cells: vec![
+                    cell("FP16", 2434.0, None, None, 3),
+                    cell("Q4_K", 1494.0, Some(-38.6), Some(1.5), 3),
+                    cell("Q4_0", 1313.0, Some(-46.1), None, 1),
+                ],
+            },
+        ],
+    };
+    let root: web_sys::HtmlElement = doc().create_element("div").unwrap().unchecked_into();
+    root.style().set_property("width", "900px").unwrap();
+    doc().body().unwrap().append_child(&root).unwrap();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        view! { <web::tabs::stacks::StacksView c=c/> }
+    });
+    settle().await;
+    let head = q(&root, ".stk-headline").text_content().unwrap();
+    assert_eq!(
+        head,
+        "Q4_K saves 39 % with candle-graph 0.11.1 but only 30 % with candle 0.11.1: 9 points apart on the same card and model size, from software alone."
+    );
+    let tables = root.query_selector_all("table.stk").unwrap();
+    assert_eq!(tables.length(), 2, "a ΔE table and an energy table");
+    let delta: web_sys::Element = tables.get(0).unwrap().unchecked_into();
+    let rows = delta.query_selector_all("tbody tr").unwrap();
+    assert_eq!(
+        rows.length(),
+        2,
+        "Q4_K and Q4_0 (FP16 is every stack's baseline)"
+    );
+    let q4k = rows.get(0).unwrap().text_content().unwrap();
+    assert!(
+        q4k.contains("−29.7 % ±11.6") && q4k.contains("−38.6 % ±1.5"),
+        "{q4k}"
+    );
+    let q40 = rows.get(1).unwrap().text_content().unwrap();
+    assert!(
+        q40.contains("not measured") && q40.contains("−46.1 %") && q40.contains("n = 1"),
+        "{q40}"
+    );
+    // One axis for the energies: the eager FP16 bar (3086 mJ) is the longest, at 100 %.
+    let energy: web_sys::Element = tables.get(1).unwrap().unchecked_into();
+    let bars = energy.query_selector_all(".stk-bar").unwrap();
+    assert_eq!(bars.length(), 5);
+    let first: web_sys::HtmlElement = bars.get(0).unwrap().unchecked_into();
+    assert_eq!(first.style().get_property_value("width").unwrap(), "100%");
+    assert!(text(&root).contains("session h200-candle-graph-2026-12"));
+    root.remove();
+}
