@@ -61,7 +61,14 @@ impl Client {
         if !base.starts_with("http://") {
             return Err(ServerError::Url(base));
         }
+        // No idle connection is kept: llama-server serves each connection on one thread of a
+        // small pool (cpp-httplib, n_parallel + 2 threads) for as long as the client keeps it
+        // alive, so pooled idle connections (the readiness polls', a finished stream's) starved
+        // the next concurrent stream of a thread and it was cut ("Peer disconnected"). A fresh
+        // loopback connection per request costs well under a millisecond.
         let agent = ureq::Agent::config_builder()
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
             .timeout_global(Some(request))
             .timeout_connect(Some(Duration::from_secs(5)))
             .timeout_per_read(Some(stall))
