@@ -1,8 +1,8 @@
 """Qwen2 and Llama shapes for the peer engines: rows of data/models.csv, with a built-in copy as fallback.
 
-Names are matched case-insensitively ("qwen2-0.5b" == "Qwen2-0.5B"). `tiny` (2 layers, hidden 256) and
-`tiny-untied` (the same with 7B's padded 152064-row vocabulary and an untied LM head) are test shapes for
-CPU checks only.
+Names are matched case-insensitively ("qwen2-0.5b" == "Qwen2-0.5B"). `tiny` (2 layers, hidden 256),
+`tiny-untied` (the same with 7B's padded 152064-row vocabulary and an untied LM head) and `tiny-llama` (the
+Llama family at that size) are test shapes for CPU checks only.
 """
 import csv
 import os
@@ -26,7 +26,12 @@ BUILTIN = {
     "tiny-untied": dict(name="tiny-untied", layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64,
                         intermediate=512, vocab=152064, tied=False, rope_theta=1e6, rms_eps=1e-6,
                         max_position=4096),
+    # The Llama family (TinyLlama's: no q/k/v biases, SentencePiece vocabulary) at test size
+    "tiny-llama": dict(name="tiny-llama", family="llama", layers=2, hidden=256, heads=4, kv_heads=2,
+                       head_dim=64, intermediate=512, vocab=32000, tied=False, rope_theta=1e4,
+                       rms_eps=1e-5, max_position=2048),
 }
+TEST_SHAPES = ("tiny", "tiny-untied", "tiny-llama")
 
 
 def default_csv():
@@ -41,7 +46,7 @@ def load(name, models_csv=None):
     rope_theta, rms_eps, max_position, source."""
     key = name.lower()
     path = models_csv or default_csv()
-    if path and not key.startswith("tiny"):
+    if path and key not in TEST_SHAPES:  # TinyLlama itself is a CSV row
         for r in csv.DictReader(open(path)):
             if r["name"].lower() == key:
                 if r["family"] not in ("qwen2", "llama"):
@@ -53,7 +58,7 @@ def load(name, models_csv=None):
                             rms_eps=float(r["rms_eps"]), max_position=int(r["max_position"]),
                             source=os.path.relpath(path))
     if key in BUILTIN:
-        return dict(BUILTIN[key], family="qwen2", source="scripts/peers/shapes.py (built-in copy)")
+        return {"family": "qwen2", **BUILTIN[key], "source": "scripts/peers/shapes.py (built-in copy)"}
     raise SystemExit(f"unknown shape {name} (known: {', '.join(BUILTIN)})")
 
 

@@ -43,18 +43,19 @@ fn llama_server() -> PathBuf {
     p
 }
 
-/// A tiny synthetic GGUF of `ty` (F16 / Q4_0), written once per machine (one writer at a time:
+/// A tiny synthetic GGUF of `shape` (a test shape of scripts/peers/shapes.py: `tiny`, `tiny-llama`)
+/// and `ty` (F16 / Q4_0 / Q4_K), written once per machine (one writer at a time:
 /// the tests of this file run in parallel).
-fn tiny_gguf(ty: &str) -> PathBuf {
+fn tiny_gguf_of(shape: &str, ty: &str) -> PathBuf {
     static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join("qe-llama-server-ggufs");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("tiny-{ty}.gguf"));
+    let path = dir.join(format!("{shape}-{ty}.gguf"));
     if !path.exists() {
         let out = std::process::Command::new("python3")
             .arg(repo().join("scripts/peers/make_gguf.py"))
-            .args(["--shape", "tiny", "--type", ty, "--seed", "3", "--out"])
+            .args(["--shape", shape, "--type", ty, "--seed", "3", "--out"])
             .arg(&path)
             .output()
             .expect("python3");
@@ -68,7 +69,11 @@ fn tiny_gguf(ty: &str) -> PathBuf {
 }
 
 fn model(precision: Precision, ty: &str) -> ServedModel {
-    let path = tiny_gguf(ty);
+    model_of("tiny", precision, ty)
+}
+
+fn model_of(shape: &str, precision: Precision, ty: &str) -> ServedModel {
+    let path = tiny_gguf_of(shape, ty);
     let info = meter::model_file::inspect(&path).unwrap();
     assert_eq!(
         info.precision,
@@ -288,5 +293,42 @@ fn a_killed_llama_server_fails_its_arm_and_keeps_the_other() {
         q4.1.results.vs_fp16_energy_pct.is_none(),
         "no Δ against a failed baseline"
     );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Issue 15's llama.cpp campaign has a Llama-family shape (TinyLlama): the GGUF writer's Llama
+/// files (no q/k/v biases, SentencePiece vocabulary) are served by llama-server and measured.
+#[test]
+fn a_llama_family_gguf_is_served_and_measured() {
+    let _one = one_server_at_a_time();
+    let server = llama_server();
+    let out = out_dir("llama-family");
+    let cmd = format!(
+        "{} -m {{model}} --port {{port}} -c 512 -t 2 -np 1",
+        server.display()
+    );
+    let r = run(
+        cmd,
+        vec![
+            model_of("tiny-llama", Precision::Fp16, "F16"),
+            model_of("tiny-llama", Precision::Q4K, "Q4_K"),
+        ],
+        Api::Completions,
+        protocol(16, 1),
+        &out,
+    );
+    let res = measure_served(&r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
+    assert!(res.measured);
+    for (_, rep) in &res.reports {
+        assert_eq!(
+            rep.results.basis,
+            report::Basis::Measured,
+            "{:?}",
+            rep.results.note
+        );
+        assert_eq!(rep.results.tokens_generated, Some(3 * 16));
+    }
+    let info = meter::model_file::inspect(&tiny_gguf_of("tiny-llama", "Q4_K")).unwrap();
+    assert_eq!(info.architecture.as_deref(), Some("llama"));
     let _ = std::fs::remove_dir_all(&out);
 }
