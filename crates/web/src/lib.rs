@@ -8,10 +8,6 @@
 //! * [`tabs`] — one module per tab.
 //! * [`validate`] — report validation in a Web Worker (second wasm module), main-thread fallback.
 
-// The Tested tab's view type nests deep enough (pickers, cards, the stacks card behind `Show`s)
-// to overflow rustc's default query depth in the native SSR build of the pre-render.
-#![recursion_limit = "256"]
-
 #[cfg(not(feature = "landing"))]
 pub mod bench;
 pub mod chart;

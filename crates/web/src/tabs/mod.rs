@@ -9,7 +9,6 @@ pub mod model;
 pub mod optimize;
 #[cfg(not(feature = "landing"))]
 pub mod run;
-pub mod stacks;
 pub mod tested;
 
 use leptos::prelude::*;

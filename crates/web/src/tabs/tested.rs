@@ -451,7 +451,7 @@ pub fn Legend(#[prop(into)] items: Signal<Vec<LegendItem>>) -> impl IntoView {
 pub fn TestedTab() -> impl IntoView {
     // On the landing's first mount each card is a task of its own (the pre-render is on screen
     // meanwhile): no one task of the start blocks input for long.
-    let step = crate::start_steps(5);
+    let step = crate::start_steps(4);
     view! {
         <section class="tab-tested">
             <Show when=move || { step.get() >= 2 }>
@@ -462,9 +462,6 @@ pub fn TestedTab() -> impl IntoView {
             </Show>
             <Show when=move || { step.get() >= 4 }>
                 <CrossoverCard/>
-            </Show>
-            <Show when=move || { step.get() >= 5 }>
-                <super::stacks::StacksCard/>
             </Show>
         </section>
     }
