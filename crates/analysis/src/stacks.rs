@@ -3,6 +3,7 @@
 //! its 95 % interval, the absolute energy per token and the run count. Nothing is pooled across
 //! sessions: a column's Δ always divides by its own FP16 row.
 
+use crate::estimate::same_size;
 use crate::{Anchor, Dataset};
 use report::Precision;
 
@@ -123,10 +124,6 @@ fn usable(a: &Anchor) -> bool {
     a.batch == 1 && a.energy_mj.is_some_and(f64::is_finite)
 }
 
-fn same_size(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 0.02 * a.max(b)
-}
-
 /// The model sizes of `gpu` that at least two sessions measured at batch 1, smallest first.
 pub fn shared_sizes(ds: &Dataset, gpu: &str) -> Vec<f64> {
     let mut sizes: Vec<(f64, Vec<&str>)> = Vec::new();
@@ -148,7 +145,8 @@ pub fn shared_sizes(ds: &Dataset, gpu: &str) -> Vec<f64> {
     out
 }
 
-/// Every session's batch-1 rows of `gpu` at `params_b` (within 2 %), one column each. A session
+/// Every session's batch-1 rows of `gpu` at `params_b` (the same size as `estimate::same_size`
+/// reads it: anchors round what models.csv counts), one column each. A session
 /// that measured several rows of one format (repeats published separately) keeps the first.
 pub fn compare_stacks(ds: &Dataset, gpu: &str, params_b: f64) -> StackComparison {
     let mut columns: Vec<StackColumn> = Vec::new();
@@ -302,7 +300,7 @@ H200,hopper,Llama-3.1-8B,8.03,GGUF-Q4_0,1,1899,4980,-61.9,156,296,5,,gross,\"lla
     #[test]
     fn two_stacks_at_one_size_are_two_columns_with_their_own_deltas() {
         let d = ds(TWO_STACKS);
-        let c = compare_stacks(&d, "H200", 7.6);
+        let c = compare_stacks(&d, "H200", 7.616);
         assert_eq!(c.formats, ["FP16", "Q4_K", "Q4_0"]);
         let labels: Vec<&str> = c.columns.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(labels, ["candle-graph 0.11.1", "candle 0.11.1"]);
@@ -352,7 +350,7 @@ H200,hopper,Llama-3.1-8B,8.03,GGUF-Q4_0,1,1899,4980,-61.9,156,296,5,,gross,\"lla
     #[test]
     fn llama_cpp_formats_line_up_with_the_others_and_sizes_need_two_sessions() {
         let d = ds(TWO_STACKS);
-        let c = compare_stacks(&d, "H200", 8.0);
+        let c = compare_stacks(&d, "H200", 8.03);
         assert_eq!(c.formats, ["FP16", "Q4_0"]);
         assert_eq!(c.columns[0].label, "llama.cpp GGUF");
         let q = c.columns[0].cell("Q4_0").unwrap();

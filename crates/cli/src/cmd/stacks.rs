@@ -21,7 +21,8 @@ pub struct StacksArgs {
     /// The card, as the rows name it.
     #[arg(long, default_value = "H200")]
     pub gpu: String,
-    /// One model size, B parameters (default: every size at least two sessions measured).
+    /// One model size, B parameters: the nearest size at least two sessions measured (default:
+    /// every such size).
     #[arg(long)]
     pub size: Option<f64>,
     /// Leave the embedded data/anchors.csv out: compare the directories only.
@@ -61,9 +62,16 @@ fn rows(a: &StacksArgs) -> Result<Dataset> {
 /// Print a table per size.
 pub fn run(a: &StacksArgs) -> Result<()> {
     let ds = rows(a)?;
+    let shared = shared_sizes(&ds, &a.gpu);
     let sizes = match a.size {
-        Some(n) => vec![n],
-        None => shared_sizes(&ds, &a.gpu),
+        // `--size 7.6` means the measured 7.616: the nearest size two sessions measured.
+        Some(n) => shared
+            .iter()
+            .copied()
+            .min_by(|x, y| (x - n).abs().total_cmp(&(y - n).abs()))
+            .into_iter()
+            .collect(),
+        None => shared,
     };
     if sizes.is_empty() {
         bail!(
