@@ -221,11 +221,6 @@ fn brief(gpu: &str, model: &str) -> String {
     out
 }
 
-/// The stack's name, short, for a legend: `candle 0.11.1 GGUF/cuBLAS kernels`.
-fn stack_short(stack: &str) -> &str {
-    stack.split([',', '(']).next().unwrap_or(stack).trim()
-}
-
 /// Rows of this card at batch > 1 (batch sweeps): not drawn on the batch-1 views.
 fn batched_rows(gpu: &str) -> usize {
     ds().anchors
@@ -296,7 +291,7 @@ fn anchor_tip(a: &Anchor, d: f64) -> String {
         a.gpu,
         a.precision_label(),
         a.session,
-        stack_short(&a.stack),
+        analysis::stacks::stack_label(&a.stack),
         pct(d, 1),
         a.n.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
         a.cv_pct
@@ -385,7 +380,7 @@ pub fn crossover_spec(
         let n_max = s.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
         let stack = s.rows[0].stack.as_str();
         let stack_sub = if other_stack(stack).is_some() {
-            format!(" · {} stack", stack_short(stack))
+            format!(" · {} stack", analysis::stacks::stack_label(stack))
         } else {
             String::new()
         };
