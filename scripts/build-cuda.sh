@@ -27,6 +27,8 @@ for l in cublas cublasLt nvrtc cudart curand; do
   f=$(ls "$CU"/lib/lib$l.so.* | head -1); ln -sf "$f" "$LINK/lib$l.so"
 done
 if [ ! -e "$LINK/libcuda.so" ]; then
+  # The stub's symbols come from cudarc's source: on a fresh machine it is not unpacked yet.
+  cargo fetch --locked >/dev/null
   src=$(ls -d "$HOME"/.cargo/registry/src/*/cudarc-0.19.10 | head -1)
   grep -ohE "fn cu[A-Za-z0-9_]+\(" "$src/src/driver/sys/mod.rs" | sed 's/fn //; s/($//' | sort -u \
     | awk '{print "void " $1 "(void) {}"}' > "$LINK/stub.c"

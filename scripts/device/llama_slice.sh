@@ -22,10 +22,17 @@ bundle() { (cd "$W" && find raw logs -type f -newer .mark 2>/dev/null | tar czf 
 PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
 [ -d .peers/llama.cpp ] || { mkdir -p .peers && tar -xJf .ship/llama.cpp.tar.xz -C .peers; }
 export LLAMA_SRC=$PWD/.peers/llama.cpp LLAMA_BUILD=/tmp/llama-build-cuda
+# A build brought back by an earlier call (.ship/llama-bin.tar.xz, its bin/ with the shared libraries,
+# whose run path names this same build dir) saves the five-minute build on a fresh machine.
+if [ ! -x "$LLAMA_BUILD/bin/llama-server" ] && [ -f .ship/llama-bin.tar.xz ]; then
+  mkdir -p "$LLAMA_BUILD" && tar -xJf .ship/llama-bin.tar.xz -C "$LLAMA_BUILD" && say "carried llama-server build"
+fi
 if [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
   say "building llama-server (CUDA)"
   TARGETS=llama-server scripts/peers/build-llama-cpp.sh cuda > "$W/build.log" 2>&1 || { tail -20 "$W/build.log"; exit 1; }
+  say "built"; (cd "$LLAMA_BUILD" && tar -cJf "$OUT/llama-bin.tar.xz" bin) && ls -la "$OUT/llama-bin.tar.xz"
 fi
+"$LLAMA_BUILD/bin/llama-server" --version 2>&1 | tail -2
 export LLAMA_BIN=$LLAMA_BUILD/bin
 GGUF=$(dirname "$PLAN")/gguf   # the plan's model_files are relative to it
 mkdir -p /tmp/gguf "$W/logs"; ln -sfn /tmp/gguf "$GGUF"
@@ -35,15 +42,24 @@ for s in $SHAPES; do
   "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && { say "$s: nothing pending"; continue; }
   say "GGUFs of $s"
   pids=()
-  for t in F16 Q8_0 Q4_K Q4_0; do
+  for t in Q8_0 Q4_K Q4_0; do
     "$PY" scripts/peers/make_gguf.py --shape "$s" --type "$t" --seed 0 --out "/tmp/gguf/$s-$t.gguf" >> "$W/logs/gguf.log" 2>&1 & pids+=($!)
   done
   wait "${pids[@]}"
+  # The F16 file is ~1.9x the Q8_0 one: 14B's four files (~63 GB) overfill the 64 GB disk, so F16 goes
+  # to /dev/shm when the disk lacks room and shm has it (a link keeps the plan's path).
+  need=$(( $(stat -c %s "/tmp/gguf/$s-Q8_0.gguf") * 19 / 10 + (2 << 30) ))
+  f16=/tmp/gguf/$s-F16.gguf
+  if [ "$(df --output=avail -B1 /tmp | tail -1)" -lt "$need" ] && [ "$(df --output=avail -B1 /dev/shm | tail -1)" -gt "$need" ]; then
+    f16=/dev/shm/$s-F16.gguf; ln -sfn "$f16" "/tmp/gguf/$s-F16.gguf"; say "F16 of $s in /dev/shm"
+  fi
+  "$PY" scripts/peers/make_gguf.py --shape "$s" --type F16 --seed 0 --out "$f16" >> "$W/logs/gguf.log" 2>&1 \
+    || { say "F16 GGUF of $s failed"; tail -5 "$W/logs/gguf.log"; rm -f /tmp/gguf/"$s"-*.gguf; continue; }
   say "sweep $s"
   left=$(( start_by - ($(date +%s) - T0) )); [ "$left" -lt 1 ] && left=1
   "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --time-budget-s "$left" 2>&1 \
     | grep -E "jobs in the plan|wrote .*basis|mJ/token|FAILED|failed|stopping|error|panick"
-  rm -f /tmp/gguf/"$s"-*.gguf
+  rm -f /tmp/gguf/"$s"-*.gguf /dev/shm/"$s"-F16.gguf
   bundle
 done
 say "done"; bundle
