@@ -23,6 +23,7 @@ fn benches(c: &mut Criterion) {
         precision: report::Precision::Nf4,
         batch: 1,
         context: 2048,
+        engine: None,
     };
     c.bench_function("one estimate", |b| {
         b.iter(|| estimate(ds, classes, black_box(&input)))
@@ -47,6 +48,7 @@ fn grid_benches(c: &mut Criterion) {
             ..Budgets::default()
         },
         context: None,
+        engine: None,
     };
     c.bench_function("optimize grid search (147 configs)", |b| {
         b.iter(|| optimize(black_box(&req)).unwrap())

@@ -6,7 +6,8 @@
 //! small ratios; absolute least squares would ignore them). Upstream used `0.65 + 0.35/b`, which at
 //! BS 64 predicts 0.655 where the sweep measured 0.043.
 
-use crate::dataset::Dataset;
+use crate::curves::curve_engine;
+use crate::dataset::{Anchor, Dataset};
 use report::Precision;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -232,9 +233,13 @@ pub fn calibrate_batch_curve(sweep: &[SweepPoint], ds: &Dataset) -> BatchCurve {
 /// Energy ratios batch b / batch 1 within each (gpu, session, model, precision) of the anchors.
 fn batch_checks(ds: &Dataset, c: f64, k: f64) -> Vec<BatchCheck> {
     let mut out = Vec::new();
-    // Out-of-sample checks on the published transformers rows (our candle batch sweep is checked
-    // separately in docs/MEASUREMENTS.md).
-    for a in ds.anchors.iter().filter(|a| a.batch > 1 && !a.is_candle()) {
+    // Out-of-sample checks on the published transformers rows (our own engines' batch sweeps get
+    // curves of their own, `engine_batch_curves`, checked in docs/MEASUREMENTS.md).
+    for a in ds
+        .anchors
+        .iter()
+        .filter(|a| a.batch > 1 && curve_engine(&a.stack) == TRANSFORMERS)
+    {
         let Some(e) = a.energy_mj else { continue };
         let base = ds.anchors.iter().find(|o| {
             o.batch == 1
@@ -264,9 +269,15 @@ pub fn batch_curve() -> &'static BatchCurve {
     C.get_or_init(|| calibrate_batch_curve(batch_sweep(), Dataset::embedded()))
 }
 
-/// Batch curve of one precision on the candle stack.
+/// The engine whose batch dependence is the A800 sweep's ([`batch_curve`]): its rows at batch > 1
+/// are that curve's out-of-sample checks, not a curve of their own.
+pub(crate) const TRANSFORMERS: &str = "transformers";
+
+/// Batch curve of one precision on one engine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackBatchCurve {
+    /// The engine whose sweep it was fitted on ([`curve_engine`]: `candle`, `candle-graph`, …).
+    pub engine: String,
     /// Precision of the curve (FP16 or Q4_K on the H200).
     pub precision: Precision,
     /// Share that does not amortize over the batch.
@@ -284,32 +295,41 @@ impl StackBatchCurve {
     }
 }
 
-/// Per-precision batch curves fitted on our own candle batch sweep (rows of `data/anchors.csv`
-/// whose stack is candle and batch > 1, each over the same model and precision at batch 1).
-/// On the H200 the quantized matmuls gain less from batching than cuBLAS F16 (Q4_K +30 % vs F16 at
-/// batch 64), which the single A800 INT8-pure curve cannot show.
-pub fn candle_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
-    let candle = |a: &&crate::dataset::Anchor| a.is_candle() && a.energy_mj.is_some();
+/// Per-(engine, precision) batch curves fitted on our own batch sweeps: rows of
+/// `data/anchors.csv` at batch > 1 of every engine but transformers, each over the row of the same
+/// engine, session, model and precision at batch 1. Engines are never pooled: the eager candle
+/// engine is launch-bound at batch 1, so batching amortizes far more of its energy than it does
+/// for the CUDA-graph engine or llama.cpp. On the H200 eager engine the quantized matmuls gain
+/// less from batching than cuBLAS F16 (Q4_K +30 % vs F16 at batch 64), which the single A800
+/// INT8-pure curve cannot show.
+pub fn engine_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
+    let own = |a: &&Anchor| a.energy_mj.is_some() && curve_engine(&a.stack) != TRANSFORMERS;
     let mut out: Vec<StackBatchCurve> = Vec::new();
-    for a in ds.anchors.iter().filter(candle).filter(|a| a.batch > 1) {
+    for a in ds.anchors.iter().filter(own).filter(|a| a.batch > 1) {
+        let engine = curve_engine(&a.stack);
         let Some(base) = ds
             .anchors
             .iter()
-            .filter(candle)
+            .filter(own)
             .find(|o| {
                 o.batch == 1
                     && o.model == a.model
                     && o.precision == a.precision
                     && o.session == a.session
+                    && curve_engine(&o.stack) == engine
             })
             .and_then(|o| o.energy_mj)
         else {
             continue;
         };
         let ratio = a.energy_mj.unwrap_or(f64::NAN) / base;
-        match out.iter_mut().find(|c| c.precision == a.precision) {
+        match out
+            .iter_mut()
+            .find(|c| c.engine == engine && c.precision == a.precision)
+        {
             Some(c) => c.points.push((a.batch as f64, ratio)),
             None => out.push(StackBatchCurve {
+                engine,
                 precision: a.precision,
                 c: 0.0,
                 k: 1.0,
@@ -372,7 +392,11 @@ mod tests {
 
     #[test]
     fn candle_curves_come_from_the_h200_sweep_and_show_quantized_batching_worse() {
-        let curves = candle_batch_curves(Dataset::embedded());
+        let curves = engine_batch_curves(Dataset::embedded());
+        assert!(
+            curves.iter().all(|c| c.engine == "candle"),
+            "eager rows only today"
+        );
         let f16 = curves
             .iter()
             .find(|c| c.precision == Precision::Fp16)
@@ -391,6 +415,47 @@ mod tests {
                 "F16 b{b}: fit {} vs {r}",
                 f16.factor(*b as u32)
             );
+        }
+    }
+
+    /// Two engines' sweeps of the same card, models and precisions: a curve each, never pooled.
+    #[test]
+    fn batch_curves_are_fitted_per_engine() {
+        use crate::test_data::{with_graph_engine, GRAPH_BATCH_PENALTY};
+        let ds = with_graph_engine();
+        let curves = engine_batch_curves(&ds);
+        let eager_only = engine_batch_curves(Dataset::embedded());
+        let find = |v: &[StackBatchCurve], e: &str, p: Precision| {
+            v.iter()
+                .find(|c| c.engine == e && c.precision == p)
+                .cloned()
+                .unwrap_or_else(|| panic!("{e} {p}"))
+        };
+        assert_eq!(curves.len(), 4, "(candle, candle-graph) × (FP16, Q4_K)");
+        for p in [Precision::Fp16, Precision::Q4K] {
+            let eager = find(&curves, "candle", p);
+            let graph = find(&curves, "candle-graph", p);
+            assert_eq!(
+                eager,
+                find(&eager_only, "candle", p),
+                "graph rows left it alone"
+            );
+            assert_eq!(
+                graph.points.len(),
+                eager.points.len(),
+                "no eager point in it"
+            );
+            // By hand: each graph ratio is its own rows' — the eager ratio × the penalty.
+            for ((bg, rg), (be, re)) in graph.points.iter().zip(&eager.points) {
+                let want = if *bg > 1.0 {
+                    re * GRAPH_BATCH_PENALTY
+                } else {
+                    1.0
+                };
+                assert_eq!(bg, be);
+                assert!((rg - want).abs() < 1e-9 * want, "{p} b{bg}: {rg} vs {want}");
+            }
+            assert!(graph.factor(64) > eager.factor(64) * 1.2, "{p}");
         }
     }
 }

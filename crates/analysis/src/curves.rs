@@ -42,7 +42,8 @@ pub fn curve_engine(stack: &str) -> String {
 /// engine that decodes as fast as deployed engines), then llama.cpp; others after, by name.
 pub const ENGINE_PREFERENCE: [&str; 4] = ["transformers", "candle-graph", "candle", "llama.cpp"];
 
-fn preference(engine: &str) -> (usize, String) {
+/// Sort key of an engine: its place in [`ENGINE_PREFERENCE`], others after by name.
+pub(crate) fn preference(engine: &str) -> (usize, String) {
     let i = ENGINE_PREFERENCE
         .iter()
         .position(|e| *e == engine)
@@ -280,6 +281,27 @@ pub fn find_class_on<'c>(
     classes
         .iter()
         .find(|c| c.arch == arch && c.precision == precision && c.engine == engine)
+}
+
+/// The engines with a curve of any precision on `arch`, in [`ENGINE_PREFERENCE`] order (what a
+/// stack picker offers; the first is the one an estimate without an engine uses for FP16).
+pub fn arch_engines(classes: &[CurveClass], arch: Arch) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for c in classes.iter().filter(|c| c.arch == arch) {
+        if !v.contains(&c.engine) {
+            v.push(c.engine.clone());
+        }
+    }
+    v.sort_by_key(|e| preference(e));
+    v
+}
+
+/// The engine an estimate or search on `arch` assumes when none is asked for: the preferred one
+/// with curves on `arch`, else on the first architecture `arch` borrows from that has any.
+pub fn default_engine(classes: &[CurveClass], arch: Arch) -> Option<String> {
+    std::iter::once(&arch)
+        .chain(crate::estimate::borrow_order(arch))
+        .find_map(|a| arch_engines(classes, *a).into_iter().next())
 }
 
 /// The engines with a curve for `arch` and `precision`, the one [`find_class`] picks first.

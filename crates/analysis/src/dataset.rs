@@ -125,8 +125,11 @@ impl Anchor {
     }
 }
 
-/// Whether a `stack` description names the candle engine of our own meter (its rows are written by
-/// `quantenergy aggregate` with stacks starting "candle").
+/// Whether a `stack` description names one of our own meter's candle engines — the eager `candle`
+/// or the CUDA-graph `candle-graph` (rows written by `quantenergy aggregate` with stacks starting
+/// "candle"). Both load the same weights, so this is the right test for a storage format; where
+/// the two engines behave differently (baselines, curves, batch curves, latency) compare
+/// [`crate::curve_engine`] instead.
 pub fn is_candle_stack(stack: &str) -> bool {
     stack
         .trim_start()
@@ -163,8 +166,10 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// The batch-1 FP16 row measured next to `a`: same card, session, model and power accounting.
+    /// The batch-1 FP16 row measured next to `a`: same card, session, model, power accounting and
+    /// engine (a session is one engine's today; the engine check keeps it so if one ever is not).
     pub fn fp16_row_of(&self, a: &Anchor) -> Option<&Anchor> {
+        let engine = crate::curves::curve_engine(&a.stack);
         self.anchors.iter().find(|o| {
             o.precision == Precision::Fp16
                 && o.batch == 1
@@ -172,6 +177,7 @@ impl Dataset {
                 && o.session == a.session
                 && o.model == a.model
                 && o.power_accounting == a.power_accounting
+                && crate::curves::curve_engine(&o.stack) == engine
         })
     }
 

@@ -1,7 +1,7 @@
 //! Point estimate for a user's model: ΔE% vs FP16 with a 95 % interval, basis and confidence, and
 //! absolute energy from the FP16 baseline (upstream mechanism, DESIGN.md §3).
 
-use crate::curves::{find_class, s_cap, CurveClass};
+use crate::curves::{curve_engine, default_engine, find_class, find_class_on, s_cap, CurveClass};
 use crate::dataset::Dataset;
 use crate::fit::SIGMA_FLOOR;
 use report::{Arch, Basis, Precision};
@@ -57,6 +57,11 @@ pub struct EstimateInput {
     pub batch: u32,
     /// Context length, tokens.
     pub context: u32,
+    /// The engine (stack) to estimate for, as [`curve_engine`] names it (`candle-graph`, …);
+    /// `None`: the preferred one ([`find_class`] for a quantized precision, [`default_engine`]
+    /// for FP16). An asked engine is never swapped for another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// How sure an estimate is, from its interval width, the anchors' n and borrowing.
@@ -101,8 +106,9 @@ pub struct Estimate {
     pub confidence: Confidence,
     /// The class used, e.g. `ada NF4`.
     pub class: Option<ClassId>,
-    /// The engine its curve was measured with (`transformers`, `candle`, `candle-graph`, …): an
-    /// estimate is one stack's, never a mix.
+    /// The engine the estimate is for (`transformers`, `candle`, `candle-graph`, …): its curve's,
+    /// and its FP16 baseline's too — an estimate is one stack's, never a mix. For FP16, and for an
+    /// estimate without a curve, the engine of the FP16 baseline.
     pub curve_engine: Option<String>,
     /// The architecture whose curve was borrowed, when this one has none.
     pub borrowed_from: Option<Arch>,
@@ -121,6 +127,13 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// This estimate with `other`'s input (tests compare estimates asked in different words).
+    #[cfg(test)]
+    fn with_input_of(mut self, other: &Estimate) -> Estimate {
+        self.input = other.input.clone();
+        self
+    }
+
     /// The 95 % interval.
     pub fn interval(&self) -> Option<(f64, f64)> {
         self.ci_low.zip(self.ci_high)
@@ -161,20 +174,22 @@ fn shrink_savings(v: f64, f: f64) -> f64 {
     }
 }
 
-/// FP16 energy per token (mJ) for an architecture at `params_b`, by log-log interpolation between
-/// the FP16 baselines paired with default-curve anchors (one value per card·session·size, then
+/// FP16 energy per token (mJ) for an architecture and engine at `params_b`, by log-log
+/// interpolation between the FP16 baselines paired with default-curve anchors measured with that
+/// engine ([`curve_engine`] of their stacks: engines differ by tens of percent at the same card and
+/// size, so they are never pooled). One value per card·session·size, then
 /// averaged per size, so a card is not counted twice as upstream's pooling did). Outside the range
 /// the nearest segment's slope extends it.
 ///
 /// Where the session has its own batch-1 FP16 row for that card and size, that row is the value:
 /// in a campaign each quantized row pairs with the F16 arms of its own runs only, while the FP16
 /// row pools every run (H200 1.5B: n = 7 instead of the 3 runs of whichever row came first).
-pub fn fp16_baseline_mj(ds: &Dataset, arch: Arch, params_b: f64) -> Option<f64> {
+pub fn fp16_baseline_mj(ds: &Dataset, arch: Arch, engine: &str, params_b: f64) -> Option<f64> {
     let mut seen: Vec<(String, String, f64, f64)> = Vec::new();
     for a in ds
         .anchors
         .iter()
-        .filter(|a| a.default_curve && a.arch == arch)
+        .filter(|a| a.default_curve && a.arch == arch && curve_engine(&a.stack) == engine)
     {
         let Some(f) = ds
             .fp16_row_of(a)
@@ -234,15 +249,24 @@ pub fn loglog_interp(xy: &[(f64, f64)], x: f64) -> Option<f64> {
     Some((y0.ln() + t * (y1.ln() - y0.ln())).exp())
 }
 
-/// Estimate ΔE vs FP16 for `input` from `classes` (see the module docs for the rules).
+/// The FP16 baseline of `engine` at `params_b`: on `arch`, else on the first architecture it
+/// borrows from that has one (same engine), with that architecture.
+pub fn fp16_baseline_on(
+    ds: &Dataset,
+    arch: Arch,
+    engine: &str,
+    params_b: f64,
+) -> Option<(f64, Arch)> {
+    std::iter::once(&arch)
+        .chain(borrow_order(arch))
+        .find_map(|a| fp16_baseline_mj(ds, *a, engine, params_b).map(|f| (f, *a)))
+}
+
+/// Estimate ΔE vs FP16 for `input` from `classes` (see the module docs for the rules). The class,
+/// its FP16 baseline and `curve_engine` are one engine's: the asked one, else the class
+/// [`find_class`] prefers (FP16: [`default_engine`]).
 pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> Estimate {
     let arch = input.arch;
-    let factor = batch_context_factor(input.batch, input.context);
-    let fp16 = fp16_baseline_mj(ds, arch, input.params_b).or_else(|| {
-        borrow_order(arch)
-            .iter()
-            .find_map(|b| fp16_baseline_mj(ds, *b, input.params_b))
-    });
     let mut out = Estimate {
         input: input.clone(),
         basis: Basis::Unavailable,
@@ -256,8 +280,8 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
         borrowed_from: None,
         class_points: 0,
         points_at_size: 0,
-        batch_context_factor: factor,
-        fp16_energy_mj: fp16,
+        batch_context_factor: batch_context_factor(input.batch, input.context),
+        fp16_energy_mj: None,
         energy_mj: None,
         notes: Vec::new(),
     };
@@ -266,20 +290,52 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
             .push("params_b must be a positive number of billions".into());
         return out;
     }
-    if input.precision == Precision::Fp16 {
-        return fp16_itself(out);
+    let asked = input.engine.as_deref();
+    let picked = (input.precision != Precision::Fp16)
+        .then(|| pick_class(classes, arch, input.precision, asked))
+        .flatten();
+    out.curve_engine = match picked {
+        Some((c, _)) => Some(c.engine.clone()),
+        None => asked
+            .map(str::to_string)
+            .or_else(|| default_engine(classes, arch)),
+    };
+    if let Some(engine) = &out.curve_engine {
+        if let Some((f, from)) = fp16_baseline_on(ds, arch, engine, input.params_b) {
+            out.fp16_energy_mj = Some(f);
+            if from != arch {
+                out.notes.push(format!(
+                    "no {engine} FP16 baseline on {arch}: {from}'s is used for the absolute energy"
+                ));
+            }
+        }
     }
-    let (class, borrowed) = match pick_class(classes, arch, input.precision) {
-        Some(picked) => picked,
-        None => {
+    if input.precision == Precision::Fp16 {
+        if let (Some(e), None) = (asked, out.fp16_energy_mj) {
             out.notes.push(format!(
-                "no published curve for {} on {arch} or a sibling architecture",
-                input.precision
+                "no FP16 baseline measured with {e} on {arch} or a sibling architecture"
             ));
             return out;
         }
-    };
-    from_class(out, class, borrowed)
+        return fp16_itself(out);
+    }
+    match picked {
+        Some((class, borrowed)) => from_class(out, class, borrowed),
+        None => {
+            out.notes.push(match asked {
+                Some(e) => format!(
+                    "no {} curve measured with {e} on {arch} or a sibling architecture \
+                     (an estimate never switches engine)",
+                    input.precision
+                ),
+                None => format!(
+                    "no published curve for {} on {arch} or a sibling architecture",
+                    input.precision
+                ),
+            });
+            out
+        }
+    }
 }
 
 /// High / medium / low by the interval's `width`; capped at medium when the estimate rests on
@@ -328,18 +384,23 @@ fn fp16_itself(mut out: Estimate) -> Estimate {
     out
 }
 
-/// The class of `arch` and `precision`, else the first one a sibling architecture lends (with
-/// the lender).
-fn pick_class(
-    classes: &[CurveClass],
+/// The class of `arch` and `precision` (of `engine` when given, else the preferred one), else the
+/// first one a sibling architecture lends (with the lender) — of the same engine when given.
+fn pick_class<'c>(
+    classes: &'c [CurveClass],
     arch: Arch,
     precision: Precision,
-) -> Option<(&CurveClass, Option<Arch>)> {
-    match find_class(classes, arch, precision) {
+    engine: Option<&str>,
+) -> Option<(&'c CurveClass, Option<Arch>)> {
+    let find = |a: Arch| match engine {
+        Some(e) => find_class_on(classes, a, precision, e),
+        None => find_class(classes, a, precision),
+    };
+    match find(arch) {
         Some(c) => Some((c, None)),
         None => borrow_order(arch)
             .iter()
-            .find_map(|b| find_class(classes, *b, precision))
+            .find_map(|b| find(*b))
             .map(|c| (c, Some(c.arch))),
     }
 }
@@ -349,7 +410,7 @@ fn pick_class(
 fn from_class(mut out: Estimate, class: &CurveClass, borrowed: Option<Arch>) -> Estimate {
     let input = out.input.clone();
     let (arch, factor, fp16) = (input.arch, out.batch_context_factor, out.fp16_energy_mj);
-    let mut notes = Vec::new();
+    let mut notes = std::mem::take(&mut out.notes);
     let fit = &class.fit;
     let cap = s_cap(input.precision);
     let n = input.params_b;
@@ -457,6 +518,7 @@ mod tests {
                 precision: p.parse().unwrap(),
                 batch: 1,
                 context: 2048,
+                engine: None,
             },
         )
     }
@@ -564,6 +626,7 @@ mod tests {
             precision: Precision::Nf4,
             batch: 1,
             context: 2048,
+            engine: None,
         };
         let b1 = estimate(Dataset::embedded(), default_classes(), &i);
         i.batch = 9;
@@ -587,7 +650,7 @@ mod tests {
         // The BF16 row pairs with the F16 arms of its own 3 runs; the FP16 row pools all 7.
         assert!(fp16.n.unwrap_or(0) > bf16.n.unwrap_or(0));
         assert_ne!(bf16.fp16_energy_mj, fp16.energy_mj);
-        let got = fp16_baseline_mj(ds, Arch::Hopper, fp16.params_b).unwrap();
+        let got = fp16_baseline_mj(ds, Arch::Hopper, "candle", fp16.params_b).unwrap();
         assert!((got - fp16.energy_mj.unwrap()).abs() < 1e-9, "{got}");
     }
 
@@ -597,7 +660,10 @@ mod tests {
         let fp16 = row(ds, "H200", "Qwen2-1.5B", "FP16");
         // models.csv counts 1.54371… B; anchors.csv says 1.5437.
         let counted = fp16.params_b * (1.0 + 2e-5);
-        assert_eq!(fp16_baseline_mj(ds, Arch::Hopper, counted), fp16.energy_mj);
+        assert_eq!(
+            fp16_baseline_mj(ds, Arch::Hopper, "candle", counted),
+            fp16.energy_mj
+        );
         assert!(same_size(fp16.params_b, counted));
         assert!(
             !same_size(1.5, 1.5437),
@@ -648,7 +714,148 @@ mod tests {
         let hi = row(ds, "H200", "Qwen2-7B", "FP16");
         let n = (lo.params_b * hi.params_b).sqrt(); // the log-midpoint
         let want = (lo.energy_mj.unwrap() * hi.energy_mj.unwrap()).sqrt();
-        let got = fp16_baseline_mj(ds, Arch::Hopper, n).unwrap();
+        let got = fp16_baseline_mj(ds, Arch::Hopper, "candle", n).unwrap();
         assert!((got - want).abs() / want < 1e-9, "{got} vs {want}");
+    }
+
+    /// Issue 15 / the product rule: with two engines on the H200, an estimate is one engine's —
+    /// its class, its FP16 baseline, its name — never a mix.
+    mod two_engines {
+        use super::*;
+        use crate::curves::{arch_engines, find_class_on, fit_classes};
+        use crate::test_data::{row, with_graph_engine, GRAPH_STACK};
+
+        fn on(ds: &Dataset, n: f64, p: Precision, engine: Option<&str>) -> Estimate {
+            estimate(
+                ds,
+                &fit_classes(ds, &[]),
+                &EstimateInput {
+                    arch: Arch::Hopper,
+                    params_b: n,
+                    precision: p,
+                    batch: 1,
+                    context: 2048,
+                    engine: engine.map(str::to_string),
+                },
+            )
+        }
+
+        fn close(got: Option<f64>, want: f64) -> bool {
+            got.is_some_and(|g| (g - want).abs() <= 1e-9 * want.abs().max(1.0))
+        }
+
+        #[test]
+        fn an_asked_engine_uses_only_its_rows_and_its_own_fp16_baseline() {
+            let ds = with_graph_engine();
+            let fp16 = row(&ds, "candle-graph", "Qwen2-7B", Precision::Fp16, 1);
+            let q4k = row(&ds, "candle-graph", "Qwen2-7B", Precision::Q4K, 1);
+            let e = on(&ds, q4k.params_b, Precision::Q4K, Some("candle-graph"));
+            assert_eq!(e.curve_engine.as_deref(), Some("candle-graph"));
+            assert_eq!((e.points_at_size, e.borrowed_from), (1, None));
+            // By hand from the graph rows: ΔE = (E − F)/F of its Q4_K row, the baseline its FP16 row.
+            let (f, eq) = (fp16.energy_mj.unwrap(), q4k.energy_mj.unwrap());
+            let delta = (eq - q4k.fp16_energy_mj.unwrap()) / q4k.fp16_energy_mj.unwrap() * 100.0;
+            assert!(close(e.fp16_energy_mj, f), "{:?} vs {f}", e.fp16_energy_mj);
+            assert!(close(e.delta_pct, delta), "{:?} vs {delta}", e.delta_pct);
+            assert!(close(e.energy_mj, f * (1.0 + delta / 100.0)));
+            let eager = row(&ds, "candle", "Qwen2-7B", Precision::Fp16, 1);
+            assert!(
+                (f - eager.energy_mj.unwrap()).abs() > 100.0,
+                "the engines differ"
+            );
+            // The class behind it holds graph points only.
+            let c = find_class_on(
+                &fit_classes(&ds, &[]),
+                Arch::Hopper,
+                Precision::Q4K,
+                "candle-graph",
+            )
+            .unwrap()
+            .clone();
+            assert_eq!(e.class_points, c.points.len());
+            assert_eq!(c.stacks, [GRAPH_STACK]);
+            // Between sizes the baseline interpolates the graph's own FP16 rows only.
+            let lo = row(&ds, "candle-graph", "Qwen2.5-3B", Precision::Fp16, 1);
+            let n = (lo.params_b * fp16.params_b).sqrt();
+            let want = (lo.energy_mj.unwrap() * f).sqrt();
+            let mid = on(&ds, n, Precision::Q4K, Some("candle-graph"));
+            assert!(
+                close(mid.fp16_energy_mj, want),
+                "{:?} vs {want}",
+                mid.fp16_energy_mj
+            );
+            assert!(close(
+                fp16_baseline_mj(&ds, Arch::Hopper, "candle-graph", n),
+                want
+            ));
+        }
+
+        #[test]
+        fn without_an_engine_the_preferred_one_is_used_with_its_own_baseline() {
+            let ds = with_graph_engine();
+            let classes = fit_classes(&ds, &[]);
+            assert_eq!(
+                arch_engines(&classes, Arch::Hopper),
+                ["candle-graph", "candle"]
+            );
+            assert_eq!(arch_engines(default_classes(), Arch::Hopper), ["candle"]);
+            assert_eq!(arch_engines(default_classes(), Arch::Ada), ["transformers"]);
+            let graph_f = row(&ds, "candle-graph", "Qwen2-7B", Precision::Fp16, 1)
+                .energy_mj
+                .unwrap();
+            let eager_f = row(&ds, "candle", "Qwen2-7B", Precision::Fp16, 1)
+                .energy_mj
+                .unwrap();
+            let n = row(&ds, "candle", "Qwen2-7B", Precision::Fp16, 1).params_b;
+            // Q4_K: candle-graph is preferred, and so is its baseline — not the eager one, not the
+            // mean of the two that pooling every H200 session would give.
+            let q = on(&ds, n, Precision::Q4K, None);
+            assert_eq!(q.curve_engine.as_deref(), Some("candle-graph"));
+            assert!(close(q.fp16_energy_mj, graph_f));
+            assert!(!close(q.fp16_energy_mj, (graph_f + eager_f) / 2.0));
+            assert_eq!(
+                q,
+                on(&ds, n, Precision::Q4K, Some("candle-graph")).with_input_of(&q)
+            );
+            // FP16 itself: the preferred engine's baseline, named.
+            let f = on(&ds, n, Precision::Fp16, None);
+            assert_eq!(f.curve_engine.as_deref(), Some("candle-graph"));
+            assert!(close(f.energy_mj, graph_f) && f.delta_pct == Some(0.0));
+            let fe = on(&ds, n, Precision::Fp16, Some("candle"));
+            assert!(close(fe.energy_mj, eager_f));
+            // The eager engine asked for: exactly the estimate of the eager-only dataset.
+            let eager = on(&ds, n, Precision::Q4K, Some("candle"));
+            let before = on(Dataset::embedded(), n, Precision::Q4K, None);
+            assert_eq!(eager, before.with_input_of(&eager));
+            assert!(close(eager.fp16_energy_mj, eager_f));
+            // BF16 has only the eager engine's curve: the preferred engine for it, with its baseline.
+            let b = on(&ds, n, Precision::Bf16, None);
+            assert_eq!(b.curve_engine.as_deref(), Some("candle"));
+            assert!(close(b.fp16_energy_mj, eager_f));
+        }
+
+        #[test]
+        fn an_engine_without_the_precision_is_unavailable_and_says_which() {
+            let ds = with_graph_engine();
+            let e = on(&ds, 7.0, Precision::Bf16, Some("candle-graph"));
+            assert_eq!(e.basis, Basis::Unavailable);
+            assert_eq!((e.delta_pct, e.energy_mj, e.class), (None, None, None));
+            assert_eq!(e.borrowed_from, None, "no other engine's BF16 stands in");
+            assert_eq!(e.curve_engine.as_deref(), Some("candle-graph"));
+            assert!(
+                e.notes
+                    .iter()
+                    .any(|n| n.contains("BF16") && n.contains("candle-graph")),
+                "{:?}",
+                e.notes
+            );
+            // An engine with no rows at all: not even FP16.
+            let v = on(&ds, 7.0, Precision::Fp16, Some("vllm"));
+            assert_eq!((v.basis, v.energy_mj), (Basis::Unavailable, None));
+            assert!(v.notes.iter().any(|n| n.contains("vllm")), "{:?}", v.notes);
+            // Nor does an asked engine borrow another engine's class from a sibling architecture.
+            let nf4 = on(&ds, 7.0, Precision::Nf4, Some("candle"));
+            assert_eq!((nf4.basis, nf4.borrowed_from), (Basis::Unavailable, None));
+        }
     }
 }

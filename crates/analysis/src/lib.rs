@@ -36,8 +36,8 @@ pub mod verdict;
 
 pub use compare::{place, place_report, Comparison, NoCurve, Outcome, Placement, Subject};
 pub use curves::{
-    curve_engine, default_classes, find_class, find_class_on, fit_classes, ClassPoint, CurveClass,
-    ExtraPoint, PointOrigin,
+    arch_engines, curve_engine, default_classes, default_engine, find_class, find_class_on,
+    fit_classes, ClassPoint, CurveClass, ExtraPoint, PointOrigin,
 };
 pub use dataset::{Anchor, Dataset, Gpu};
 pub use estimate::{estimate, ClassId, Confidence, Estimate, EstimateInput};
@@ -51,6 +51,8 @@ pub mod pareto;
 pub mod roofline;
 pub mod stacks;
 pub mod tag;
+#[cfg(test)]
+mod test_data;
 pub mod vram;
 pub mod weight_reads;
 

@@ -2,6 +2,12 @@
 //! ranked by an objective; the optimum, alternatives, the energy↔latency Pareto frontier, and — when
 //! nothing is feasible — the configuration that breaks the budgets least.
 //!
+//! Where the card's architecture has curves of several engines (the H200: eager candle, the
+//! CUDA-graph engine, llama.cpp), the engine is one more dimension: engine × precision × batch ×
+//! context. Each engine brings its own FP16 baseline, ΔE classes, batch curves and latency
+//! calibration, and every [`Candidate`] names its engine — a recommendation is one stack's, never
+//! a mix (the same card and model differ by tens of percent in FP16 energy between engines).
+//!
 //! Upstream's mechanism (DESIGN.md §3) with its flaws fixed:
 //! * VRAM counts true bytes per format and the KV cache with grouped-query attention ([`crate::vram`](mod@crate::vram)).
 //! * Latency is a roofline with a calibrated per-precision launch floor that carries the
@@ -9,15 +15,17 @@
 //! * Energy stays anchored on measurements: FP16 baseline × (1 + ΔE%) from the class fit, × a batch
 //!   curve calibrated on the A800 sweep ([`crate::batch`]), × a context term from the roofline.
 
-use crate::batch::{batch_curve, candle_batch_curves, BatchCurve, StackBatchCurve};
-use crate::curves::{default_classes, CurveClass};
+use crate::batch::{batch_curve, engine_batch_curves, BatchCurve, StackBatchCurve};
+use crate::curves::{arch_engines, default_classes, default_engine, preference, CurveClass};
 use crate::dataset::{Dataset, Gpu};
 use crate::estimate::{borrow_order, estimate, EstimateInput};
 use crate::pareto::pareto_front;
-use crate::roofline::{latency_calibration, roofline_step, Bound, LatencyCalibration};
+use crate::roofline::{
+    calibrate_latency, latency_calibration, roofline_step, Bound, LatencyCalibration,
+};
 use crate::shapes::{find_shape, shape_for_params, shapes, ModelShape};
 use crate::tag::{Tag, Tagged};
-use crate::vram::{find_format, find_format_on, vram, VramBreakdown, WeightFormat};
+use crate::vram::{find_format_on, vram, VramBreakdown, WeightFormat};
 use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -114,6 +122,10 @@ pub struct OptimizeRequest {
     pub budgets: Budgets,
     /// Fix the context length instead of searching the grid.
     pub context: Option<u32>,
+    /// Search only this engine's stack (as [`crate::curve_engine`] names it: `candle-graph`, …);
+    /// `None`: every engine with curves on the card's architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// Why a request cannot be searched.
@@ -137,6 +149,16 @@ pub enum OptimizeError {
     /// No FP16 baseline on this architecture or one it borrows from.
     #[error("no FP16 energy baseline for {0} or a sibling architecture")]
     NoBaseline(Arch),
+    /// The engine asked for has no curve on this architecture or one it borrows from.
+    #[error("no curves measured with {engine} on {arch} or a sibling architecture; engines there: {known}")]
+    NoEngine {
+        /// The engine asked for.
+        engine: String,
+        /// The card's architecture.
+        arch: Arch,
+        /// The engines that do have curves there.
+        known: String,
+    },
 }
 
 /// A limit a configuration can break: the user's four budgets and the card's own VRAM.
@@ -189,8 +211,12 @@ impl std::fmt::Display for Budget {
 pub struct Tie {
     /// The optimum's precision.
     pub leader: Precision,
-    /// The precision of the best configuration of another precision.
+    /// The optimum's engine.
+    pub leader_engine: String,
+    /// The precision of the best configuration of another precision (or engine).
     pub runner_up: Precision,
+    /// The runner-up's engine.
+    pub runner_up_engine: String,
     /// How much more energy per token the runner-up's best configuration uses, %.
     pub lead_pct: f64,
     /// The larger 95 % half-width of the two precisions' ΔE vs FP16, points.
@@ -205,10 +231,13 @@ impl std::fmt::Display for Tie {
     }
 }
 
-/// One evaluated configuration. `precision`, `batch` and `context` are the choice itself; every
-/// figure carries its provenance tag.
+/// One evaluated configuration. `engine`, `precision`, `batch` and `context` are the choice
+/// itself; every figure carries its provenance tag.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Candidate {
+    /// The engine (stack) whose measurements every figure rests on: its FP16 baseline, ΔE class,
+    /// batch curve and latency calibration.
+    pub engine: String,
     /// The precision chosen.
     pub precision: Precision,
     /// Batch size.
@@ -365,7 +394,9 @@ pub struct OptimizeResult {
     pub gpu: GpuSummary,
     /// The model shape.
     pub model: ModelSummary,
-    /// Precisions searched (FP16 first).
+    /// Engines searched, preferred first; every candidate names its own.
+    pub engines: Vec<String>,
+    /// Precisions searched over all engines (FP16 first).
     pub precisions: Vec<Precision>,
     /// Whether any configuration meets every limit.
     pub feasible: bool,
@@ -392,9 +423,10 @@ pub struct OptimizeResult {
     pub notes: Vec<String>,
 }
 
-/// Energy inputs of one precision at batch 1 (they do not depend on batch or context).
+/// Energy inputs of one engine and precision at batch 1 (they do not depend on batch or context).
 #[derive(Debug, Clone)]
 struct PrecisionEnergy {
+    engine: String,
     precision: Precision,
     fmt: &'static WeightFormat,
     fp16: Tagged<f64>,
@@ -404,12 +436,17 @@ struct PrecisionEnergy {
     note: Option<String>,
 }
 
-/// Provenance of the FP16 baseline at `params_b` on `arch`.
-fn fp16_tag(ds: &Dataset, arch: Arch, params_b: f64) -> Tag {
+/// Provenance of `engine`'s FP16 baseline at `params_b` on `arch`.
+fn fp16_tag(ds: &Dataset, arch: Arch, engine: &str, params_b: f64) -> Tag {
     let sizes: Vec<f64> = ds
         .anchors
         .iter()
-        .filter(|a| a.default_curve && a.arch == arch && a.fp16_energy_mj.is_some())
+        .filter(|a| {
+            a.default_curve
+                && a.arch == arch
+                && a.fp16_energy_mj.is_some()
+                && crate::curves::curve_engine(&a.stack) == engine
+        })
         .map(|a| a.params_b)
         .collect();
     let (lo, hi) = sizes
@@ -429,31 +466,47 @@ fn fp16_tag(ds: &Dataset, arch: Arch, params_b: f64) -> Tag {
     }
 }
 
-/// Whether an architecture's own curves come from our candle meter (the H200 campaign): then its
-/// FP16 baseline and every format are candle's, and nothing is borrowed from another stack.
-fn candle_arch(classes: &[CurveClass], arch: Arch) -> bool {
-    classes.iter().any(|c| c.arch == arch && c.is_candle())
+/// The engines searched on `arch`: the pinned one (which must have curves there or on an
+/// architecture `arch` borrows from), else every engine with curves of its own on `arch`, else the
+/// one [`default_engine`] borrows. Another engine is never mixed in: an architecture with its own
+/// candle curves searches no borrowed bitsandbytes class.
+fn searched_engines(
+    classes: &[CurveClass],
+    arch: Arch,
+    pinned: Option<&str>,
+) -> Result<Vec<String>, OptimizeError> {
+    let own = arch_engines(classes, arch);
+    let Some(e) = pinned else {
+        return Ok(if own.is_empty() {
+            default_engine(classes, arch).into_iter().collect()
+        } else {
+            own
+        });
+    };
+    let lent = borrow_order(arch)
+        .iter()
+        .any(|b| arch_engines(classes, *b).iter().any(|x| x == e));
+    if own.iter().any(|x| x == e) || lent {
+        Ok(vec![e.to_string()])
+    } else {
+        Err(OptimizeError::NoEngine {
+            engine: e.to_string(),
+            arch,
+            known: searched_engines(classes, arch, None)?.join(", "),
+        })
+    }
 }
 
-/// Precisions with an energy curve for this architecture or one it borrows from, FP16 first.
-/// Stacks are never mixed: a candle architecture searches only its own candle classes, and other
-/// architectures never borrow a candle class.
-fn searchable_precisions(classes: &[CurveClass], arch: Arch) -> Vec<Precision> {
+/// Precisions with an `engine` curve for this architecture or one it borrows from, FP16 first.
+fn searchable_precisions(classes: &[CurveClass], arch: Arch, engine: &str) -> Vec<Precision> {
     let mut out = vec![Precision::Fp16];
-    let candle = candle_arch(classes, arch);
-    let archs: Vec<Arch> = if candle {
-        vec![arch]
-    } else {
-        std::iter::once(arch)
-            .chain(borrow_order(arch).iter().copied())
-            .collect()
-    };
-    for a in archs {
+    for a in std::iter::once(&arch).chain(borrow_order(arch)) {
         for c in classes
             .iter()
-            .filter(|c| c.arch == a && c.is_candle() == candle)
+            .filter(|c| c.arch == *a && c.engine == engine)
         {
-            if !out.contains(&c.precision) && find_format(c.precision.as_str()).is_some() {
+            if !out.contains(&c.precision) && find_format_on(c.precision.as_str(), engine).is_some()
+            {
                 out.push(c.precision);
             }
         }
@@ -467,6 +520,7 @@ fn precision_energy(
     arch: Arch,
     params_b: f64,
     precision: Precision,
+    engine: &str,
 ) -> Option<PrecisionEnergy> {
     // Batch 1 and context 2048 make upstream's savings-shrink factor exactly 1: batch and context
     // are applied below by the calibrated terms instead.
@@ -476,10 +530,11 @@ fn precision_energy(
         precision,
         batch: 1,
         context: 2048,
+        engine: Some(engine.to_string()),
     };
     let e = estimate(ds, classes, &input);
     let (fp16, delta) = (e.fp16_energy_mj?, e.delta_pct?);
-    let fp16_arch_tag = fp16_tag(ds, arch, params_b);
+    let fp16_arch_tag = fp16_tag(ds, arch, engine, params_b);
     let delta_tag = if precision == Precision::Fp16 {
         Tag::Computed
     } else if e.points_at_size > 0 && e.borrowed_from.is_none() {
@@ -488,25 +543,50 @@ fn precision_energy(
         Tag::from(e.basis)
     };
     Some(PrecisionEnergy {
+        engine: engine.to_string(),
         precision,
-        fmt: find_format_on(
-            precision.as_str(),
-            if candle_arch(classes, arch) {
-                "candle"
-            } else {
-                ""
-            },
-        )?,
+        fmt: find_format_on(precision.as_str(), engine)?,
         fp16: Tagged::new(fp16, fp16_arch_tag),
         delta: Tagged::new(delta, delta_tag),
         delta_halfwidth: e
             .interval()
             .filter(|_| precision != Precision::Fp16)
             .map(|(lo, hi)| (hi - lo) / 2.0),
-        note: e
-            .borrowed_from
-            .map(|b| format!("{precision} on {arch}: ΔE curve borrowed from {b} (extrapolated)")),
+        note: e.borrowed_from.map(|b| {
+            format!("{precision} ({engine}) on {arch}: ΔE curve borrowed from {b} (extrapolated)")
+        }),
     })
+}
+
+/// Every engine's energy inputs, engine by engine (preferred first). An engine without an FP16
+/// baseline is left out, and said so; the search fails only when no engine has one.
+fn search_energies(
+    ds: &Dataset,
+    classes: &[CurveClass],
+    arch: Arch,
+    params_b: f64,
+    pinned: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<PrecisionEnergy>, OptimizeError> {
+    let mut out = Vec::new();
+    for engine in searched_engines(classes, arch, pinned)? {
+        let own: Vec<PrecisionEnergy> = searchable_precisions(classes, arch, &engine)
+            .into_iter()
+            .filter_map(|p| precision_energy(ds, classes, arch, params_b, p, &engine))
+            .collect();
+        if own.iter().any(|e| e.precision == Precision::Fp16) {
+            out.extend(own);
+        } else {
+            notes.push(format!(
+                "{engine} left out: no FP16 baseline measured with it on {arch} or a sibling architecture"
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Err(OptimizeError::NoBaseline(arch));
+    }
+    notes.extend(out.iter().filter_map(|e| e.note.clone()));
+    Ok(out)
 }
 
 /// Everything the grid needs that does not change from cell to cell.
@@ -515,8 +595,8 @@ struct Setup<'a> {
     shape: ModelShape,
     cal: &'a LatencyCalibration,
     batch: &'a BatchCurve,
-    /// Our own per-precision batch curves for the candle stack (H200 sweep).
-    candle_batch: Vec<StackBatchCurve>,
+    /// Our own engines' per-precision batch curves (each engine's own sweep, never pooled).
+    engine_batch: Vec<StackBatchCurve>,
 }
 
 impl Setup<'_> {
@@ -526,22 +606,25 @@ impl Setup<'_> {
         (s.step_ms, s.bound)
     }
 
-    /// Energy per token at `batch` relative to batch 1: candle formats use the curves fitted on our
-    /// H200 sweep (FP16's for the 16-bit float formats, which run the same cuBLAS GEMMs; Q4_K's for
-    /// every quantized GGUF format — the one measured), everything else the A800 sweep's curve.
-    fn batch_factor(&self, fmt: &WeightFormat, precision: Precision, batch: u32) -> f64 {
-        if fmt.stack == crate::vram::Stack::Candle {
-            let float16 = matches!(precision, Precision::Fp16 | Precision::Bf16);
-            let want = if float16 {
-                Precision::Fp16
-            } else {
-                Precision::Q4K
-            };
-            if let Some(c) = self.candle_batch.iter().find(|c| c.precision == want) {
-                return c.factor(batch);
-            }
-        }
-        self.batch.factor(batch)
+    /// The engine's own batch curve for `precision`: FP16's for the 16-bit float formats, which
+    /// run the same GEMMs; Q4_K's for every quantized GGUF format — the one measured. `None` where
+    /// the engine has no sweep of its own (transformers: the A800 sweep's curve is its own).
+    fn engine_curve(&self, engine: &str, precision: Precision) -> Option<&StackBatchCurve> {
+        let want = if matches!(precision, Precision::Fp16 | Precision::Bf16) {
+            Precision::Fp16
+        } else {
+            Precision::Q4K
+        };
+        self.engine_batch
+            .iter()
+            .find(|c| c.engine == engine && c.precision == want)
+    }
+
+    /// Energy per token at `batch` relative to batch 1: the engine's own curve where it has one
+    /// ([`Setup::engine_curve`]), else the A800 sweep's.
+    fn batch_factor(&self, engine: &str, precision: Precision, batch: u32) -> f64 {
+        self.engine_curve(engine, precision)
+            .map_or_else(|| self.batch.factor(batch), |c| c.factor(batch))
     }
 
     fn candidate(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> Candidate {
@@ -550,7 +633,7 @@ impl Setup<'_> {
         // Energy per token ∝ step time at fixed power: longer KV reads cost proportionally more.
         // Shorter-than-reference contexts are not credited (the anchors were measured there).
         let ctx_factor = (step / ref_step).max(1.0);
-        let b_factor = self.batch_factor(pe.fmt, pe.precision, batch);
+        let b_factor = self.batch_factor(&pe.engine, pe.precision, batch);
         let base_tag = pe.fp16.tag.weakest(pe.delta.tag);
         let energy_tag = if batch == 1 && ctx_factor == 1.0 {
             base_tag
@@ -561,6 +644,7 @@ impl Setup<'_> {
         let v = vram(&self.shape, pe.fmt, batch, context);
         let fits = v.total_gb.value <= self.gpu.vram_gb;
         Candidate {
+            engine: pe.engine.clone(),
             precision: pe.precision,
             batch,
             context,
@@ -669,6 +753,7 @@ fn rank(objective: Objective, a: &Candidate, b: &Candidate) -> Ordering {
         .then(a.vram.total_gb.value.total_cmp(&b.vram.total_gb.value))
         // By spelling, not declaration order, so ties rank as they always did.
         .then(a.precision.as_str().cmp(b.precision.as_str()))
+        .then(preference(&a.engine).cmp(&preference(&b.engine)))
         .then(a.batch.cmp(&b.batch))
         .then(a.context.cmp(&b.context))
 }
@@ -689,18 +774,39 @@ fn deltas(c: &Candidate, o: &Candidate) -> Deltas {
     }
 }
 
-/// Best of every other precision first, then the next-ranked configurations with a (precision,
-/// batch) not listed yet, until there are enough.
-fn alternatives(ranked: &[&Candidate], objective: Objective) -> Vec<Alternative> {
+/// A configuration's choice in words: its precision, and its engine when the search had several.
+fn choice_label(c: &Candidate, several_engines: bool) -> String {
+    if several_engines {
+        format!("{} on {}", c.precision, c.engine)
+    } else {
+        c.precision.to_string()
+    }
+}
+
+fn same_choice(a: &Candidate, b: &Candidate) -> bool {
+    a.engine == b.engine && a.precision == b.precision
+}
+
+/// Best of every other (engine, precision) first, then the next-ranked configurations with an
+/// (engine, precision, batch) not listed yet, until there are enough.
+fn alternatives(
+    ranked: &[&Candidate],
+    objective: Objective,
+    several_engines: bool,
+) -> Vec<Alternative> {
     let Some(opt) = ranked.first() else {
         return Vec::new();
     };
     let mut picked: Vec<(&Candidate, String)> = Vec::new();
     for c in ranked.iter().skip(1) {
-        if c.precision != opt.precision && !picked.iter().any(|(p, _)| p.precision == c.precision) {
+        if !same_choice(c, opt) && !picked.iter().any(|(p, _)| same_choice(p, c)) {
             picked.push((
                 c,
-                format!("best {} for {}", c.precision, objective.as_str()),
+                format!(
+                    "best {} for {}",
+                    choice_label(c, several_engines),
+                    objective.as_str()
+                ),
             ));
         }
     }
@@ -708,7 +814,7 @@ fn alternatives(ranked: &[&Candidate], objective: Objective) -> Vec<Alternative>
         if picked.len() >= MIN_ALTERNATIVES {
             break;
         }
-        let seen = |p: &Candidate| p.precision == c.precision && p.batch == c.batch;
+        let seen = |p: &Candidate| same_choice(p, c) && p.batch == c.batch;
         if !seen(opt) && !picked.iter().any(|(p, _)| seen(p)) {
             picked.push((c, format!("runner-up for {}", objective.as_str())));
         }
@@ -825,14 +931,16 @@ fn standing_notes() -> Vec<String> {
     vec![
         "energy: FP16 baseline from the anchors (log-log between sizes) × (1 + ΔE%/100) from the class fit at batch 1".into(),
         "batch: e(b)/e(1) = c + (1 − c)/b^k calibrated on one INT8-pure A800 sweep and applied to every precision; \
-         candle formats (H200) use their own F16 and Q4_K curves fitted on our H200 sweep (F16's for BF16, Q4_K's for every GGUF format)"
+         our own engines (candle, candle-graph, llama.cpp) use the F16 and Q4_K curves fitted on their own sweep where they \
+         have one (F16's for BF16, Q4_K's for every GGUF format), never another engine's"
             .into(),
         format!(
             "context: energy scaled by the modelled step-time ratio vs {ENERGY_REFERENCE_CONTEXT} tokens (the anchors' \
              short-prompt + 256-token runs), at the same batch; ≥ 1"
         ),
         "latency: max(launch floor, (weights + batch·KV)/bandwidth, FLOPs/compute) per decode step; launch floor \
-         calibrated per precision and stack on measured throughputs (published rows; candle rows from our H200 runs)"
+         calibrated per precision and stack on measured throughputs (published rows; candle and candle-graph rows \
+         from our H200 runs, each engine on its own)"
             .into(),
         "VRAM: true bytes per format + GQA KV cache (fp16) + prefill activations + 0.5 GB CUDA context + 5 % allocator \
          slack; a card's datasheet GB (1e9 bytes) is the hard limit"
@@ -866,25 +974,32 @@ pub fn optimize_with(
     }
     let (shape, shape_tag, params_b) = resolve_shape(req)?;
     let mut notes = standing_notes();
-    let energies: Vec<PrecisionEnergy> = searchable_precisions(classes, gpu.arch)
-        .into_iter()
-        .filter_map(|p| precision_energy(ds, classes, gpu.arch, params_b, p))
-        .collect();
-    if !energies.iter().any(|e| e.precision == Precision::Fp16) {
-        return Err(OptimizeError::NoBaseline(gpu.arch));
-    }
-    notes.extend(energies.iter().filter_map(|e| e.note.clone()));
+    let energies = search_energies(
+        ds,
+        classes,
+        gpu.arch,
+        params_b,
+        req.engine.as_deref(),
+        &mut notes,
+    )?;
+    // Another dataset (tests, a page with user rows) calibrates its own latency model: its engines'
+    // rows are what the step times must come from.
+    let own_cal;
+    let cal = if std::ptr::eq(ds, Dataset::embedded()) {
+        latency_calibration()
+    } else {
+        own_cal = calibrate_latency(ds);
+        &own_cal
+    };
     let setup = Setup {
         gpu,
         shape: shape.clone(),
-        cal: latency_calibration(),
+        cal,
         batch: batch_curve(),
-        candle_batch: if candle_arch(classes, gpu.arch) {
-            candle_batch_curves(ds)
-        } else {
-            Vec::new()
-        },
+        engine_batch: engine_batch_curves(ds),
     };
+    let engines = distinct_engines(&energies);
+    notes.extend(engine_notes(&setup, &engines));
     let contexts: Vec<u32> = req.context.map_or(CONTEXTS.to_vec(), |c| vec![c]);
     let mut all: Vec<Candidate> =
         Vec::with_capacity(energies.len() * BATCHES.len() * contexts.len());
@@ -918,9 +1033,19 @@ pub fn optimize_with(
     } else {
         None
     };
+    let several = engines.len() > 1;
     let tie = (req.objective == Objective::MinEnergy)
-        .then(|| energy_tie(&feasible, &energies))
+        .then(|| energy_tie(&feasible, &energies, several))
         .flatten();
+    if let Some(o) = feasible.first() {
+        notes.push(format!(
+            "the recommendation assumes the {} stack{}: its figures are that engine's measurements",
+            o.engine,
+            stack_text(classes, gpu.arch, &o.engine)
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default()
+        ));
+    }
     if req.context.is_none() {
         notes.push("context was searched too: pass a fixed context for your workload to compare like with like".into());
     }
@@ -942,10 +1067,11 @@ pub fn optimize_with(
             head_dim: shape.head_dim,
             shape_tag,
         },
-        precisions: energies.iter().map(|e| e.precision).collect(),
+        precisions: distinct_precisions(&energies),
+        engines,
         feasible: !feasible.is_empty(),
         optimum: feasible.first().map(|c| (*c).clone()),
-        alternatives: alternatives(&feasible, req.objective),
+        alternatives: alternatives(&feasible, req.objective, several),
         pareto,
         feasible_configs: feasible.iter().map(|c| (*c).clone()).collect(),
         least_violating: least,
@@ -961,29 +1087,93 @@ pub fn optimize_with(
     })
 }
 
-/// When the energy winner's lead over the best configuration of another precision is smaller than
-/// the uncertainty of their ΔE vs FP16, say so: the ranking between them is not resolved by the data.
-fn energy_tie(feasible: &[&Candidate], energies: &[PrecisionEnergy]) -> Option<Tie> {
+/// The engines of `energies`, in search order.
+fn distinct_engines(energies: &[PrecisionEnergy]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for e in energies {
+        if !v.contains(&e.engine) {
+            v.push(e.engine.clone());
+        }
+    }
+    v
+}
+
+/// The precisions of `energies` over all engines, FP16 first.
+fn distinct_precisions(energies: &[PrecisionEnergy]) -> Vec<Precision> {
+    let mut v: Vec<Precision> = vec![Precision::Fp16];
+    for e in energies {
+        if !v.contains(&e.precision) {
+            v.push(e.precision);
+        }
+    }
+    v
+}
+
+/// The stack text of `engine`'s curves on `arch` (or a lender), as the dataset writes it.
+fn stack_text<'c>(classes: &'c [CurveClass], arch: Arch, engine: &str) -> Option<&'c str> {
+    std::iter::once(&arch)
+        .chain(borrow_order(arch))
+        .find_map(|a| classes.iter().find(|c| c.arch == *a && c.engine == engine))
+        .and_then(|c| c.stacks.first())
+        .map(String::as_str)
+}
+
+/// Which engines were searched, and which of them has no batch sweep of its own.
+fn engine_notes(setup: &Setup, engines: &[String]) -> Vec<String> {
+    let mut notes = vec![if engines.len() > 1 {
+        format!(
+            "engines searched: {} — each with its own FP16 baseline, ΔE curves, batch curves and latency \
+             calibration, never pooled; every configuration names its engine",
+            engines.join(", ")
+        )
+    } else {
+        format!(
+            "stack: {} — every figure is that engine's",
+            engines.join(", ")
+        )
+    }];
+    for e in engines {
+        let own = setup.engine_batch.iter().any(|c| &c.engine == e);
+        if !own && e != crate::batch::TRANSFORMERS {
+            notes.push(format!(
+                "{e}: no batch sweep of its own yet — the A800 curve stands in for batch > 1"
+            ));
+        }
+    }
+    notes
+}
+
+/// When the energy winner's lead over the best configuration of another precision (or engine) is
+/// smaller than the uncertainty of their ΔE vs FP16, say so: the ranking between them is not
+/// resolved by the data.
+fn energy_tie(
+    feasible: &[&Candidate],
+    energies: &[PrecisionEnergy],
+    several_engines: bool,
+) -> Option<Tie> {
     let best = feasible.first()?;
-    let other = feasible.iter().find(|c| c.precision != best.precision)?;
-    let half = |p: Precision| {
+    let other = feasible.iter().find(|c| !same_choice(c, best))?;
+    let half = |c: &Candidate| {
         energies
             .iter()
-            .find(|e| e.precision == p)
+            .find(|e| e.engine == c.engine && e.precision == c.precision)
             .and_then(|e| e.delta_halfwidth)
             .unwrap_or(0.0)
     };
     let lead_pct = (other.energy_mj_per_token.value / best.energy_mj_per_token.value - 1.0) * 100.0;
-    let uncertainty = half(best.precision).max(half(other.precision));
+    let uncertainty = half(best).max(half(other));
     (lead_pct < uncertainty).then(|| Tie {
         leader: best.precision,
+        leader_engine: best.engine.clone(),
         runner_up: other.precision,
+        runner_up_engine: other.engine.clone(),
         lead_pct,
         uncertainty_pts: uncertainty,
         message: format!(
             "{} leads {} by {lead_pct:.1} % in modelled energy, inside the ±{uncertainty:.1}-point \
              uncertainty of their ΔE vs FP16 — the data do not rank them; choose on VRAM or latency",
-            best.precision, other.precision
+            choice_label(best, several_engines),
+            choice_label(other, several_engines)
         ),
     })
 }
@@ -1001,6 +1191,7 @@ mod tests {
             objective,
             budgets: Budgets::default(),
             context: None,
+            engine: None,
         }
     }
 
@@ -1133,7 +1324,7 @@ mod tests {
         let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
         let j = serde_json::to_value(r.optimum.as_ref().unwrap()).unwrap();
         for (k, v) in j.as_object().unwrap() {
-            if ["precision", "batch", "context"].contains(&k.as_str()) {
+            if ["engine", "precision", "batch", "context"].contains(&k.as_str()) {
                 continue;
             }
             let tagged = |v: &serde_json::Value| v.get("tag").is_some() && v.get("value").is_some();
@@ -1156,7 +1347,7 @@ mod tests {
             .chain(r.alternatives.iter().map(|a| &a.candidate))
             .collect();
         let ds = Dataset::embedded();
-        let fp16 = crate::estimate::fp16_baseline_mj(ds, Arch::Ada, 7.0).unwrap();
+        let fp16 = crate::estimate::fp16_baseline_mj(ds, Arch::Ada, "transformers", 7.0).unwrap();
         for c in all {
             let want = c.fp16_energy_mj_per_token.value
                 * (1.0 + c.delta_vs_fp16_pct.value / 100.0)
@@ -1279,5 +1470,125 @@ mod tests {
             optimize(&req("T4", -1.0, Objective::MinEnergy)),
             Err(OptimizeError::BadSize(_))
         ));
+    }
+
+    /// With two engines on the H200 the search is engine × precision × batch × context: every
+    /// candidate is one engine's — its baseline, ΔE, batch curve and step time — and pinning an
+    /// engine gives exactly that engine's search.
+    #[test]
+    fn two_engines_are_searched_side_by_side_and_never_mixed() {
+        use crate::batch::engine_batch_curves;
+        use crate::curves::fit_classes;
+        use crate::test_data::{row, with_graph_engine};
+        let ds = with_graph_engine();
+        let classes = fit_classes(&ds, &[]);
+        let mut q = req("H200", 7.0, Objective::MinEnergy);
+        (q.params_b, q.model, q.context) = (None, Some("qwen2-7b".into()), Some(512));
+        let r = optimize_with(&ds, &classes, &q).unwrap();
+        assert_eq!(r.engines, ["candle-graph", "candle"]);
+        let at = |e: &str, p: Precision, b: u32| {
+            r.feasible_configs
+                .iter()
+                .find(|c| c.engine == e && c.precision == p && c.batch == b)
+                .unwrap_or_else(|| panic!("{e} {p} b{b}"))
+                .clone()
+        };
+        let sweeps = engine_batch_curves(&ds);
+        for e in ["candle-graph", "candle"] {
+            // By hand from the engine's own Qwen2-7B rows.
+            let f16 = row(&ds, e, "Qwen2-7B", Precision::Fp16, 1);
+            let q4k = row(&ds, e, "Qwen2-7B", Precision::Q4K, 1);
+            let f = f16.energy_mj.unwrap();
+            let c = at(e, Precision::Fp16, 1);
+            assert!(
+                (c.fp16_energy_mj_per_token.value - f).abs() < 1e-9,
+                "{e}: {} vs {f}",
+                c.fp16_energy_mj_per_token.value
+            );
+            assert!((c.energy_mj_per_token.value - f).abs() < 1e-9, "{e}");
+            let d = at(e, Precision::Q4K, 1).delta_vs_fp16_pct.value;
+            assert!((d - q4k.delta_pct().unwrap()).abs() < 1e-9, "{e}: {d}");
+            let own = sweeps
+                .iter()
+                .find(|s| s.engine == e && s.precision == Precision::Fp16)
+                .unwrap();
+            assert_eq!(
+                at(e, Precision::Fp16, 64).batch_factor.value,
+                own.factor(64)
+            );
+            // The step time is the engine's own: the measured one at batch 1, within the model's error.
+            let measured = 1e3 / f16.throughput_tok_s.unwrap();
+            let modelled = c.latency_ms_per_token.value;
+            assert!(
+                (modelled / measured - 1.0).abs() < 0.25,
+                "{e}: {modelled} vs {measured} ms"
+            );
+        }
+        assert!(
+            at("candle-graph", Precision::Fp16, 1)
+                .latency_ms_per_token
+                .value
+                * 1.5
+                < at("candle", Precision::Fp16, 1).latency_ms_per_token.value
+        );
+        // The graph engine has no BF16 curve: no graph BF16 configuration, the eager one stays.
+        assert!(!r
+            .feasible_configs
+            .iter()
+            .any(|c| c.engine == "candle-graph" && c.precision == Precision::Bf16));
+        at("candle", Precision::Bf16, 1);
+        let opt = r.optimum.as_ref().unwrap();
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.starts_with("engines searched: candle-graph, candle")));
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains(&format!("recommendation assumes the {} stack", opt.engine))),
+            "{:?}",
+            r.notes
+        );
+        assert!(r
+            .alternatives
+            .iter()
+            .any(|a| a.candidate.engine != opt.engine
+                && a.why.contains(&format!(" on {}", a.candidate.engine))));
+        // Pinned to the eager engine: exactly the search of the eager-only dataset.
+        q.engine = Some("candle".into());
+        let pinned = optimize_with(&ds, &classes, &q).unwrap();
+        assert_eq!(pinned.engines, ["candle"]);
+        q.engine = None;
+        let before = optimize(&q).unwrap();
+        assert_eq!(before.engines, ["candle"]);
+        assert_eq!(pinned.feasible_configs, before.feasible_configs);
+        assert_eq!(
+            (&pinned.optimum, &pinned.tie),
+            (&before.optimum, &before.tie)
+        );
+        // An engine without curves on the card is refused, naming the ones there are.
+        q.engine = Some("llama.cpp".into());
+        match optimize_with(&ds, &classes, &q) {
+            Err(OptimizeError::NoEngine { engine, known, .. }) => {
+                assert_eq!(
+                    (engine.as_str(), known.as_str()),
+                    ("llama.cpp", "candle-graph, candle")
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_engine_archs_name_their_engine_and_search_as_before() {
+        let r = optimize(&req("RTX 4090", 7.0, Objective::MinEnergy)).unwrap();
+        assert_eq!(r.engines, ["transformers"]);
+        assert!(r
+            .feasible_configs
+            .iter()
+            .all(|c| c.engine == "transformers"));
+        assert!(r.notes.iter().any(|n| n.starts_with("stack: transformers")));
+        let h = optimize(&req("H200", 7.0, Objective::MinEnergy)).unwrap();
+        assert_eq!(h.engines, ["candle"]);
     }
 }

@@ -333,14 +333,15 @@ impl LatencyCalibration {
             .map_or(1.0, |c| c.factor)
     }
 
-    /// Step-model constants for a format on a card. Formats without rows borrow a sibling's
-    /// (BF16 → FP16, NF4-DQ → NF4, any GGUF → the pooled llama.cpp constants).
+    /// Step-model constants for a format on a card. Formats without rows borrow a sibling's of
+    /// the same stack (BF16 → FP16, NF4-DQ → NF4, any GGUF → the pooled llama.cpp constants).
     pub fn efficiency(&self, gpu: &str, fmt: &WeightFormat) -> Efficiency {
+        let bf16_sibling = fmt.name.strip_suffix("BF16").map(|s| format!("{s}F16"));
         let sibling = match fmt.name {
             "BF16" => "FP16",
             "NF4-DQ" => "NF4",
             n if n.starts_with("GGUF") => "GGUF",
-            n => n,
+            _ => bf16_sibling.as_deref().unwrap_or(fmt.name),
         };
         let p = self.precision(fmt.name).or_else(|| self.precision(sibling));
         let card = if fmt.stack == Stack::Transformers {
@@ -556,24 +557,10 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             rows: gguf_rows.len(),
         });
     }
-    // candle rows at batch 1 are launch-bound by orders of magnitude (0.5B F16 needs ~0.2 ms of HBM
-    // traffic per token on an H200, candle takes ~7 ms), so each precision's floor is the geometric
-    // mean of measured step time per layer over its batch-1 rows.
-    let candle_rows: Vec<&Observation> = obs
-        .iter()
-        .filter(|o| o.fmt.stack == Stack::Candle && o.batch == 1 && o.fits())
-        .collect();
-    for name in distinct(candle_rows.iter().map(|o| o.fmt.name)) {
-        let rows: Vec<&&Observation> = candle_rows.iter().filter(|o| o.fmt.name == name).collect();
-        precisions.push(PrecisionCalibration {
-            precision: name.to_string(),
-            stack: Stack::Candle,
-            launch_ms_per_layer: geo_mean(rows.iter().map(|o| o.measured_step_ms() / o.shape.layers as f64)),
-            bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
-            bandwidth_source: "upstream 0.70, not identifiable: candle batch-1 decode is launch-bound".to_string(),
-            rows: rows.len(),
-        });
-    }
+    let (candle, candle_rows) = candle_calibrations(&obs);
+    precisions.extend(candle);
+    let (graph, graph_rows) = candle_graph_calibrations(&obs);
+    precisions.extend(graph);
     let cards: Vec<CardFactor> = cards
         .into_iter()
         .map(|(gpu, factor)| CardFactor {
@@ -592,19 +579,135 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
         pooled_median_abs_error_pct: 0.0,
         method: "step = max(layers · launch[precision] · card[gpu], (weights + batch·KV)/(bandwidth · eff), \
                  FLOPs/(FP16 TFLOPS · 0.30)); launch and card factors fitted in log space on transformers rows \
-                 (two-way geometric means), card factors normalised to geometric mean 1",
+                 (two-way geometric means), card factors normalised to geometric mean 1; llama.cpp: bandwidth \
+                 efficiency only; candle (eager): launch floors per format; candle-graph: floor and bandwidth \
+                 efficiency per format",
     };
     cal.rows = obs
         .iter()
         .map(|o| {
-            let used = launch_rows.iter().any(|r| std::ptr::eq(*r, o))
-                || gguf_rows.iter().any(|r| std::ptr::eq(*r, o))
-                || candle_rows.iter().any(|r| std::ptr::eq(*r, o));
+            let used = [&launch_rows, &gguf_rows, &candle_rows, &graph_rows]
+                .iter()
+                .any(|rows| rows.iter().any(|r| std::ptr::eq(*r, o)));
             calibration_row(&cal, o, used)
         })
         .collect();
     summarize_errors(&mut cal);
     cal
+}
+
+/// The eager candle engine's constants, one per format, and the rows behind them. Its batch-1
+/// rows are launch-bound by orders of magnitude (0.5B F16 needs ~0.2 ms of HBM traffic per token
+/// on an H200, candle takes ~7 ms), so each format's floor is the geometric mean of measured step
+/// time per layer over its batch-1 rows.
+fn candle_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&Observation>) {
+    let rows: Vec<&Observation> = obs
+        .iter()
+        .filter(|o| o.fmt.stack == Stack::Candle && o.batch == 1 && o.fits())
+        .collect();
+    let cals = distinct(rows.iter().map(|o| o.fmt.name))
+        .into_iter()
+        .map(|name| {
+            let own: Vec<&&Observation> = rows.iter().filter(|o| o.fmt.name == name).collect();
+            PrecisionCalibration {
+                precision: name.to_string(),
+                stack: Stack::Candle,
+                launch_ms_per_layer: geo_mean(
+                    own.iter()
+                        .map(|o| o.measured_step_ms() / o.shape.layers as f64),
+                ),
+                bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
+                bandwidth_source:
+                    "upstream 0.70, not identifiable: candle batch-1 decode is launch-bound"
+                        .to_string(),
+                rows: own.len(),
+            }
+        })
+        .collect();
+    (cals, rows)
+}
+
+/// The CUDA-graph engine's constants, one per format, and the rows behind them. Not the eager
+/// engine's floors: one graph launch per token removes most of the launch cost, so large models
+/// are bandwidth-bound (7B F16 at ≈ 61 % of the H200's HBM roofline) while small ones still sit
+/// on a (much lower) floor. Both are fitted on the format's batch-1 rows ([`fit_floor_and_bandwidth`]).
+fn candle_graph_calibrations(
+    obs: &[Observation],
+) -> (Vec<PrecisionCalibration>, Vec<&Observation>) {
+    let rows: Vec<&Observation> = obs
+        .iter()
+        .filter(|o| o.fmt.stack == Stack::CandleGraph && o.batch == 1 && o.fits())
+        .collect();
+    let cals = distinct(rows.iter().map(|o| o.fmt.name))
+        .into_iter()
+        .map(|name| {
+            let own: Vec<&Observation> =
+                rows.iter().copied().filter(|o| o.fmt.name == name).collect();
+            let (launch, bw) = fit_floor_and_bandwidth(&own);
+            PrecisionCalibration {
+                precision: name.to_string(),
+                stack: Stack::CandleGraph,
+                launch_ms_per_layer: launch,
+                bandwidth_efficiency: bw,
+                bandwidth_source: format!(
+                    "fitted with the floor on {} candle-graph batch-1 rows (log least squares of \
+                     max(layers · floor, bytes/(bandwidth · eff)); an unidentified eff stays nearest 0.70)",
+                    own.len()
+                ),
+                rows: own.len(),
+            }
+        })
+        .collect();
+    (cals, rows)
+}
+
+/// Launch floor per layer (ms) and bandwidth efficiency minimising the squared log error of
+/// `max(layers · floor, bytes/(bandwidth · eff), compute)` against the measured steps: a grid of
+/// eff 0.05–1.00 by 0.01 and floors 10⁻⁴–1 ms by 2.3 %. Where the rows do not pin a parameter
+/// (every row on the floor, or none), the cost is flat in it: eff then stays nearest upstream's
+/// 0.70 and the floor at its smallest value.
+fn fit_floor_and_bandwidth(rows: &[&Observation]) -> (f64, f64) {
+    let full_bandwidth = Efficiency {
+        bandwidth: 1.0,
+        compute: DEFAULT_COMPUTE_EFFICIENCY,
+        launch_ms_per_layer: 0.0,
+    };
+    // Per row: layers, memory time at 100 % bandwidth, compute time, ln(measured step).
+    let pre: Vec<(f64, f64, f64, f64)> = rows
+        .iter()
+        .map(|o| {
+            let s = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &full_bandwidth);
+            let layers = o.shape.layers as f64;
+            (layers, s.memory_ms, s.compute_ms, o.measured_step_ms().ln())
+        })
+        .collect();
+    let cost = |floor: f64, eff: f64| -> f64 {
+        pre.iter()
+            .map(|&(layers, mem, compute, measured)| {
+                let step = (layers * floor).max(mem / eff).max(compute);
+                (step.ln() - measured).powi(2)
+            })
+            .sum()
+    };
+    let mut effs: Vec<f64> = (5..=100).map(|i| i as f64 / 100.0).collect();
+    effs.sort_by(|a, b| {
+        (a - DEFAULT_BANDWIDTH_EFFICIENCY)
+            .abs()
+            .total_cmp(&(b - DEFAULT_BANDWIDTH_EFFICIENCY).abs())
+    });
+    let floors: Vec<f64> = (0..=400)
+        .map(|i| 10f64.powf(-4.0 + i as f64 / 100.0))
+        .collect();
+    let mut best = (f64::INFINITY, 0.0, DEFAULT_BANDWIDTH_EFFICIENCY);
+    for &eff in &effs {
+        for &floor in &floors {
+            let c = cost(floor, eff);
+            if c < best.0 - 1e-12 {
+                best = (c, floor, eff);
+            }
+        }
+    }
+    (best.1, best.2)
 }
 
 /// One observation against the calibrated model: with its card's factor and pooled.
@@ -809,5 +912,63 @@ mod tests {
             "fitted rows: RMS error {:.1} % (median |error| {:.1} %) with card factors; pooled (card factor 1): RMS {:.1} %, median {:.1} %",
             cal.rms_error_pct, cal.median_abs_error_pct, cal.pooled_rms_error_pct, cal.pooled_median_abs_error_pct
         );
+    }
+
+    /// The graph engine's step times are its own: not the eager engine's launch floors (which it
+    /// must leave as they were), and recovered from rows made by a known step model.
+    #[test]
+    fn the_graph_engine_gets_its_own_calibration() {
+        use crate::test_data::{
+            with_graph_engine, GRAPH_BANDWIDTH, GRAPH_FLOOR_MS_PER_LAYER, GRAPH_STACK,
+        };
+        let ds = with_graph_engine();
+        let cal = calibrate_latency(&ds);
+        let base = latency_calibration();
+        for name in [
+            "candle-F16",
+            "candle-BF16",
+            "candle-Q8_0",
+            "candle-Q4_K",
+            "candle-Q4_0",
+        ] {
+            assert_eq!(cal.precision(name), base.precision(name), "{name} moved");
+        }
+        for name in [
+            "candle-graph-F16",
+            "candle-graph-Q8_0",
+            "candle-graph-Q4_K",
+            "candle-graph-Q4_0",
+        ] {
+            let g = cal.precision(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(g.stack, Stack::CandleGraph);
+            assert!(g.rows >= 5, "{name}: {} rows", g.rows);
+            let floor = g.launch_ms_per_layer;
+            assert!(
+                (floor / GRAPH_FLOOR_MS_PER_LAYER - 1.0).abs() < 0.03,
+                "{name} floor {floor}"
+            );
+            assert!(
+                (g.bandwidth_efficiency - GRAPH_BANDWIDTH).abs() < 0.015,
+                "{name} bw {}",
+                g.bandwidth_efficiency
+            );
+        }
+        // 7B F16: the eager engine is launch-bound, the graph engine memory-bound.
+        let gpu = gpu("H200");
+        let s = find_shape("Qwen2-7B").unwrap();
+        let step = |stack: &str| {
+            let f = find_format_on("FP16", stack).unwrap();
+            roofline_step(
+                &gpu,
+                s,
+                f,
+                1,
+                ANCHOR_DECODE_CONTEXT,
+                &cal.efficiency("H200", f),
+            )
+        };
+        assert_eq!(step("candle").bound, Bound::Launch);
+        assert_eq!(step(GRAPH_STACK).bound, Bound::Memory);
+        assert!(step(GRAPH_STACK).step_ms * 1.5 < step("candle").step_ms);
     }
 }

@@ -138,6 +138,7 @@ mod tests {
                     precision: p.parse().unwrap(),
                     batch: 1,
                     context: 2048,
+                    engine: None,
                 },
             );
             let rep = estimate_report(&e, "RTX 4090", "my-model");

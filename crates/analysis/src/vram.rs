@@ -17,6 +17,11 @@ pub enum Stack {
     LlamaCpp,
     /// candle (this project's meter): F16 cuBLAS and GGUF quantized matmuls, eager decode.
     Candle,
+    /// The meter's CUDA-graph engine (`candle-graph`): candle's weights and kernels, each decode
+    /// step one graph launch. Its own stack because its step time is not the eager engine's
+    /// launch floor (7B F16 decodes at ≈ 61 % of the H200's HBM roofline), so it is calibrated
+    /// on its own rows.
+    CandleGraph,
 }
 
 /// How one precision stores a model.
@@ -86,12 +91,12 @@ const fn gguf(name: &'static str, bits: f64, head_bits: f64, note: &'static str)
     }
 }
 
-/// Every format the tool knows the storage cost of.
-/// candle keeps GGUF weights as blocks but dequantizes the token embedding to F32 at load.
-const fn candle(name: &'static str, bits: f64, note: &'static str) -> WeightFormat {
+/// candle keeps GGUF weights as blocks but dequantizes the token embedding to F32 at load. Both of
+/// the meter's engines load the same weights (`stack` says which one runs them).
+const fn candle(stack: Stack, name: &'static str, bits: f64, note: &'static str) -> WeightFormat {
     WeightFormat {
         name,
-        stack: Stack::Candle,
+        stack,
         linear_bits: bits,
         row_scale_bytes: 0.0,
         embedding_bits: if bits < 16.0 { 32.0 } else { 16.0 },
@@ -103,7 +108,7 @@ const fn candle(name: &'static str, bits: f64, note: &'static str) -> WeightForm
 
 /// Every format the tool knows the storage cost of.
 pub fn formats() -> &'static [WeightFormat] {
-    static F: [WeightFormat; 16] = [
+    static F: [WeightFormat; 21] = [
         bnb("FP16", 16.0, 0.0, "16 bits everywhere"),
         bnb("BF16", 16.0, 0.0, "16 bits everywhere"),
         bnb(
@@ -125,34 +130,39 @@ pub fn formats() -> &'static [WeightFormat] {
         gguf("GGUF-Q6_K", Q6_K_BITS, Q6_K_BITS, "210 bytes per 256 weights = 6.5625 bits"),
         gguf("GGUF-Q4_K", Q4_K_BITS, Q6_K_BITS, "144 bytes per 256 weights = 4.5 bits; output Q6_K"),
         gguf("GGUF-Q4_0", Q4_0_BITS, Q6_K_BITS, "18 bytes per 32 weights = 4.5 bits; output Q6_K"),
-        candle("candle-F16", 16.0, "candle F16: 16 bits everywhere"),
-        candle("candle-BF16", 16.0, "candle BF16: 16 bits everywhere"),
-        candle("candle-Q8_0", Q8_0_BITS, "candle GGUF Q8_0 = 8.5 bits; embedding dequantized to F32"),
-        candle("candle-Q4_K", Q4_K_BITS, "candle GGUF Q4_K = 4.5 bits; embedding dequantized to F32"),
-        candle("candle-Q4_0", Q4_0_BITS, "candle GGUF Q4_0 = 4.5 bits; embedding dequantized to F32"),
+        candle(Stack::Candle, "candle-F16", 16.0, "candle F16: 16 bits everywhere"),
+        candle(Stack::Candle, "candle-BF16", 16.0, "candle BF16: 16 bits everywhere"),
+        candle(Stack::Candle, "candle-Q8_0", Q8_0_BITS, "candle GGUF Q8_0 = 8.5 bits; embedding dequantized to F32"),
+        candle(Stack::Candle, "candle-Q4_K", Q4_K_BITS, "candle GGUF Q4_K = 4.5 bits; embedding dequantized to F32"),
+        candle(Stack::Candle, "candle-Q4_0", Q4_0_BITS, "candle GGUF Q4_0 = 4.5 bits; embedding dequantized to F32"),
+        candle(Stack::CandleGraph, "candle-graph-F16", 16.0, "candle F16: 16 bits everywhere"),
+        candle(Stack::CandleGraph, "candle-graph-BF16", 16.0, "candle BF16: 16 bits everywhere"),
+        candle(Stack::CandleGraph, "candle-graph-Q8_0", Q8_0_BITS, "candle GGUF Q8_0 = 8.5 bits; embedding dequantized to F32"),
+        candle(Stack::CandleGraph, "candle-graph-Q4_K", Q4_K_BITS, "candle GGUF Q4_K = 4.5 bits; embedding dequantized to F32"),
+        candle(Stack::CandleGraph, "candle-graph-Q4_0", Q4_0_BITS, "candle GGUF Q4_0 = 4.5 bits; embedding dequantized to F32"),
     ];
     &F
 }
 
-/// Look a format up by its dataset name; `Q4_0` finds `GGUF-Q4_0`, and a GGUF file variant such
-/// as `GGUF-Q4_0-mlperf-client-file` finds its base format.
-/// The format of a precision on a software stack: `candle` rows (our meter) map FP16/BF16/Q8_0/Q4_K/Q4_0
-/// to the candle formats, anything else to [`find_format`].
+/// The format of a precision on a software stack (an anchor's `stack` text, or an engine name as
+/// [`crate::curve_engine`] spells it): our meter's engines (`candle`, `candle-graph`) map
+/// FP16/BF16/Q8_0/Q4_K/Q4_0 to their own formats, llama.cpp reads FP16 as `GGUF-F16`, anything
+/// else goes to [`find_format`].
 pub fn find_format_on(name: &str, stack: &str) -> Option<&'static WeightFormat> {
-    if crate::dataset::is_candle_stack(stack) {
-        let n = if name.eq_ignore_ascii_case("FP16") {
-            "F16"
-        } else {
-            name
-        };
-        if let Some(f) = formats()
-            .iter()
-            .find(|f| f.name.eq_ignore_ascii_case(&format!("candle-{n}")))
-        {
-            return Some(f);
+    let engine = crate::curves::curve_engine(stack);
+    let fp16 = name.eq_ignore_ascii_case("FP16");
+    let own = match engine.as_str() {
+        "candle" | "candle-graph" => {
+            let n = if fp16 { "F16" } else { name };
+            let want = format!("{engine}-{n}");
+            formats()
+                .iter()
+                .find(|f| f.name.eq_ignore_ascii_case(&want))
         }
-    }
-    find_format(name)
+        "llama.cpp" if fp16 => find_format("GGUF-F16"),
+        _ => None,
+    };
+    own.or_else(|| find_format(name))
 }
 
 /// A format by name; `Q4_0` finds `GGUF-Q4_0`, a file variant finds its base format.

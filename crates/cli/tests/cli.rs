@@ -126,6 +126,33 @@ fn crossover_ada_nf4_is_3_73_b() {
     assert!(qe(&["crossover", "--arch", "voodoo"]).status.code() == Some(2));
 }
 
+/// `--engine` picks the stack an estimate is for and never swaps it for another (the H200 has
+/// eager-candle curves only in the embedded data).
+#[test]
+fn estimate_names_its_stack_and_an_asked_engine_is_never_switched() {
+    let args = |engine: Option<&str>| {
+        let mut a = vec![
+            "estimate",
+            "--gpu",
+            "H200",
+            "--params-b",
+            "7.6156",
+            "--precision",
+            "Q4_K",
+        ];
+        a.extend(engine.map(|e| ["--engine", e]).into_iter().flatten());
+        stdout(&qe(&a))
+    };
+    let default = args(None);
+    assert!(default.contains("stack        candle\n"), "{default}");
+    assert_eq!(args(Some("candle")), default);
+    let graph = args(Some("candle-graph"));
+    assert!(
+        graph.contains("unavailable") && graph.contains("no Q4_K curve measured with candle-graph"),
+        "{graph}"
+    );
+}
+
 #[test]
 fn estimate_json_is_a_valid_report_never_measured() {
     let o = qe(&[

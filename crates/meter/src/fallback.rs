@@ -53,6 +53,7 @@ pub fn estimate_reports(
                     precision: p,
                     batch: cfg.batch as u32,
                     context: (cfg.prompt_len + cfg.tokens) as u32,
+                    engine: None,
                 };
                 let e = analysis::estimate(ds, analysis::default_classes(), &input);
                 analysis::estimate_report(&e, &gpu, t.model_name)

@@ -167,6 +167,7 @@ pub fn estimate_json_here(req: &EstimateReq) -> String {
             precision: req.precision,
             batch: req.batch,
             context: req.context,
+            engine: None,
         },
     );
     analysis::estimate_report(&e, &req.gpu, &req.name).to_json_pretty()

@@ -411,6 +411,7 @@ fn optimum_config(gpu: &str, model: &str, o: analysis::Objective, ctx: Option<u3
         objective: o,
         budgets: analysis::Budgets::default(),
         context: ctx,
+        engine: None,
     })
     .unwrap();
     let c = r.optimum.unwrap();

@@ -27,6 +27,10 @@ pub struct EstimateArgs {
     /// Model name for the report.
     #[arg(long)]
     pub model: Option<String>,
+    /// The engine (stack) to estimate for: transformers, candle, candle-graph or llama.cpp. By
+    /// default the preferred engine with a curve; an asked engine is never swapped for another.
+    #[arg(long, value_parser = super::optimize::parse_engine)]
+    pub engine: Option<String>,
     /// Print a schema-valid energy.json report instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -52,6 +56,7 @@ pub fn run(a: &EstimateArgs) -> Result<()> {
         precision: a.precision,
         batch: a.batch.max(1),
         context: a.context.max(1),
+        engine: a.engine.clone(),
     };
     let e = analysis::estimate(Dataset::embedded(), default_classes(), &input);
     let gpu = a.gpu.clone().unwrap_or_else(|| format!("({arch} class)"));
@@ -80,6 +85,9 @@ pub fn run(a: &EstimateArgs) -> Result<()> {
         e.basis.as_str(),
         e.confidence.as_str()
     );
+    if let Some(engine) = &e.curve_engine {
+        println!("  stack        {engine}");
+    }
     if let Some(c) = &e.class {
         println!(
             "  curve        {c} ({} anchors{})",

@@ -34,6 +34,10 @@ pub struct OptimizeArgs {
     /// Fix the context length (tokens) instead of searching 512 … 32768.
     #[arg(long)]
     pub context: Option<u32>,
+    /// Search only this engine's stack (transformers, candle, candle-graph, llama.cpp); by default
+    /// every engine with curves on the card's architecture, each on its own measurements.
+    #[arg(long, value_parser = parse_engine)]
+    pub engine: Option<String>,
     /// Print the full result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -47,6 +51,16 @@ fn parse_objective(s: &str) -> Result<Objective, String> {
     Objective::parse(s).ok_or_else(|| {
         format!("unknown objective {s:?}: use min-energy, min-latency, max-throughput or min-vram")
     })
+}
+
+/// `--engine`, parsed once here: the engine key of a stack text, as the dataset's curves name it.
+pub fn parse_engine(s: &str) -> Result<String, String> {
+    let e = analysis::curve_engine(s);
+    if e.is_empty() {
+        Err("empty engine: use transformers, candle, candle-graph or llama.cpp".into())
+    } else {
+        Ok(e)
+    }
 }
 
 /// The short tag printed beside a figure.
@@ -63,10 +77,15 @@ fn tag(t: Tag) -> &'static str {
 fn cell(v: Tagged<f64>, digits: usize) -> String {
     format!("{:.*} {:<6}", digits, v.value, tag(v.tag))
 }
-/// One candidate as a table row.
-fn row(c: &Candidate, extra: &str) -> String {
+/// One candidate as a table row; led by its engine when the search had several.
+fn row(c: &Candidate, several: bool, extra: &str) -> String {
+    let engine = if several {
+        format!("{:<13}", c.engine)
+    } else {
+        String::new()
+    };
     format!(
-        "{:<6} {:>5} {:>6}  {:>18} {:>15} {:>16} {:>15}  {:<7} {}",
+        "{engine}{:<6} {:>5} {:>6}  {:>18} {:>15} {:>16} {:>15}  {:<7} {}",
         c.precision,
         c.batch,
         c.context,
@@ -79,9 +98,14 @@ fn row(c: &Candidate, extra: &str) -> String {
     )
 }
 /// The table's header row.
-fn header() -> String {
+fn header(several: bool) -> String {
+    let engine = if several {
+        format!("{:<13}", "engine")
+    } else {
+        String::new()
+    };
     format!(
-        "{:<6} {:>5} {:>6}  {:>18} {:>15} {:>16} {:>15}  {:<7}",
+        "{engine}{:<6} {:>5} {:>6}  {:>18} {:>15} {:>16} {:>15}  {:<7}",
         "prec", "batch", "ctx", "J/1k tokens", "ms/token", "tok/s", "VRAM GB", "bound"
     )
 }
@@ -104,6 +128,7 @@ pub fn run(a: &OptimizeArgs) -> Result<()> {
             max_j_per_1k: a.max_j_per_1k,
         },
         context: a.context,
+        engine: a.engine.clone(),
     };
     let r = analysis::optimize(&req).map_err(|e| anyhow!("{e}"))?;
     if a.json {
@@ -116,7 +141,8 @@ pub fn run(a: &OptimizeArgs) -> Result<()> {
 
 /// The human-readable result: header, recommendation, alternatives, frontier, quality notes.
 fn print_result(r: &OptimizeResult, objective: Objective) {
-    let header = header();
+    let several = r.engines.len() > 1;
+    let header = header(several);
     println!(
         "{} ({}, {} GB) · {} ({:.2} B params, {} layers, {} KV heads) · objective {}",
         r.gpu.name,
@@ -129,16 +155,16 @@ fn print_result(r: &OptimizeResult, objective: Objective) {
         objective.as_str()
     );
     println!(
-        "searched {} configurations ({} precisions × batch × context): {} feasible, {} over VRAM, {} over budget",
-        r.counts.evaluated, r.precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join("/"), r.counts.feasible, r.counts.over_vram, r.counts.over_budget
+        "searched {} configurations ({} engine × {} precisions × batch × context): {} feasible, {} over VRAM, {} over budget",
+        r.counts.evaluated, r.engines.join("/"), r.precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join("/"), r.counts.feasible, r.counts.over_vram, r.counts.over_budget
     );
     println!("tags: meas = measured, comp = computed, interp = interpolated, extrap = extrapolated, model = modelled");
     println!();
     match &r.optimum {
         Some(o) => {
-            println!("RECOMMENDED");
+            println!("RECOMMENDED (stack: {})", o.engine);
             println!("  {header}");
-            println!("  {}", row(o, ""));
+            println!("  {}", row(o, several, ""));
             println!(
                 "  energy = FP16 {:.0} mJ ({}) × (1 {:+.1} % ΔE, {}) × batch {:.3} × context {:.3}",
                 o.fp16_energy_mj_per_token.value,
@@ -171,7 +197,7 @@ fn print_result(r: &OptimizeResult, objective: Objective) {
                     d.vram_pct.value,
                     alt.why
                 );
-                println!("  {}", row(&alt.candidate, &extra));
+                println!("  {}", row(&alt.candidate, several, &extra));
             }
             println!();
             println!(
@@ -180,14 +206,14 @@ fn print_result(r: &OptimizeResult, objective: Objective) {
             );
             println!("  {header}");
             for c in &r.pareto {
-                println!("  {}", row(c, ""));
+                println!("  {}", row(c, several, ""));
             }
         }
         None => {
             println!("NO CONFIGURATION MEETS THE BUDGETS. Least violating:");
             if let Some(lv) = &r.least_violating {
                 println!("  {header}");
-                println!("  {}", row(&lv.candidate, ""));
+                println!("  {}", row(&lv.candidate, several, ""));
                 for v in &lv.violations {
                     println!("  breaks {}: {}", v.budget, v.message);
                 }

@@ -100,6 +100,7 @@ impl ModelState {
                 precision: self.precision.get(),
                 batch: self.batch.get(),
                 context: self.context.get(),
+                engine: None,
             },
         )
     }

@@ -112,6 +112,7 @@ impl OptimizeState {
                 max_j_per_1k: self.max_j.get(),
             },
             context: self.context.get(),
+            engine: None,
         }
     }
 }
