@@ -301,22 +301,36 @@ fn committed_h200_reports_validate_and_are_measured() {
 #[test]
 fn anchors_h200_rows_are_exactly_what_aggregate_makes_of_the_raw_reports() {
     // The page's Hopper curves must be reproducible from the committed raw reports: no hand edit,
-    // no stale row after new runs.
-    let o = qe(&[
-        "aggregate",
-        "data/measurements/h200/raw",
-        "--session",
-        "h200-2026-11-30",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let fresh: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    // no stale row after new runs. One session per engine, in this order: the eager candle
+    // campaign, the CUDA-graph engine's, llama-server's.
+    let mut fresh: Vec<String> = Vec::new();
+    for (dir, session) in [
+        ("data/measurements/h200/raw", "h200-2026-11-30"),
+        (
+            "data/measurements/h200/graph/raw",
+            "h200-candle-graph-2026-12",
+        ),
+        (
+            "data/measurements/h200/llama/raw",
+            "h200-llama-server-2026-12",
+        ),
+    ] {
+        let o = qe(&["aggregate", dir, "--session", session]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+        assert!(
+            rows.iter().all(|r| r.contains(&format!(",{session},"))),
+            "{dir}: a row of another session"
+        );
+        fresh.extend(rows);
+    }
     let anchors = std::fs::read_to_string(repo().join("data/anchors.csv")).unwrap();
     let committed: Vec<String> = anchors
         .lines()
         .filter(|l| l.starts_with("H200,hopper,"))
         .map(str::to_string)
         .collect();
-    assert!(committed.len() >= 30, "{} H200 rows", committed.len());
+    assert!(committed.len() >= 70, "{} H200 rows", committed.len());
     assert_eq!(
         fresh, committed,
         "re-run quantenergy aggregate into data/anchors.csv"

@@ -200,6 +200,9 @@ pub struct AnchorRow {
     pub trace_mj: Option<f64>,
     /// Mean counter ÷ trace ratio over the runs.
     pub counter_over_trace: Option<f64>,
+    /// The largest iteration-time CV of one run's arm, % (how steady decoding was inside a run;
+    /// `None` when a run does not say).
+    pub iteration_cv_max_pct: Option<f64>,
 }
 
 impl AnchorRow {
@@ -284,19 +287,11 @@ impl CampaignTargets {
                 r.cv_pct, self.max_cv_pct
             ));
         } else {
-            let cards = if r.cards > 1 {
-                format!(
-                    "; its runs are on {} cards, whose differences are part of the spread",
-                    r.cards
-                )
-            } else {
-                String::new()
-            };
             note.push_str(&format!(
-                "; CV {:.1} % is above the {} % target (iteration times of one loaded model vary, CV \
-                 typically 4-15 %, with no hypervisor steal: decode at batch {} is launch-bound{cards}; \
-                 see docs/MEASUREMENTS.md)",
-                r.cv_pct, self.max_cv_pct, r.batch
+                "; CV {:.1} % is above the {} % target ({}; see docs/MEASUREMENTS.md)",
+                r.cv_pct,
+                self.max_cv_pct,
+                cv_miss_reason(r)
             ));
         }
         if let Some(x) = r.counter_over_trace {
@@ -308,6 +303,35 @@ impl CampaignTargets {
             }
         }
         note
+    }
+}
+
+/// Why a row's run-to-run CV misses the target, as far as its runs show it. The eager candle
+/// engine is launch-bound (its iterations vary by 4-15 % within a run); for other engines each
+/// run's own iteration CV says whether the spread is inside runs or between them.
+fn cv_miss_reason(r: &AnchorRow) -> String {
+    let cards = if r.cards > 1 {
+        format!(
+            "; its runs are on {} cards, whose differences are part of the spread",
+            r.cards
+        )
+    } else {
+        String::new()
+    };
+    if r.stack.starts_with("candle ") {
+        return format!(
+            "iteration times of one loaded model vary, CV typically 4-15 %, with no hypervisor \
+             steal: decode at batch {} is launch-bound{cards}",
+            r.batch
+        );
+    }
+    match r.iteration_cv_max_pct {
+        Some(i) if i < 1.0 => format!(
+            "each run decodes steadily, iteration CV at most {i:.2} %: the spread is between \
+             runs, each a new process{cards}"
+        ),
+        Some(i) => format!("iteration times vary within a run too, CV up to {i:.1} %{cards}"),
+        None => format!("the runs do not report their iteration CV{cards}"),
     }
 }
 
@@ -535,6 +559,7 @@ struct RunArm {
     power: f64,
     ratio: Option<f64>,
     trace: Option<f64>,
+    iteration_cv: Option<f64>,
 }
 
 /// What makes a configuration: session, stack, model, precision, batch. Runs of different
@@ -560,7 +585,11 @@ struct ModelMeta {
 /// engines are never pooled — for a stack other than the eager candle one, its engine in
 /// brackets (`qwen2-0.5b [candle-graph]`).
 fn pooled_model(rep: &report::Report) -> String {
-    let model = rep.workload.model_name.replace(" (synthetic weights)", "");
+    let name = &rep.workload.model_name;
+    let model = match crate::server::run::synthetic_model_of(name) {
+        Some(shape) => shape.to_string(),
+        None => name.replace(" (synthetic weights)", ""),
+    };
     match rep.stack.as_ref().and_then(|s| s.engine.as_deref()) {
         None | Some("candle") => model,
         Some(other) => format!("{model} [{other}]"),
@@ -682,6 +711,7 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
                 power,
                 ratio: arm.counter_over_trace_ratio,
                 trace: arm.trace_energy_per_token_mj,
+                iteration_cv: arm.iteration_time_cv_pct,
             });
         }
     }
@@ -812,6 +842,11 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         cv_pct: analysis::stats::cv_pct(&e).unwrap_or(f64::NAN),
         trace_mj: all(these.iter().map(|a| a.trace).collect()),
         counter_over_trace: all(these.iter().map(|a| a.ratio).collect()),
+        iteration_cv_max_pct: these
+            .iter()
+            .map(|a| a.iteration_cv)
+            .collect::<Option<Vec<f64>>>()
+            .and_then(|v| v.into_iter().reduce(f64::max)),
     })
 }
 

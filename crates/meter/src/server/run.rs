@@ -65,6 +65,12 @@ impl ServerRun {
                         path: m.path.display().to_string(),
                         files: vec![(file, h, n)],
                     });
+                    // A synthetic file stands for its shape, named as the candle engine names it:
+                    // every arm of a run is then one model, whatever type its file has.
+                    let name = match synthetic_model_of(&name) {
+                        Some(model) => format!("{model} (synthetic weights)"),
+                        None => name,
+                    };
                     Ok((m.precision, name, m.info.params as f64 / 1e9, weights))
                 })
                 .collect(),
@@ -92,6 +98,13 @@ fn stem_of(p: &Path) -> String {
     p.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into())
+}
+
+/// The model a synthetic GGUF's name stands for: `Qwen2-0.5B` of `synthetic Qwen2-0.5B Q4_K seed 0`
+/// (reports written before the meter named synthetic files by their shape still carry that name).
+pub fn synthetic_model_of(name: &str) -> Option<&str> {
+    synthetic_from_name(name)?;
+    name.strip_prefix("synthetic ")?.split_whitespace().next()
 }
 
 /// Our synthetic GGUF writers name a file `synthetic <architecture> <type> seed <n>`; such a
@@ -199,6 +212,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(
+            synthetic_model_of("synthetic Qwen2-0.5B F16 seed 0"),
+            Some("Qwen2-0.5B")
+        );
+        assert_eq!(synthetic_model_of("synthetic qwen2 seed x"), None);
         assert!(synthetic_from_name("Qwen2 0.5B Instruct").is_none());
         assert!(synthetic_from_name("synthetic qwen2 seed x").is_none());
     }
