@@ -313,44 +313,58 @@ fn Hero() -> impl IntoView {
     let classes = analysis::default_classes();
     // One card per headline class: where the fitted curve crosses zero, or that it never does
     // inside the measured range.
-    let card = |label: &str, arch: report::Arch, precision: report::Precision| {
-        let c = analysis::find_class(classes, arch, precision)?;
-        let verdict = match c.crossover_b {
-            Some(x) if x >= c.fit.n_min => {
-                format!(
-                    "{precision} pays off above ≈ {}",
-                    util::size_b((x * 100.0).round() / 100.0)
-                )
-            }
-            _ if c.fit.predict(c.fit.n_min) < 0.0 => {
-                format!("{precision} saves at every size measured")
-            }
-            _ => format!("{precision} costs at every size measured"),
+    let card =
+        |label: &str, arch: report::Arch, precision: report::Precision, engine: Option<&str>| {
+            let c = match engine {
+                Some(e) => analysis::find_class_on(classes, arch, precision, e)?,
+                None => analysis::find_class(classes, arch, precision)?,
+            };
+            let verdict = match c.crossover_b {
+                Some(x) if x >= c.fit.n_min => {
+                    format!(
+                        "{precision} pays off above ≈ {}",
+                        util::size_b((x * 100.0).round() / 100.0)
+                    )
+                }
+                _ if c.fit.predict(c.fit.n_min) < 0.0 => {
+                    format!("{precision} saves at every size measured")
+                }
+                _ => format!("{precision} costs at every size measured"),
+            };
+            let basis = if c.engine != "transformers" {
+                format!("{} · our runs · fit of {} points", c.engine, c.points.len())
+            } else {
+                format!("fit of {} measured points", c.points.len())
+            };
+            Some((label.to_string(), verdict, basis))
         };
-        let basis = if c.is_candle() {
-            format!("candle GGUF · our runs · fit of {} points", c.points.len())
-        } else {
-            format!("fit of {} measured points", c.points.len())
-        };
-        Some((label.to_string(), verdict, basis))
-    };
+    use report::{Arch, Precision};
     let summary = [
-        ("Ada (RTX 4090)", report::Arch::Ada, report::Precision::Nf4),
+        ("Ada (RTX 4090)", Arch::Ada, Precision::Nf4, None),
         (
             "Blackwell (RTX 5090)",
-            report::Arch::Blackwell,
-            report::Precision::Nf4,
+            Arch::Blackwell,
+            Precision::Nf4,
+            None,
         ),
-        ("Turing (T4)", report::Arch::Turing, report::Precision::Nf4),
+        ("Turing (T4)", Arch::Turing, Precision::Nf4, None),
         (
-            "Hopper (H200)",
-            report::Arch::Hopper,
-            report::Precision::Q4K,
+            "Hopper (H200), candle-graph",
+            Arch::Hopper,
+            Precision::Q4K,
+            Some("candle-graph"),
+        ),
+        (
+            "Hopper (H200), llama.cpp",
+            Arch::Hopper,
+            Precision::Q4K,
+            Some("llama.cpp"),
         ),
     ]
     .iter()
-    .filter_map(|(label, arch, p)| card(label, *arch, *p))
+    .filter_map(|(label, arch, p, e)| card(label, *arch, *p, *e))
     .collect::<Vec<_>>();
+    let stacks = hopper_stacks_sentence().unwrap_or_default();
     view! {
         <header class="hero">
             <div class="brand">
@@ -364,8 +378,7 @@ fn Hero() -> impl IntoView {
                 " energy on small models and "
                 <strong>"saves"</strong>
                 " it only above a crossover size; LLM.int8() with its default threshold cost more at every size measured. "
-                "The software stack matters as much as the card: with candle's GGUF kernels on an H200 (our own runs) "
-                "4-bit formats saved energy from 0.5 B up. "
+                {stacks}
                 "Every number here is measured GPU-package energy, or says plainly that it is not."
             </p>
             <ul class="crossovers" aria-label="Crossover sizes per class">
@@ -384,6 +397,49 @@ fn Hero() -> impl IntoView {
             </ul>
         </header>
     }
+}
+
+/// The lede's sentence on software stacks, re-derived from the H200 rows at build time: at the
+/// size the most stacks measured, what each says of Q4_K (or of the format they disagree on most).
+#[cfg(not(target_arch = "wasm32"))]
+fn hopper_stacks_sentence() -> Option<String> {
+    let ds = analysis::Dataset::embedded();
+    let sizes = analysis::stacks::shared_sizes(ds, "H200");
+    let cmp = sizes
+        .iter()
+        .map(|n| analysis::stacks::compare_stacks(ds, "H200", *n))
+        .max_by(|a, b| {
+            (a.columns.len(), a.params_b)
+                .partial_cmp(&(b.columns.len(), b.params_b))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })?;
+    let shared = |f: &str| {
+        cmp.columns
+            .iter()
+            .filter(|c| c.cell(f).and_then(|x| x.delta_pct).is_some())
+            .count()
+    };
+    let format = if shared("Q4_K") >= 2 {
+        "Q4_K".to_string()
+    } else {
+        cmp.widest_disagreement()?.0
+    };
+    let says: Vec<String> = cmp
+        .columns
+        .iter()
+        .filter_map(|c| {
+            Some(format!(
+                "{} with {}",
+                util::pct(c.cell(&format)?.delta_pct?, 0),
+                c.label
+            ))
+        })
+        .collect();
+    Some(format!(
+        "The software stack matters as much as the card: on one H200 (our own runs), {format} at {} changes energy per token by {}. ",
+        util::size_b(cmp.params_b),
+        says.join(", ")
+    ))
 }
 
 #[component]

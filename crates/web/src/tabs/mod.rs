@@ -210,3 +210,51 @@ pub fn Toggle(
         </label>
     }
 }
+
+#[cfg(not(feature = "landing"))]
+/// The software stacks with curves on `arch`, the default first (several only on the H200 today:
+/// candle-graph, candle, llama.cpp).
+pub fn stack_engines(arch: report::Arch) -> Vec<String> {
+    analysis::arch_engines(analysis::default_classes(), arch)
+}
+
+#[cfg(not(feature = "landing"))]
+/// The stack picker, shown only where the card's architecture has curves of several stacks: an
+/// estimate or a recommendation is one stack's, and this says which. With `every`, its first
+/// option (value "", `None`) searches every stack side by side; else `None` is the default stack.
+#[component]
+pub fn StackSelect(
+    id: &'static str,
+    #[prop(into)] arch: Signal<report::Arch>,
+    engine: RwSignal<Option<String>>,
+    #[prop(optional)] every: Option<&'static str>,
+) -> impl IntoView {
+    move || {
+        let engines = stack_engines(arch.get());
+        (engines.len() > 1).then(|| {
+            let cur = engine.get().filter(|e| engines.contains(e));
+            let on = move |ev: web_sys::Event| {
+                let v = event_target_value(&ev);
+                engine.set((!v.is_empty()).then_some(v));
+            };
+            let first = every.map(|label| view! { <option value="" selected=cur.is_none()>{label}</option> });
+            let default = engines[0].clone();
+            view! {
+                <label>
+                    <span>"Software stack"</span>
+                    <select id=id on:change=on>
+                        {first}
+                        {engines
+                            .into_iter()
+                            .map(|e| {
+                                let sel = cur.as_ref().map_or(every.is_none() && e == default, |c| *c == e);
+                                let label = if every.is_none() && e == default { format!("{e} (default)") } else { e.clone() };
+                                view! { <option value=e selected=sel>{label}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+            }
+        })
+    }
+}

@@ -46,6 +46,8 @@ pub struct ModelState {
     pub batch: RwSignal<u32>,
     pub context: RwSignal<u32>,
     pub name: RwSignal<String>,
+    /// The software stack asked for (`stack=` in the link); `None`: the card's default one.
+    pub engine: RwSignal<Option<String>>,
 }
 
 impl ModelState {
@@ -71,6 +73,7 @@ impl ModelState {
                     .map(|s| s.chars().take(80).collect())
                     .unwrap_or_else(|| "my-model".into()),
             ),
+            engine: RwSignal::new(g("stack").map(str::to_string)),
         }
     }
 
@@ -84,6 +87,17 @@ impl ModelState {
         if name != "my-model" {
             q.push("name", name);
         }
+        if let Some(e) = self.stack() {
+            q.push("stack", e);
+        }
+    }
+
+    /// The stack asked for, when the card's architecture has it; a link's unknown stack, or one
+    /// the picked card lacks, falls back to the default.
+    pub fn stack(&self) -> Option<String> {
+        self.engine
+            .get()
+            .filter(|e| super::stack_engines(self.arch()).contains(e))
     }
 
     pub fn arch(&self) -> Arch {
@@ -100,7 +114,7 @@ impl ModelState {
                 precision: self.precision.get(),
                 batch: self.batch.get(),
                 context: self.context.get(),
-                engine: None,
+                engine: self.stack(),
             },
         )
     }
@@ -322,6 +336,7 @@ fn ModelInputs() -> impl IntoView {
                             }}
                         </select>
                     </label>
+                    <super::StackSelect id="model-stack" arch=Signal::derive(move || st.arch()) engine=st.engine/>
                     <label>
                         <span>"Batch size"</span>
                         <select id="batch-select" on:change=move |ev| st.batch.set(event_target_value(&ev).parse().unwrap_or(1)) prop:value=move || st.batch.get().to_string()>

@@ -31,6 +31,8 @@ pub struct OptimizeState {
     pub min_tps: RwSignal<Option<f64>>,
     pub max_j: RwSignal<Option<f64>>,
     pub context: RwSignal<Option<u32>>,
+    /// One software stack to search (`stack=` in the link); `None`: every stack of the card.
+    pub engine: RwSignal<Option<String>>,
 }
 
 pub fn objective_label(o: Objective) -> &'static str {
@@ -71,6 +73,7 @@ impl OptimizeState {
             min_tps: RwSignal::new(budget("min_tps")),
             max_j: RwSignal::new(budget("max_j")),
             context: RwSignal::new(parse_u32(g("ctx"), 1, 1_048_576)),
+            engine: RwSignal::new(g("stack").map(str::to_string)),
         }
     }
 
@@ -96,6 +99,23 @@ impl OptimizeState {
         if let Some(c) = self.context.get() {
             q.push("ctx", c.to_string());
         }
+        if let Some(e) = self.stack() {
+            q.push("stack", e);
+        }
+    }
+
+    fn arch(&self) -> report::Arch {
+        Dataset::embedded()
+            .gpu(&self.gpu.get())
+            .map(|g| g.arch)
+            .unwrap_or(report::Arch::Ada)
+    }
+
+    /// The stack pinned, when the card has it (a link's unknown stack searches every one).
+    fn stack(&self) -> Option<String> {
+        self.engine
+            .get()
+            .filter(|e| super::stack_engines(self.arch()).contains(e))
     }
 
     pub fn request(&self) -> OptimizeRequest {
@@ -112,7 +132,7 @@ impl OptimizeState {
                 max_j_per_1k: self.max_j.get(),
             },
             context: self.context.get(),
-            engine: None,
+            engine: self.stack(),
         }
     }
 }
@@ -139,7 +159,10 @@ fn bound_label(b: Bound) -> &'static str {
 }
 
 fn config(c: &Candidate) -> String {
-    format!("{} · batch {} · ctx {}", c.precision, c.batch, c.context)
+    format!(
+        "{} · {} · batch {} · ctx {}",
+        c.engine, c.precision, c.batch, c.context
+    )
 }
 
 fn tip(c: &Candidate, role: &str) -> String {
@@ -377,6 +400,9 @@ pub fn OptimizeTab() -> impl IntoView {
     };
     let stack_note = move || {
         let gpu = st.gpu.get();
+        if super::stack_engines(st.arch()).len() > 1 {
+            return None; // the stack picker and the recommendation say which stack
+        }
         Dataset::embedded()
             .anchors
             .iter()
@@ -469,6 +495,9 @@ pub fn OptimizeTab() -> impl IntoView {
                     {budget_input("opt-max-vram", "Max VRAM (GB)", st.max_vram)}
                     {budget_input("opt-min-tps", "Min tok/s (whole batch)", st.min_tps)}
                     {budget_input("opt-max-j", "Max J per 1k tokens", st.max_j)}
+                </div>
+                <div class="grid-inputs">
+                    <super::StackSelect id="opt-stack" arch=Signal::derive(move || st.arch()) engine=st.engine every="Every stack, side by side"/>
                 </div>
                 {move || stack_note().map(|n| view! { <p class="fine"><span class="tag warn">{n}</span></p> })}
             </div>
@@ -575,8 +604,9 @@ fn pareto_card(r: &OptimizeResult, spec: Spec) -> impl IntoView {
 fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
     let obj = objective_label(r.request.objective);
     let counts = format!(
-        "{} configurations searched ({} × 7 batches × {}): {} feasible, {} over the card's VRAM, {} over your budgets",
+        "{} configurations searched ({}{} × 7 batches × {}): {} feasible, {} over the card's VRAM, {} over your budgets",
         r.counts.evaluated,
+        if r.engines.len() > 1 { format!("{} stacks × ", r.engines.len()) } else { String::new() },
         r.precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" / "),
         if r.request.context.is_some() { "1 context".to_string() } else { format!("{} contexts", CONTEXTS.len()) },
         r.counts.feasible,
@@ -607,6 +637,11 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
     let tie = r.tie.clone();
     let n_front = r.pareto.len();
     let spec = pareto_spec(&r);
+    let searched = if r.engines.len() > 1 {
+        format!(" (stacks searched: {})", r.engines.join(", "))
+    } else {
+        String::new()
+    };
     let main = match (&r.optimum, &r.least_violating) {
         (Some(o), _) => view! {
             <div class="card result" id="opt-recommendation">
@@ -616,6 +651,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
                     {config(o)}
                 </p>
                 <p class="sub">{format!("Objective: {obj} · best of the feasible configurations under your budgets")}</p>
+                <p class="sub" id="opt-stack-used">{format!("Assumes the {} stack: its own measured FP16 energy, ΔE curves, batch curve and latency floors{searched}", o.engine)}</p>
                 {tie.map(|t| view! { <p class="tag warn tie-note" id="opt-tie">{format!("Not a clear winner: {t}.")}</p> })}
                 {tiles(o, card_vram)}
                 <TagLegend/>

@@ -53,13 +53,23 @@ pub struct TestedModel {
     pub params_b: f64,
 }
 
+/// The model a row measures, without the engine a campaign appends to its name
+/// (`Qwen2-7B [llama.cpp]` measures Qwen2-7B): one pick shows every stack's session of a model.
+pub fn base_model(name: &str) -> &str {
+    match name.rfind(" [") {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    }
+}
+
 /// The models measured on `gpu` at batch 1, smallest first.
 pub fn models(gpu: &str) -> Vec<TestedModel> {
     let mut v: Vec<TestedModel> = Vec::new();
     for a in ds().anchors.iter().filter(|a| usable(a) && a.gpu == gpu) {
-        if !v.iter().any(|m| m.name == a.model) {
+        let name = base_model(&a.model);
+        if !v.iter().any(|m| m.name == name) {
             v.push(TestedModel {
-                name: a.model.clone(),
+                name: name.to_string(),
                 params_b: a.params_b,
             });
         }
@@ -145,7 +155,7 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
     for a in ds()
         .anchors
         .iter()
-        .filter(|a| usable(a) && a.gpu == gpu && a.model == model)
+        .filter(|a| usable(a) && a.gpu == gpu && base_model(&a.model) == model)
     {
         match out.iter_mut().find(|s| s.session == a.session) {
             Some(s) => s.rows.push(a),
@@ -158,6 +168,90 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
     // Sessions feeding the default curves first.
     crate::util::sort_by_key(&mut out, |s| !s.rows.iter().any(|a| a.default_curve));
     out
+}
+
+impl SessionRows {
+    fn stack(&self) -> &str {
+        self.rows.first().map(|a| a.stack.as_str()).unwrap_or("")
+    }
+    fn engine(&self) -> String {
+        analysis::curve_engine(self.stack())
+    }
+    fn accounting(&self) -> &str {
+        self.rows
+            .first()
+            .map(|a| a.power_accounting.as_str())
+            .unwrap_or("")
+    }
+    /// The largest energy a bar of this session draws (its FP16 baseline included).
+    fn max_energy(&self) -> f64 {
+        self.rows
+            .iter()
+            .flat_map(|a| [a.energy_mj, a.fp16_energy_mj])
+            .flatten()
+            .fold(0.0, f64::max)
+    }
+}
+
+/// The first session of each software stack — side by side on one energy axis when there are
+/// several (issue 15: the same card and model give different answers on different software) —
+/// and the rest: other sessions of a stack, and any session whose power accounting differs
+/// from the first one's (its energies are not comparable on one axis).
+fn by_stack(all: Vec<SessionRows>) -> (Vec<SessionRows>, Vec<SessionRows>) {
+    let (mut lead, mut rest): (Vec<SessionRows>, Vec<SessionRows>) = (Vec::new(), Vec::new());
+    for s in all {
+        let new_stack = lead.first().is_none_or(|f| {
+            f.accounting() == s.accounting() && !lead.iter().any(|l| l.engine() == s.engine())
+        });
+        if new_stack {
+            lead.push(s);
+        } else {
+            rest.push(s);
+        }
+    }
+    let rank = |e: &str| {
+        analysis::curves::ENGINE_PREFERENCE
+            .iter()
+            .position(|x| *x == e)
+            .unwrap_or(usize::MAX)
+    };
+    if lead.len() > 1 {
+        crate::util::sort_by_key(&mut lead, |s| rank(&s.engine()));
+    }
+    (lead, rest)
+}
+
+/// One sentence for several stacks of one model: the format on which they disagree most, and
+/// what each stack says of it (as `analysis::stacks::StackComparison::widest_disagreement` picks
+/// it, here over the sessions already on screen).
+fn stacks_headline(lead: &[SessionRows]) -> Option<String> {
+    let delta = |s: &SessionRows, f: &str| {
+        s.rows
+            .iter()
+            .find(|a| a.precision != Precision::Fp16 && a.precision_label() == f)
+            .and_then(|a| a.delta_pct())
+    };
+    let (format, says, spread) = lead
+        .iter()
+        .flat_map(|s| s.rows.iter().map(|a| a.precision_label()))
+        .filter_map(|f| {
+            let says: Vec<(f64, String)> = lead
+                .iter()
+                .filter_map(|s| Some((delta(s, &f)?, analysis::stacks::stack_label(s.stack()))))
+                .collect();
+            let lo = says.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
+            let hi = says.iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
+            (says.len() > 1).then_some((f, says, hi - lo))
+        })
+        .max_by(|a, b| a.2.total_cmp(&b.2))?;
+    let says: Vec<String> = says
+        .into_iter()
+        .map(|(d, label)| format!("{} with {label}", pct(d, 0)))
+        .collect();
+    Some(format!(
+        "Same card, same model, different software: {format} changes energy per token by {} — {spread:.0} points apart.",
+        says.join(", ")
+    ))
 }
 
 /// The 95 % interval of a row's Δ from its and its session's FP16 row's run-to-run spread.
@@ -212,7 +306,7 @@ fn brief(gpu: &str, model: &str) -> String {
     if let Some(src) = ds()
         .anchors
         .iter()
-        .find(|a| a.gpu == gpu && a.model == model)
+        .find(|a| a.gpu == gpu && base_model(&a.model) == model)
         .map(|a| a.source.clone())
     {
         out.push_str(&format!("Source: {src}\n"));
@@ -540,11 +634,17 @@ fn EnergyCard() -> impl IntoView {
                 {move || {
                     let g = st.gpu.get();
                     let m = st.model.get();
-                    let mut all = sessions(&g, &m);
-                    let rest = if all.len() > 1 { all.split_off(1) } else { Vec::new() };
+                    let (lead, rest) = by_stack(sessions(&g, &m));
                     let n_rest = rest.len();
+                    let headline = (lead.len() > 1).then(|| stacks_headline(&lead)).flatten();
+                    // Several stacks share one energy axis: their bars are comparable at a glance.
+                    let axis = (lead.len() > 1)
+                        .then(|| lead.iter().map(SessionRows::max_energy).fold(0.0, f64::max));
                     view! {
-                        {all.into_iter().map(|s| view! { <SessionBlock s=s/> }).collect_view()}
+                        {headline.map(|h| view! { <p class="stacks-lede" id="stacks-lede">{h}</p> })}
+                        <div class:stack-grid=axis.is_some()>
+                            {lead.into_iter().map(|s| view! { <SessionBlock s=s axis=axis/> }).collect_view()}
+                        </div>
                         {(n_rest > 0).then(|| view! {
                             <details class="more-sessions">
                                 <summary>
@@ -553,7 +653,7 @@ fn EnergyCard() -> impl IntoView {
                                         if n_rest == 1 { "" } else { "s" },
                                     )}
                                 </summary>
-                                {rest.into_iter().map(|s| view! { <SessionBlock s=s/> }).collect_view()}
+                                {rest.into_iter().map(|s| view! { <SessionBlock s=s axis=None/> }).collect_view()}
                             </details>
                         })}
                     }
@@ -716,7 +816,7 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
 }
 
 #[component]
-fn SessionBlock(s: SessionRows) -> impl IntoView {
+fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
     let mut rows: Vec<&Anchor> = s.rows.clone();
     crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision_label()));
     let fp16_row = rows
@@ -730,6 +830,7 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
         .filter_map(|a| a.energy_mj)
         .chain(baseline)
         .fold(0.0f64, f64::max)
+        .max(axis.unwrap_or(0.0))
         .max(1e-9);
     let first = rows.first().copied();
     let accounting = first
@@ -788,6 +889,9 @@ fn SessionBlock(s: SessionRows) -> impl IntoView {
     view! {
         <div class="session">
             <div class="session-head">
+                {axis.is_some().then(|| view! {
+                    <span class="stack-name">{analysis::stacks::stack_label(&stack)}</span>
+                })}
                 <span class="session-name">"Session " {s.session.clone()}</span>
                 {(accounting == "idle-subtracted").then(|| view! {
                     <span class="tag warn" title="Idle power was subtracted in this session: do not compare its energies with gross sessions">
