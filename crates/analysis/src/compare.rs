@@ -10,9 +10,11 @@
 //! * when the report names `stack.engine`, the class's anchors were measured with that engine
 //!   ([`stack_engines`] reads the engines out of an anchor's `stack` text: `candle 0.11.1 …` is
 //!   `candle`, `transformers + bitsandbytes (…)` is `transformers` and `bitsandbytes`). Engines
-//!   are never pooled, so a `candle-graph` report has no curve among the eager-`candle` Hopper
-//!   classes. A report that names no engine (upstream ecocompute-energy reports, overlay links)
-//!   is compared with its architecture and precision's curve whatever its stack.
+//!   are never pooled: where several engines have a curve for the class (Hopper: candle-graph,
+//!   candle, llama.cpp) a report is placed on its own engine's, and a `llama.cpp` BF16 report has
+//!   no curve (only the candle engines measured BF16). A report that names no engine (upstream
+//!   ecocompute-energy reports, overlay links) is compared with the curve
+//!   [`find_class`](crate::curves::find_class) prefers, whatever its stack.
 //!
 //! The comparison is made only for a `measured` report with a size and a ΔE: the curve's
 //! prediction at that size, the 95 % band ([`Fit::band`](crate::fit::Fit::band)), inside or
@@ -165,8 +167,8 @@ pub enum NoCurve {
     NoClass {
         /// The class asked for.
         class: ClassId,
-        /// The precisions that do have a curve on this architecture.
-        available: Vec<Precision>,
+        /// The precisions that do have a curve on this architecture, engine by engine.
+        available: Vec<EngineCurves>,
     },
     /// The class exists but was measured with other engines than the report's.
     Stack {
@@ -174,9 +176,41 @@ pub enum NoCurve {
         class: ClassId,
         /// The report's engine ([`engine_key`]).
         engine: String,
-        /// The engines behind the class's anchors.
+        /// One entry per published curve of the class, in [`crate::curves::ENGINE_PREFERENCE`]
+        /// order: the engines behind its anchors, joined by ` + ` (`transformers + bitsandbytes`).
         curve_engines: Vec<String>,
     },
+}
+
+/// The precisions one engine has curves for on an architecture.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineCurves {
+    /// The engine, as classes are keyed ([`crate::curve_engine`]).
+    pub engine: String,
+    /// Its precisions, in the schema's order.
+    pub precisions: Vec<Precision>,
+}
+
+/// The curves of `arch`, engine by engine in [`crate::curves::ENGINE_PREFERENCE`] order.
+pub fn engine_curves(classes: &[CurveClass], arch: Arch) -> Vec<EngineCurves> {
+    crate::curves::arch_engines(classes, arch)
+        .into_iter()
+        .map(|engine| {
+            let mut precisions: Vec<Precision> = classes
+                .iter()
+                .filter(|c| c.arch == arch && c.engine == engine)
+                .map(|c| c.precision)
+                .collect();
+            precisions.sort();
+            precisions.dedup();
+            EngineCurves { engine, precisions }
+        })
+        .collect()
+}
+
+/// `BF16, Q8_0`.
+fn precision_list(v: &[Precision]) -> String {
+    v.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 impl fmt::Display for NoCurve {
@@ -206,15 +240,31 @@ impl fmt::Display for NoCurve {
                 "no {class} curve: no {} curve has been published",
                 class.arch
             ),
+            // One engine: its precisions; several: each engine's, so none reads as repeated.
+            NoCurve::NoClass { class, available } if available.len() == 1 => write!(
+                f,
+                "no {class} curve: the published {} curves are {}",
+                class.arch,
+                precision_list(&available[0].precisions)
+            ),
             NoCurve::NoClass { class, available } => write!(
                 f,
                 "no {class} curve: the published {} curves are {}",
                 class.arch,
                 available
                     .iter()
-                    .map(|p| p.as_str())
+                    .map(|e| format!("{}: {}", e.engine, precision_list(&e.precisions)))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join("; ")
+            ),
+            NoCurve::Stack {
+                class,
+                engine,
+                curve_engines,
+            } if curve_engines.len() == 1 => write!(
+                f,
+                "no {class} curve for stack {engine}: the published {class} curve was measured with {}",
+                curve_engines[0]
             ),
             NoCurve::Stack {
                 class,
@@ -222,8 +272,8 @@ impl fmt::Display for NoCurve {
                 curve_engines,
             } => write!(
                 f,
-                "no {class} curve for stack {engine}: the published {class} curve was measured with {}",
-                curve_engines.join(" + ")
+                "no {class} curve for stack {engine}: the published {class} curves were measured with {}",
+                curve_engines.join(", ")
             ),
         }
     }
@@ -350,35 +400,35 @@ pub fn find_curve<'c>(
         return Err(NoCurve::Batch { batch_size: b });
     }
     let class = ClassId { arch, precision };
-    // A report's own engine's curve where there is one: engines are never compared across.
-    let own = subject
-        .engine
-        .as_deref()
-        .map(engine_key)
-        .and_then(|e| crate::curves::find_class_on(classes, arch, precision, &e));
-    if let Some(c) = own {
-        return Ok(c);
-    }
-    let Some(c) = find_class(classes, arch, precision) else {
-        let mut available: Vec<Precision> = classes
-            .iter()
-            .filter(|c| c.arch == arch)
-            .map(|c| c.precision)
-            .collect();
-        available.dedup();
-        return Err(NoCurve::NoClass { class, available });
+    let Some(preferred) = find_class(classes, arch, precision) else {
+        return Err(NoCurve::NoClass {
+            class,
+            available: engine_curves(classes, arch),
+        });
     };
-    if let Some(engine) = subject.engine.as_deref().map(engine_key) {
-        let curve_engines = class_engines(c);
-        if !curve_engines.contains(&engine) {
-            return Err(NoCurve::Stack {
-                class,
-                engine,
-                curve_engines,
-            });
-        }
-    }
-    Ok(c)
+    let Some(engine) = subject.engine.as_deref().map(engine_key) else {
+        return Ok(preferred);
+    };
+    let mut curves: Vec<&CurveClass> = classes
+        .iter()
+        .filter(|c| c.arch == arch && c.precision == precision)
+        .collect();
+    curves.sort_by_key(|c| crate::curves::preference(&c.engine));
+    // The report's own engine's curve: engines are never compared across. A secondary engine of
+    // a stack (`bitsandbytes` of `transformers + bitsandbytes`) finds its stack's curve.
+    curves
+        .iter()
+        .find(|c| c.engine == engine)
+        .or_else(|| curves.iter().find(|c| class_engines(c).contains(&engine)))
+        .copied()
+        .ok_or_else(|| NoCurve::Stack {
+            class,
+            engine,
+            curve_engines: curves
+                .iter()
+                .map(|c| class_engines(c).join(" + "))
+                .collect(),
+        })
 }
 
 /// Place `subject` against `classes` (the page and the CLI pass [`crate::default_classes`]).
@@ -419,6 +469,14 @@ impl Placement {
     /// Whether the subject can be drawn at all: it has a size and a ΔE.
     pub fn drawable(&self) -> bool {
         self.subject.params_b.is_some() && self.subject.delta_pct.is_some()
+    }
+
+    /// The class of the curve the subject was placed on, among `classes`: of its architecture and
+    /// precision *and* engine (Hopper has three engines' curves of one class id).
+    pub fn curve_class<'c>(&self, classes: &'c [CurveClass]) -> Option<&'c CurveClass> {
+        let id = self.curve.as_ref().ok()?;
+        let engine = self.curve_engines.first()?;
+        crate::curves::find_class_on(classes, id.arch, id.precision, engine)
     }
 
     /// The class a measured point may join in a refit (the page's "include my points"): its own
@@ -567,7 +625,7 @@ impl Serialize for Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::curves::{default_classes, fit_classes};
+    use crate::curves::{default_classes, find_class_on, fit_classes};
     use crate::dataset::Dataset;
     use crate::fit::BAND_Z;
 
@@ -603,11 +661,20 @@ mod tests {
             stack_engines("llama.cpp GGUF (decode-only E(576)-E(64), NVML counter)"),
             vec!["llama.cpp"]
         );
-        assert_eq!(engine_key(" Candle-Graph "), "candle-graph");
         assert_eq!(
-            class_engines(class(Arch::Hopper, Precision::Q4K)),
-            vec!["candle"]
+            stack_engines("candle-graph 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"),
+            vec!["candle-graph"]
         );
+        assert_eq!(
+            stack_engines("llama.cpp b0-unknown, server started by the meter, /v1/completions, CUDA 13.0, synthetic weights"),
+            vec!["llama.cpp"]
+        );
+        assert_eq!(engine_key(" Candle-Graph "), "candle-graph");
+        // Each Hopper Q4_K curve is one engine's (the H200 campaign's three sessions).
+        for e in ["candle-graph", "candle", "llama.cpp"] {
+            let c = find_class_on(default_classes(), Arch::Hopper, Precision::Q4K, e).unwrap();
+            assert_eq!(class_engines(c), vec![e]);
+        }
         assert_eq!(
             class_engines(class(Arch::Ada, Precision::Nf4)),
             vec!["transformers", "bitsandbytes"]
@@ -713,10 +780,25 @@ mod tests {
             pl.summary(),
             "no volta NF4 curve: no volta curve has been published"
         );
+        // Several engines: each engine's precisions once (llama.cpp measured no BF16).
         let pl = place(&subject("hopper", "NF4", 7.0, -10.0), default_classes());
         assert_eq!(
             pl.summary(),
-            "no hopper NF4 curve: the published hopper curves are BF16, Q8_0, Q4_K, Q4_0"
+            "no hopper NF4 curve: the published hopper curves are candle-graph: BF16, Q8_0, Q4_K, Q4_0; \
+             candle: BF16, Q8_0, Q4_K, Q4_0; llama.cpp: Q8_0, Q4_K, Q4_0"
+        );
+        let Err(NoCurve::NoClass { available, .. }) = &pl.curve else {
+            panic!("{pl:?}")
+        };
+        for e in available {
+            let mut once = e.precisions.clone();
+            once.dedup();
+            assert_eq!(once, e.precisions, "{} repeats a precision", e.engine);
+        }
+        // One engine: its precisions, unlabelled.
+        assert_eq!(
+            place(&subject("ada", "Q4_K", 7.0, -10.0), default_classes()).summary(),
+            "no ada Q4_K curve: the published ada curves are NF4, INT8"
         );
         // A measured point of a class without a curve opens its own in a refit.
         assert_eq!(
@@ -736,14 +818,10 @@ mod tests {
         assert_eq!(pl.curve, Err(NoCurve::Baseline));
     }
 
-    /// Issue 15: where two engines have a curve, a report is placed on its own engine's.
+    /// Issue 15: where several engines have a curve, a report is placed on its own engine's.
     #[test]
     fn a_report_is_placed_on_its_own_engines_curve() {
-        let mut graph = class(Arch::Hopper, Precision::Q4K).clone();
-        graph.engine = "candle-graph".into();
-        graph.stacks = vec!["candle-graph 0.11.1 GGUF/cuBLAS kernels".into()];
-        graph.fit.a -= 30.0; // a curve far from the eager one
-        let classes = vec![class(Arch::Hopper, Precision::Q4K).clone(), graph];
+        let classes = default_classes();
         let subject = |engine: &str| Subject {
             model: "Qwen2-7B".into(),
             gpu: "H200".into(),
@@ -755,46 +833,60 @@ mod tests {
             engine: Some(engine.into()),
             batch_size: Some(1),
         };
-        let on = |engine: &str| {
-            find_curve(&subject(engine), &classes)
+        for e in ["candle-graph", "candle", "llama.cpp"] {
+            assert_eq!(find_curve(&subject(e), classes).unwrap().engine, e);
+        }
+        // The curves differ, so a report placed on another engine's would read differently.
+        let at = |e: &str| {
+            find_class_on(classes, Arch::Hopper, Precision::Q4K, e)
                 .unwrap()
-                .engine
-                .clone()
+                .fit
+                .predict(7.6)
         };
-        assert_eq!(on("candle"), "candle");
-        assert_eq!(on("candle-graph"), "candle-graph");
-        // An engine with no curve of its own is still refused, naming what the curve was measured with.
-        assert!(matches!(
-            find_curve(&subject("llama.cpp"), &classes),
-            Err(NoCurve::Stack { .. })
-        ));
+        assert!((at("candle") - at("candle-graph")).abs() > 1.0);
+        // An engine with no curve of its own is refused, naming every curve's engine.
+        match find_curve(&subject("vllm"), classes) {
+            Err(NoCurve::Stack { curve_engines, .. }) => {
+                assert_eq!(curve_engines, ["candle-graph", "candle", "llama.cpp"])
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn a_stack_other_than_the_curves_has_no_curve() {
-        let mut s = subject("hopper", "Q4_0", 7.6156, -30.0);
+        // llama.cpp measured no BF16: its BF16 report has no curve, though two engines have one.
+        let mut s = subject("hopper", "BF16", 7.6156, -4.0);
         s.engine = Some("llama.cpp".into());
         let pl = place(&s, default_classes());
         assert_eq!(pl.outcome, Outcome::NoCurve);
         assert_eq!(
             pl.summary(),
-            "no hopper Q4_0 curve for stack llama.cpp: the published hopper Q4_0 curve was measured with candle"
+            "no hopper BF16 curve for stack llama.cpp: the published hopper BF16 curves were measured with candle-graph, candle"
         );
         assert_eq!(pl.joins_class(), None, "engines are never pooled");
-        s.engine = Some("candle-graph".into());
-        assert!(matches!(
-            place(&s, default_classes()).curve,
-            Err(NoCurve::Stack { .. })
-        ));
-        // The curve's own engine, in any case, is compared.
-        s.engine = Some("Candle".into());
-        assert!(place(&s, default_classes()).outcome.comparison().is_some());
+        // A curve's own engine, in any case, is compared — on its own curve.
+        for (engine, key) in [("Candle", "candle"), ("candle-graph", "candle-graph")] {
+            s.engine = Some(engine.into());
+            let pl = place(&s, default_classes());
+            assert!(pl.outcome.comparison().is_some(), "{engine}");
+            assert_eq!(pl.curve_engines, [key]);
+        }
+        let mut q = subject("hopper", "Q4_0", 1.5437, -50.0);
+        q.engine = Some("llama.cpp".into());
+        assert_eq!(place(&q, default_classes()).curve_engines, ["llama.cpp"]);
         // So is an upstream report on its bitsandbytes curve, named either way.
         let mut a = subject("ada", "NF4", 7.0, -20.0);
         for e in ["transformers", "bitsandbytes"] {
             a.engine = Some(e.into());
             assert!(place(&a, default_classes()).curve.is_ok(), "{e}");
         }
+        // A class of one curve says so in the singular.
+        a.engine = Some("candle".into());
+        assert_eq!(
+            place(&a, default_classes()).summary(),
+            "no ada NF4 curve for stack candle: the published ada NF4 curve was measured with transformers + bitsandbytes"
+        );
     }
 
     #[test]
@@ -870,6 +962,13 @@ mod tests {
         let json = serde_json::to_value(&pl).unwrap();
         assert_eq!(json["curve"], "hopper Q4_K");
         assert_eq!(json["curve_engines"][0], "candle");
+        // The curve to draw it on is the eager engine's, not the class's preferred (candle-graph).
+        let drawn = pl.curve_class(default_classes()).unwrap();
+        assert_eq!(drawn.engine, "candle");
+        assert_eq!(
+            cmp.predicted_pct,
+            drawn.fit.predict(pl.subject.params_b.unwrap())
+        );
         assert_eq!(json["comparison"]["band_pct"].as_array().unwrap().len(), 2);
     }
 

@@ -407,7 +407,7 @@ mod tests {
             assert_eq!(c.points.len(), 3);
             assert_eq!(c.loo_mae, None);
         }
-        // 6 upstream classes + the H200 candle classes (BF16, Q8_0, Q4_K, Q4_0).
+        // 6 upstream classes; the rest are the H200 campaign's.
         let upstream = default_classes()
             .iter()
             .filter(|c| c.arch != Arch::Hopper)
@@ -417,70 +417,111 @@ mod tests {
 
     #[test]
     fn hopper_classes_come_from_our_h200_campaign() {
-        // Qwen2 0.5B/1.5B/3B/7B and TinyLlama-1.1B, each precision next to its own F16 arm; the
-        // GGUF formats also at Qwen2.5-14B (the plan measures no BF16 there).
-        for (p, shapes) in [("BF16", 5), ("Q8_0", 6), ("Q4_K", 6), ("Q4_0", 6)] {
-            let c = class("hopper", p);
-            assert_eq!(
-                c.points.len(),
-                shapes,
-                "{p}: one batch-1 point per measured shape"
-            );
-            assert_eq!(c.gpus, vec!["H200".to_string()]);
-            assert!(c.stacks[0].contains("candle"));
-            assert!(c.loo_mae.is_some());
+        // Each engine's precisions next to their own F16 arm, one batch-1 point per shape measured:
+        // eager candle and candle-graph at Qwen2 0.5B/1.5B/3B/7B and TinyLlama-1.1B, the GGUF
+        // formats (and the graph engine's BF16) also at Qwen2.5-14B; llama.cpp at 0.5B, TinyLlama
+        // and 1.5B, GGUF formats only.
+        // (engine, how its stack text starts, points per precision)
+        type Plan<'a> = (&'a str, &'a str, &'a [(&'a str, usize)]);
+        let plan: [Plan; 3] = [
+            (
+                "candle",
+                "candle 0.11.1",
+                &[("BF16", 5), ("Q8_0", 6), ("Q4_K", 6), ("Q4_0", 6)],
+            ),
+            (
+                "candle-graph",
+                "candle-graph 0.11.1",
+                &[("BF16", 6), ("Q8_0", 6), ("Q4_K", 6), ("Q4_0", 6)],
+            ),
+            (
+                "llama.cpp",
+                "llama.cpp ",
+                &[("Q8_0", 3), ("Q4_K", 3), ("Q4_0", 3)],
+            ),
+        ];
+        for (engine, stack, shapes) in plan {
+            for &(p, n) in shapes {
+                let c = find_class_on(default_classes(), Arch::Hopper, p.parse().unwrap(), engine)
+                    .unwrap_or_else(|| panic!("{engine} {p}"));
+                assert_eq!(
+                    c.points.len(),
+                    n,
+                    "{engine} {p}: one batch-1 point per measured shape"
+                );
+                assert_eq!(c.gpus, vec!["H200".to_string()]);
+                assert!(
+                    c.stacks.iter().all(|s| s.starts_with(stack)),
+                    "{:?}",
+                    c.stacks
+                );
+                // Leave-one-out needs ≥ 4 points (as on Ampere).
+                assert_eq!(c.loo_mae.is_some(), n >= 4, "{engine} {p}");
+            }
         }
+        assert!(find_class_on(
+            default_classes(),
+            Arch::Hopper,
+            Precision::Bf16,
+            "llama.cpp"
+        )
+        .is_none());
+        assert_eq!(
+            arch_engines(default_classes(), Arch::Hopper),
+            ["candle-graph", "candle", "llama.cpp"]
+        );
     }
 
-    /// Issue 15: a second engine's default-curve rows at the same architecture and precision make a
-    /// class of their own — never pooled with the first's — and `find_class` prefers the graph engine.
+    /// Issue 15: another engine's default-curve rows at the same architecture and precision make a
+    /// class of their own — never pooled with the first's — and `find_class` prefers the graph
+    /// engine. The embedded data has three engines' Hopper rows; without the two added ones the
+    /// eager fit is the same.
     #[test]
     fn two_engines_make_two_classes_and_never_pool() {
-        let graph: String = crate::dataset::ANCHORS_CSV
-            .lines()
-            .filter(|l| l.starts_with("H200,hopper,") && l.contains(",Q4_K,1,"))
-            .map(|l| {
-                // The eager rows again, as another engine's with every energy 10 % lower.
-                let mut f: Vec<String> = l.split(',').map(str::to_string).collect();
-                let e: f64 = f[6].parse().unwrap();
-                f[6] = format!("{:.2}", e * 0.9);
-                f.join(",")
-                    .replace("\"candle 0.11.1", "\"candle-graph 0.11.1")
-                    .replace("h200-2026-11-30", "h200-graph-test")
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let text = format!("{}\n{graph}\n", crate::dataset::ANCHORS_CSV.trim_end());
-        let ds = Dataset::parse(&text, crate::dataset::GPUS_CSV).unwrap();
-        let classes = fit_classes(&ds, &[]);
-        let eager = find_class_on(&classes, Arch::Hopper, Precision::Q4K, "candle").unwrap();
-        let fast = find_class_on(&classes, Arch::Hopper, Precision::Q4K, "candle-graph").unwrap();
-        assert_eq!(eager.points.len(), class("hopper", "Q4_K").points.len());
+        let eager_only = crate::test_data::eager_only();
+        let before = fit_classes(&eager_only, &[]);
+        let before_q4k = find_class(&before, Arch::Hopper, Precision::Q4K).unwrap();
+        assert_eq!(before_q4k.engine, "candle");
+        assert_eq!(arch_engines(&before, Arch::Hopper), ["candle"]);
+        let classes = default_classes();
+        let rows = |engine: &str| {
+            Dataset::embedded()
+                .anchors
+                .iter()
+                .filter(|a| {
+                    a.default_curve && a.arch == Arch::Hopper && a.precision == Precision::Q4K
+                })
+                .filter(|a| curve_engine(&a.stack) == engine)
+                .count()
+        };
+        for e in ["candle", "candle-graph", "llama.cpp"] {
+            let c = find_class_on(classes, Arch::Hopper, Precision::Q4K, e).unwrap();
+            assert_eq!(
+                c.points.len(),
+                rows(e),
+                "{e}: its own rows, no other engine's"
+            );
+            assert!(
+                c.stacks.iter().all(|s| curve_engine(s) == e),
+                "{:?}",
+                c.stacks
+            );
+        }
+        let eager = find_class_on(classes, Arch::Hopper, Precision::Q4K, "candle").unwrap();
+        assert_eq!(eager.fit, before_q4k.fit, "the eager fit did not move");
+        assert_eq!(eager.points, before_q4k.points);
         assert_eq!(
-            fast.points.len(),
-            eager.points.len(),
-            "no eager point in the graph class"
-        );
-        assert!(fast.stacks.iter().all(|s| s.starts_with("candle-graph")));
-        assert!(eager.stacks.iter().all(|s| s.starts_with("candle 0.11.1")));
-        assert_eq!(
-            eager.fit,
-            class("hopper", "Q4_K").fit,
-            "the eager fit did not move"
-        );
-        assert_eq!(
-            find_class(&classes, Arch::Hopper, Precision::Q4K)
+            find_class(classes, Arch::Hopper, Precision::Q4K)
                 .unwrap()
                 .engine,
             "candle-graph"
         );
         assert_eq!(
-            class_engines_of(&classes, Arch::Hopper, Precision::Q4K),
-            ["candle-graph", "candle"]
+            class_engines_of(classes, Arch::Hopper, Precision::Q4K),
+            ["candle-graph", "candle", "llama.cpp"]
         );
         // Every upstream class is one engine's: the bitsandbytes rows are `transformers`.
         assert_eq!(class("ada", "NF4").engine, "transformers");
-        assert_eq!(class("hopper", "Q4_K").engine, "candle");
     }
 
     #[test]

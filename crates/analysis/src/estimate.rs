@@ -502,13 +502,23 @@ mod tests {
             est("ada", 7.0, "NF4").curve_engine.as_deref(),
             Some("transformers")
         );
+        // Hopper has three engines' curves: without one asked, the preferred (candle-graph).
         assert_eq!(
             est("hopper", 7.0, "Q4_K").curve_engine.as_deref(),
-            Some("candle")
+            Some("candle-graph")
         );
+        for e in ["candle-graph", "candle", "llama.cpp"] {
+            let got = est_on("hopper", 7.0, "Q4_K", Some(e));
+            assert_eq!(got.curve_engine.as_deref(), Some(e));
+            assert!(got.delta_pct.is_some(), "{e}");
+        }
     }
 
     fn est(arch: &str, n: f64, p: &str) -> Estimate {
+        est_on(arch, n, p, None)
+    }
+
+    fn est_on(arch: &str, n: f64, p: &str, engine: Option<&str>) -> Estimate {
         estimate(
             Dataset::embedded(),
             default_classes(),
@@ -518,7 +528,7 @@ mod tests {
                 precision: p.parse().unwrap(),
                 batch: 1,
                 context: 2048,
-                engine: None,
+                engine: engine.map(str::to_string),
             },
         )
     }
@@ -690,21 +700,30 @@ mod tests {
 
     #[test]
     fn an_estimate_at_a_measured_size_is_no_surer_than_the_curve_beside_it() {
-        // H200 Qwen2-7B BF16: −4.2 % measured there. Read off that anchor, the estimate must not
-        // be surer than the fitted curve 1 % away — whose interval spans zero.
+        // H200 Qwen2-7B BF16, eager candle: −4.2 % measured there. Read off that anchor, the
+        // estimate must not be surer than the fitted curve 1 % away — whose interval spans zero.
+        // The same holds on the graph engine's own BF16 curve.
         let ds = Dataset::embedded();
         let bf16 = row(ds, "H200", "Qwen2-7B", "BF16");
-        let at = |n: f64| est("hopper", n, "BF16");
-        let (on, beside) = (at(bf16.params_b), at(bf16.params_b * 0.99));
-        assert_eq!((on.points_at_size, beside.points_at_size), (1, 0));
-        let hw = |e: &Estimate| e.interval().map(|(lo, hi)| (hi - lo) / 2.0).unwrap();
-        assert!(
-            hw(&on) >= hw(&beside) * 0.999,
-            "±{} vs ±{}",
-            hw(&on),
-            hw(&beside)
-        );
-        assert!(on.ci_spans_zero() && beside.ci_spans_zero());
+        for engine in ["candle", "candle-graph"] {
+            let at = |n: f64| est_on("hopper", n, "BF16", Some(engine));
+            let (on, beside) = (at(bf16.params_b), at(bf16.params_b * 0.99));
+            assert_eq!(
+                (on.points_at_size, beside.points_at_size),
+                (1, 0),
+                "{engine}"
+            );
+            let hw = |e: &Estimate| e.interval().map(|(lo, hi)| (hi - lo) / 2.0).unwrap();
+            assert!(
+                hw(&on) >= hw(&beside) * 0.999,
+                "{engine}: ±{} vs ±{}",
+                hw(&on),
+                hw(&beside)
+            );
+            if engine == "candle" {
+                assert!(on.ci_spans_zero() && beside.ci_spans_zero());
+            }
+        }
     }
 
     #[test]
@@ -718,12 +737,12 @@ mod tests {
         assert!((got - want).abs() / want < 1e-9, "{got} vs {want}");
     }
 
-    /// Issue 15 / the product rule: with two engines on the H200, an estimate is one engine's —
-    /// its class, its FP16 baseline, its name — never a mix.
+    /// Issue 15 / the product rule: with three engines on the H200 (eager candle, candle-graph,
+    /// llama.cpp), an estimate is one engine's — its class, its FP16 baseline, its name — never a mix.
     mod two_engines {
         use super::*;
         use crate::curves::{arch_engines, find_class_on, fit_classes};
-        use crate::test_data::{row, with_graph_engine, GRAPH_STACK};
+        use crate::test_data::{eager_only, row, with_graph_engine};
 
         fn on(ds: &Dataset, n: f64, p: Precision, engine: Option<&str>) -> Estimate {
             estimate(
@@ -744,12 +763,14 @@ mod tests {
             got.is_some_and(|g| (g - want).abs() <= 1e-9 * want.abs().max(1.0))
         }
 
+        const GRAPH_7B: &str = "Qwen2-7B [candle-graph]";
+
         #[test]
         fn an_asked_engine_uses_only_its_rows_and_its_own_fp16_baseline() {
-            let ds = with_graph_engine();
-            let fp16 = row(&ds, "candle-graph", "Qwen2-7B", Precision::Fp16, 1);
-            let q4k = row(&ds, "candle-graph", "Qwen2-7B", Precision::Q4K, 1);
-            let e = on(&ds, q4k.params_b, Precision::Q4K, Some("candle-graph"));
+            let ds = Dataset::embedded();
+            let fp16 = row(ds, "candle-graph", GRAPH_7B, Precision::Fp16, 1);
+            let q4k = row(ds, "candle-graph", GRAPH_7B, Precision::Q4K, 1);
+            let e = on(ds, q4k.params_b, Precision::Q4K, Some("candle-graph"));
             assert_eq!(e.curve_engine.as_deref(), Some("candle-graph"));
             assert_eq!((e.points_at_size, e.borrowed_from), (1, None));
             // By hand from the graph rows: ΔE = (E − F)/F of its Q4_K row, the baseline its FP16 row.
@@ -758,14 +779,14 @@ mod tests {
             assert!(close(e.fp16_energy_mj, f), "{:?} vs {f}", e.fp16_energy_mj);
             assert!(close(e.delta_pct, delta), "{:?} vs {delta}", e.delta_pct);
             assert!(close(e.energy_mj, f * (1.0 + delta / 100.0)));
-            let eager = row(&ds, "candle", "Qwen2-7B", Precision::Fp16, 1);
+            let eager = row(ds, "candle", "Qwen2-7B", Precision::Fp16, 1);
             assert!(
                 (f - eager.energy_mj.unwrap()).abs() > 100.0,
                 "the engines differ"
             );
             // The class behind it holds graph points only.
             let c = find_class_on(
-                &fit_classes(&ds, &[]),
+                &fit_classes(ds, &[]),
                 Arch::Hopper,
                 Precision::Q4K,
                 "candle-graph",
@@ -773,88 +794,123 @@ mod tests {
             .unwrap()
             .clone();
             assert_eq!(e.class_points, c.points.len());
-            assert_eq!(c.stacks, [GRAPH_STACK]);
+            assert_eq!(c.stacks, std::slice::from_ref(&q4k.stack));
             // Between sizes the baseline interpolates the graph's own FP16 rows only.
-            let lo = row(&ds, "candle-graph", "Qwen2.5-3B", Precision::Fp16, 1);
+            let lo = row(
+                ds,
+                "candle-graph",
+                "Qwen2.5-3B [candle-graph]",
+                Precision::Fp16,
+                1,
+            );
             let n = (lo.params_b * fp16.params_b).sqrt();
             let want = (lo.energy_mj.unwrap() * f).sqrt();
-            let mid = on(&ds, n, Precision::Q4K, Some("candle-graph"));
+            let mid = on(ds, n, Precision::Q4K, Some("candle-graph"));
             assert!(
                 close(mid.fp16_energy_mj, want),
                 "{:?} vs {want}",
                 mid.fp16_energy_mj
             );
             assert!(close(
-                fp16_baseline_mj(&ds, Arch::Hopper, "candle-graph", n),
+                fp16_baseline_mj(ds, Arch::Hopper, "candle-graph", n),
                 want
             ));
+            // llama.cpp at its own measured size: its own FP16 row.
+            let lf = row(
+                ds,
+                "llama.cpp",
+                "Qwen2-1.5B [llama.cpp]",
+                Precision::Fp16,
+                1,
+            );
+            let l = on(ds, lf.params_b, Precision::Q4K, Some("llama.cpp"));
+            assert!(close(l.fp16_energy_mj, lf.energy_mj.unwrap()));
         }
 
         #[test]
         fn without_an_engine_the_preferred_one_is_used_with_its_own_baseline() {
-            let ds = with_graph_engine();
-            let classes = fit_classes(&ds, &[]);
+            let ds = Dataset::embedded();
+            let classes = fit_classes(ds, &[]);
             assert_eq!(
                 arch_engines(&classes, Arch::Hopper),
-                ["candle-graph", "candle"]
+                ["candle-graph", "candle", "llama.cpp"]
             );
-            assert_eq!(arch_engines(default_classes(), Arch::Hopper), ["candle"]);
+            let eager_ds = eager_only();
+            assert_eq!(
+                arch_engines(&fit_classes(&eager_ds, &[]), Arch::Hopper),
+                ["candle"]
+            );
             assert_eq!(arch_engines(default_classes(), Arch::Ada), ["transformers"]);
-            let graph_f = row(&ds, "candle-graph", "Qwen2-7B", Precision::Fp16, 1)
+            let graph_f = row(ds, "candle-graph", GRAPH_7B, Precision::Fp16, 1)
                 .energy_mj
                 .unwrap();
-            let eager_f = row(&ds, "candle", "Qwen2-7B", Precision::Fp16, 1)
+            let eager_f = row(ds, "candle", "Qwen2-7B", Precision::Fp16, 1)
                 .energy_mj
                 .unwrap();
-            let n = row(&ds, "candle", "Qwen2-7B", Precision::Fp16, 1).params_b;
+            let n = row(ds, "candle", "Qwen2-7B", Precision::Fp16, 1).params_b;
             // Q4_K: candle-graph is preferred, and so is its baseline — not the eager one, not the
             // mean of the two that pooling every H200 session would give.
-            let q = on(&ds, n, Precision::Q4K, None);
+            let q = on(ds, n, Precision::Q4K, None);
             assert_eq!(q.curve_engine.as_deref(), Some("candle-graph"));
             assert!(close(q.fp16_energy_mj, graph_f));
             assert!(!close(q.fp16_energy_mj, (graph_f + eager_f) / 2.0));
             assert_eq!(
                 q,
-                on(&ds, n, Precision::Q4K, Some("candle-graph")).with_input_of(&q)
+                on(ds, n, Precision::Q4K, Some("candle-graph")).with_input_of(&q)
             );
             // FP16 itself: the preferred engine's baseline, named.
-            let f = on(&ds, n, Precision::Fp16, None);
+            let f = on(ds, n, Precision::Fp16, None);
             assert_eq!(f.curve_engine.as_deref(), Some("candle-graph"));
             assert!(close(f.energy_mj, graph_f) && f.delta_pct == Some(0.0));
-            let fe = on(&ds, n, Precision::Fp16, Some("candle"));
+            let fe = on(ds, n, Precision::Fp16, Some("candle"));
             assert!(close(fe.energy_mj, eager_f));
             // The eager engine asked for: exactly the estimate of the eager-only dataset.
-            let eager = on(&ds, n, Precision::Q4K, Some("candle"));
-            let before = on(Dataset::embedded(), n, Precision::Q4K, None);
+            let eager = on(ds, n, Precision::Q4K, Some("candle"));
+            let before = on(&eager_ds, n, Precision::Q4K, None);
             assert_eq!(eager, before.with_input_of(&eager));
             assert!(close(eager.fp16_energy_mj, eager_f));
-            // BF16 has only the eager engine's curve: the preferred engine for it, with its baseline.
-            let b = on(&ds, n, Precision::Bf16, None);
+            // Every real engine measured every GGUF format, so where the preferred engine lacks one
+            // is shown on the fixture whose graph engine has no BF16: the next engine's curve, with
+            // that engine's baseline.
+            let fx = with_graph_engine();
+            let b = on(&fx, n, Precision::Bf16, None);
             assert_eq!(b.curve_engine.as_deref(), Some("candle"));
             assert!(close(b.fp16_energy_mj, eager_f));
         }
 
         #[test]
         fn an_engine_without_the_precision_is_unavailable_and_says_which() {
-            let ds = with_graph_engine();
-            let e = on(&ds, 7.0, Precision::Bf16, Some("candle-graph"));
+            // llama.cpp measured no BF16 on the H200; both candle engines did.
+            let ds = Dataset::embedded();
+            let n = row(
+                ds,
+                "llama.cpp",
+                "Qwen2-1.5B [llama.cpp]",
+                Precision::Fp16,
+                1,
+            )
+            .params_b;
+            let e = on(ds, n, Precision::Bf16, Some("llama.cpp"));
             assert_eq!(e.basis, Basis::Unavailable);
             assert_eq!((e.delta_pct, e.energy_mj, e.class), (None, None, None));
             assert_eq!(e.borrowed_from, None, "no other engine's BF16 stands in");
-            assert_eq!(e.curve_engine.as_deref(), Some("candle-graph"));
+            assert_eq!(e.curve_engine.as_deref(), Some("llama.cpp"));
             assert!(
                 e.notes
                     .iter()
-                    .any(|n| n.contains("BF16") && n.contains("candle-graph")),
+                    .any(|n| n.contains("BF16") && n.contains("llama.cpp")),
                 "{:?}",
                 e.notes
             );
+            assert!(on(ds, n, Precision::Bf16, Some("candle-graph"))
+                .delta_pct
+                .is_some());
             // An engine with no rows at all: not even FP16.
-            let v = on(&ds, 7.0, Precision::Fp16, Some("vllm"));
+            let v = on(ds, 7.0, Precision::Fp16, Some("vllm"));
             assert_eq!((v.basis, v.energy_mj), (Basis::Unavailable, None));
             assert!(v.notes.iter().any(|n| n.contains("vllm")), "{:?}", v.notes);
             // Nor does an asked engine borrow another engine's class from a sibling architecture.
-            let nf4 = on(&ds, 7.0, Precision::Nf4, Some("candle"));
+            let nf4 = on(ds, 7.0, Precision::Nf4, Some("candle"));
             assert_eq!((nf4.basis, nf4.borrowed_from), (Basis::Unavailable, None));
         }
     }

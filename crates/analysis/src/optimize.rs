@@ -939,8 +939,8 @@ fn standing_notes() -> Vec<String> {
              short-prompt + 256-token runs), at the same batch; ≥ 1"
         ),
         "latency: max(launch floor, (weights + batch·KV)/bandwidth, FLOPs/compute) per decode step; launch floor \
-         calibrated per precision and stack on measured throughputs (published rows; candle and candle-graph rows \
-         from our H200 runs, each engine on its own)"
+         calibrated per precision and stack on measured throughputs (published rows; candle, candle-graph and \
+         llama.cpp rows from our H200 runs, each engine on its own)"
             .into(),
         "VRAM: true bytes per format + GQA KV cache (fp16) + prefill activations + 0.5 GB CUDA context + 5 % allocator \
          slack; a card's datasheet GB (1e9 bytes) is the hard limit"
@@ -1387,9 +1387,11 @@ mod tests {
     #[test]
     fn candle_bf16_batches_like_f16_not_like_the_gguf_formats() {
         // BF16 and F16 run the same cuBLAS GEMMs: at batch 64 BF16 keeps its batch-1 ratio to FP16
-        // (≈ −3.5 %, the hopper BF16 fit), instead of inheriting Q4_K's +30 % batch penalty.
+        // (≈ −3.5 %, the hopper BF16 fit), instead of inheriting Q4_K's +30 % batch penalty. The
+        // eager engine is the one with a batch sweep of its own.
         let mut q = req("H200", 7.0, Objective::MinEnergy);
         q.model = Some("qwen2-7b".into());
+        q.engine = Some("candle".into());
         let r = optimize(&q).unwrap();
         let at = |p: &str, b: u32| {
             r.feasible_configs
@@ -1435,9 +1437,9 @@ mod tests {
         let r = optimize(&q).unwrap();
         assert_eq!(r.model.name, "Qwen2-7B");
         assert_eq!(r.model.shape_tag, Tag::Computed);
-        // The H200 has its own (candle) classes: no borrowed bitsandbytes curve is mixed in, and the
-        // modelled batch-1 latency is candle's measured launch floor (≈ 10 ms/token for 28 layers),
-        // not a memory-bound 1 ms.
+        // The H200 has its own classes: no borrowed bitsandbytes curve is mixed in, and the modelled
+        // batch-1 latency is each engine's own: the eager engine's measured launch floor (≈ 10
+        // ms/token for 28 layers, not a memory-bound 1 ms), the graph engine's measured step.
         assert!(
             r.notes.iter().all(|n| !n.contains("borrowed")),
             "{:?}",
@@ -1446,16 +1448,37 @@ mod tests {
         let b1 = optimize(&OptimizeRequest {
             objective: Objective::MinEnergy,
             budgets: Budgets::default(),
+            context: Some(512),
             ..q.clone()
         })
         .unwrap();
-        let one = b1
-            .feasible_configs
-            .iter()
-            .find(|c| c.batch == 1)
-            .map(|c| c.latency_ms_per_token.value)
-            .expect("batch 1 fits a 7B on an H200");
-        assert!(one > 5.0, "candle batch-1 step {one} ms");
+        let one = |e: &str, p: Precision| {
+            b1.feasible_configs
+                .iter()
+                .find(|c| c.engine == e && c.precision == p && c.batch == 1)
+                .map(|c| c.latency_ms_per_token.value)
+                .unwrap_or_else(|| panic!("batch 1 fits a 7B on an H200: {e} {p}"))
+        };
+        for p in [Precision::Fp16, Precision::Q4_0] {
+            assert!(
+                one("candle", p) > 5.0,
+                "candle batch-1 step {} ms",
+                one("candle", p)
+            );
+            let measured = crate::test_data::row(
+                Dataset::embedded(),
+                "candle-graph",
+                "Qwen2-7B [candle-graph]",
+                p,
+                1,
+            );
+            let ms = 1e3 / measured.throughput_tok_s.unwrap();
+            let got = one("candle-graph", p);
+            assert!(
+                (got / ms - 1.0).abs() < 0.10,
+                "candle-graph {p}: {got} vs {ms} ms"
+            );
+        }
         // An architecture without data of its own still borrows (and says so).
         let mut h100_like = req("A100 80GB", 7.0, Objective::MinEnergy);
         h100_like.model = Some("qwen2-7b".into());
@@ -1559,7 +1582,8 @@ mod tests {
         let pinned = optimize_with(&ds, &classes, &q).unwrap();
         assert_eq!(pinned.engines, ["candle"]);
         q.engine = None;
-        let before = optimize(&q).unwrap();
+        let eager_ds = crate::test_data::eager_only();
+        let before = optimize_with(&eager_ds, &fit_classes(&eager_ds, &[]), &q).unwrap();
         assert_eq!(before.engines, ["candle"]);
         assert_eq!(pinned.feasible_configs, before.feasible_configs);
         assert_eq!(
@@ -1588,7 +1612,40 @@ mod tests {
             .iter()
             .all(|c| c.engine == "transformers"));
         assert!(r.notes.iter().any(|n| n.starts_with("stack: transformers")));
-        let h = optimize(&req("H200", 7.0, Objective::MinEnergy)).unwrap();
+        // The H200 before its other engines' sessions: the eager engine alone.
+        let eager_ds = crate::test_data::eager_only();
+        let classes = crate::curves::fit_classes(&eager_ds, &[]);
+        let h =
+            optimize_with(&eager_ds, &classes, &req("H200", 7.0, Objective::MinEnergy)).unwrap();
         assert_eq!(h.engines, ["candle"]);
+        assert!(h.notes.iter().any(|n| n.starts_with("stack: candle")));
+    }
+
+    /// The embedded H200 rows are three engines': all are searched, each candidate on its own
+    /// engine's FP16 baseline.
+    #[test]
+    fn the_h200_searches_its_three_engines() {
+        let r = optimize(&req("H200", 7.6156, Objective::MinEnergy)).unwrap();
+        assert_eq!(r.engines, ["candle-graph", "candle", "llama.cpp"]);
+        let ds = Dataset::embedded();
+        for e in &r.engines {
+            let want = crate::estimate::fp16_baseline_mj(ds, Arch::Hopper, e, 7.6156).unwrap();
+            let own: Vec<&Candidate> = r
+                .feasible_configs
+                .iter()
+                .filter(|c| &c.engine == e)
+                .collect();
+            assert!(!own.is_empty(), "{e}");
+            assert!(own
+                .iter()
+                .all(|c| (c.fp16_energy_mj_per_token.value - want).abs() < 1e-9));
+        }
+        // llama.cpp was measured up to 1.5 B only: its 7.6 B baseline is extrapolated, and said so.
+        let l = r
+            .feasible_configs
+            .iter()
+            .find(|c| c.engine == "llama.cpp")
+            .unwrap();
+        assert_eq!(l.fp16_energy_mj_per_token.tag, Tag::Extrapolated);
     }
 }

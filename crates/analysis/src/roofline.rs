@@ -443,24 +443,6 @@ fn fit_launch(obs: &[&Observation]) -> (Factors, Factors) {
     (launch, card)
 }
 
-/// llama.cpp rows are bandwidth-bound (CUDA graphs remove the launch floor): their bandwidth
-/// efficiency is the geometric mean of roofline-at-100 % over measured.
-fn fit_llamacpp_bandwidth(obs: &[&Observation]) -> Option<f64> {
-    let full = Efficiency {
-        bandwidth: 1.0,
-        compute: 1.0,
-        launch_ms_per_layer: 0.0,
-    };
-    let v: Vec<f64> = obs
-        .iter()
-        .map(|o| {
-            roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &full).memory_ms
-                / o.measured_step_ms()
-        })
-        .collect();
-    (!v.is_empty()).then(|| geo_mean(v.into_iter()).min(1.0))
-}
-
 /// The tightest lower bound the data puts on a precision's bandwidth efficiency: had it been lower,
 /// the roofline alone would be slower than a measured row.
 fn bandwidth_lower_bound(obs: &[&Observation], precision: &str) -> f64 {
@@ -524,10 +506,6 @@ fn row_note(o: &Observation, used: bool) -> String {
 pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
     let obs = observations(ds);
     let launch_rows: Vec<&Observation> = obs.iter().filter(|o| feeds_launch_fit(o)).collect();
-    let gguf_rows: Vec<&Observation> = obs
-        .iter()
-        .filter(|o| o.fmt.stack == Stack::LlamaCpp && o.fits())
-        .collect();
     let (launch, cards) = fit_launch(&launch_rows);
     let all: Vec<&Observation> = obs.iter().collect();
     let mut precisions: Vec<PrecisionCalibration> = launch
@@ -544,19 +522,8 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             rows: launch_rows.iter().filter(|o| o.fmt.name == p).count(),
         })
         .collect();
-    if let Some(bw) = fit_llamacpp_bandwidth(&gguf_rows) {
-        precisions.push(PrecisionCalibration {
-            precision: "GGUF".into(),
-            stack: Stack::LlamaCpp,
-            launch_ms_per_layer: 0.0,
-            bandwidth_efficiency: bw,
-            bandwidth_source: format!(
-                "geometric mean over {} llama.cpp rows (all bandwidth-bound; launch floor not identifiable, taken as 0)",
-                gguf_rows.len()
-            ),
-            rows: gguf_rows.len(),
-        });
-    }
+    let (gguf, gguf_rows) = llamacpp_calibrations(&obs);
+    precisions.extend(gguf);
     let (candle, candle_rows) = candle_calibrations(&obs);
     precisions.extend(candle);
     let (graph, graph_rows) = candle_graph_calibrations(&obs);
@@ -579,9 +546,9 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
         pooled_median_abs_error_pct: 0.0,
         method: "step = max(layers · launch[precision] · card[gpu], (weights + batch·KV)/(bandwidth · eff), \
                  FLOPs/(FP16 TFLOPS · 0.30)); launch and card factors fitted in log space on transformers rows \
-                 (two-way geometric means), card factors normalised to geometric mean 1; llama.cpp: bandwidth \
-                 efficiency only; candle (eager): launch floors per format; candle-graph: floor and bandwidth \
-                 efficiency per format",
+                 (two-way geometric means), card factors normalised to geometric mean 1; llama.cpp: a floor per \
+                 format and one bandwidth efficiency; candle-graph: floor and bandwidth efficiency per format; \
+                 candle (eager): launch floors per format",
     };
     cal.rows = obs
         .iter()
@@ -627,10 +594,51 @@ fn candle_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&
     (cals, rows)
 }
 
+/// llama.cpp's constants, one per GGUF format plus `GGUF` pooled over all of them (for formats
+/// without rows), and the rows behind them. Not bandwidth alone: large models are bandwidth-bound
+/// (Llama-3.1-8B on the RTX 4090), but small ones sit on a floor (the H200 server's 0.5–1.5B rows
+/// decode at 1.3–2.8 ms/token, 3–10× their HBM roofline), which a bandwidth-only fit turned into
+/// a 15 % efficiency that missed every row by 30–300 %. One efficiency for every format: Q8_0 and
+/// Q4_K have small-model rows only, which cannot pin one of their own (a per-format fit reads the
+/// 1.5B row's extra time as a 9 % efficiency); the floor is each format's.
+fn llamacpp_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&Observation>) {
+    let rows: Vec<&Observation> = obs
+        .iter()
+        .filter(|o| o.fmt.stack == Stack::LlamaCpp && o.fits())
+        .collect();
+    if rows.is_empty() {
+        return (Vec::new(), rows);
+    }
+    let total = rows.len();
+    let cal = |name: &str, floor: f64, bw: f64, n: usize| PrecisionCalibration {
+        precision: name.to_string(),
+        stack: Stack::LlamaCpp,
+        launch_ms_per_layer: floor,
+        bandwidth_efficiency: bw,
+        bandwidth_source: format!(
+            "one efficiency for every GGUF format, fitted on all {total} llama.cpp rows with each \
+             format's floor (log least squares of max(layers · floor, bytes/(bandwidth · eff))); \
+             this floor from its {n} rows"
+        ),
+        rows: n,
+    };
+    let (floors, bw) = fit_floors_and_bandwidth(&rows, |o| o.fmt.name);
+    let mut cals: Vec<PrecisionCalibration> = floors
+        .iter()
+        .map(|(name, floor)| {
+            let n = rows.iter().filter(|o| o.fmt.name == name).count();
+            cal(name, *floor, bw, n)
+        })
+        .collect();
+    let (pooled, pooled_bw) = fit_floors_and_bandwidth(&rows, |_| "GGUF");
+    cals.push(cal("GGUF", pooled[0].1, pooled_bw, rows.len()));
+    (cals, rows)
+}
+
 /// The CUDA-graph engine's constants, one per format, and the rows behind them. Not the eager
 /// engine's floors: one graph launch per token removes most of the launch cost, so large models
 /// are bandwidth-bound (7B F16 at ≈ 61 % of the H200's HBM roofline) while small ones still sit
-/// on a (much lower) floor. Both are fitted on the format's batch-1 rows ([`fit_floor_and_bandwidth`]).
+/// on a (much lower) floor. Both are fitted on the format's batch-1 rows ([`fit_floors_and_bandwidth`]).
 fn candle_graph_calibrations(
     obs: &[Observation],
 ) -> (Vec<PrecisionCalibration>, Vec<&Observation>) {
@@ -643,11 +651,11 @@ fn candle_graph_calibrations(
         .map(|name| {
             let own: Vec<&Observation> =
                 rows.iter().copied().filter(|o| o.fmt.name == name).collect();
-            let (launch, bw) = fit_floor_and_bandwidth(&own);
+            let (floors, bw) = fit_floors_and_bandwidth(&own, |o| o.fmt.name);
             PrecisionCalibration {
                 precision: name.to_string(),
                 stack: Stack::CandleGraph,
-                launch_ms_per_layer: launch,
+                launch_ms_per_layer: floors[0].1,
                 bandwidth_efficiency: bw,
                 bandwidth_source: format!(
                     "fitted with the floor on {} candle-graph batch-1 rows (log least squares of \
@@ -661,29 +669,44 @@ fn candle_graph_calibrations(
     (cals, rows)
 }
 
-/// Launch floor per layer (ms) and bandwidth efficiency minimising the squared log error of
-/// `max(layers · floor, bytes/(bandwidth · eff), compute)` against the measured steps: a grid of
-/// eff 0.05–1.00 by 0.01 and floors 10⁻⁴–1 ms by 2.3 %. Where the rows do not pin a parameter
-/// (every row on the floor, or none), the cost is flat in it: eff then stays nearest upstream's
-/// 0.70 and the floor at its smallest value.
-fn fit_floor_and_bandwidth(rows: &[&Observation]) -> (f64, f64) {
+/// Launch floors per layer (ms), one per `key` of the rows, and one bandwidth efficiency shared by
+/// them, minimising the squared log error of `max(layers · floor, bytes/(bandwidth · eff), compute)`
+/// against the measured steps: a grid of eff 0.05–1.00 by 0.01 and floors 10⁻⁴–1 ms by 2.3 %. For
+/// a given eff each key's floor is fitted alone (its rows' cost is separate). Where the rows do not
+/// pin a parameter (every row on the floor, or none), the cost is flat in it: eff then stays
+/// nearest upstream's 0.70 and a floor at its smallest value.
+fn fit_floors_and_bandwidth<'o>(
+    rows: &[&'o Observation],
+    key: impl Fn(&'o Observation) -> &'o str,
+) -> (Factors, f64) {
     let full_bandwidth = Efficiency {
         bandwidth: 1.0,
         compute: DEFAULT_COMPUTE_EFFICIENCY,
         launch_ms_per_layer: 0.0,
     };
-    // Per row: layers, memory time at 100 % bandwidth, compute time, ln(measured step).
-    let pre: Vec<(f64, f64, f64, f64)> = rows
+    // Per key, per row: memory time at 100 % bandwidth, compute time, ln(measured step), layers.
+    let keys = distinct(rows.iter().map(|o| key(o)));
+    let pre: Vec<Vec<(f64, f64, f64, f64)>> = keys
         .iter()
-        .map(|o| {
-            let s = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &full_bandwidth);
-            let layers = o.shape.layers as f64;
-            (layers, s.memory_ms, s.compute_ms, o.measured_step_ms().ln())
+        .map(|k| {
+            rows.iter()
+                .filter(|o| key(o) == *k)
+                .map(|o| {
+                    let s =
+                        roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &full_bandwidth);
+                    (
+                        s.memory_ms,
+                        s.compute_ms,
+                        o.measured_step_ms().ln(),
+                        o.shape.layers as f64,
+                    )
+                })
+                .collect()
         })
         .collect();
-    let cost = |floor: f64, eff: f64| -> f64 {
-        pre.iter()
-            .map(|&(layers, mem, compute, measured)| {
+    let cost = |rows: &[(f64, f64, f64, f64)], floor: f64, eff: f64| -> f64 {
+        rows.iter()
+            .map(|&(mem, compute, measured, layers)| {
                 let step = (layers * floor).max(mem / eff).max(compute);
                 (step.ln() - measured).powi(2)
             })
@@ -698,16 +721,26 @@ fn fit_floor_and_bandwidth(rows: &[&Observation]) -> (f64, f64) {
     let floors: Vec<f64> = (0..=400)
         .map(|i| 10f64.powf(-4.0 + i as f64 / 100.0))
         .collect();
-    let mut best = (f64::INFINITY, 0.0, DEFAULT_BANDWIDTH_EFFICIENCY);
-    for &eff in &effs {
-        for &floor in &floors {
-            let c = cost(floor, eff);
+    let best_floor = |rows: &[(f64, f64, f64, f64)], eff: f64| -> (f64, f64) {
+        floors.iter().fold((f64::INFINITY, 0.0), |best, &floor| {
+            let c = cost(rows, floor, eff);
             if c < best.0 - 1e-12 {
-                best = (c, floor, eff);
+                (c, floor)
+            } else {
+                best
             }
+        })
+    };
+    let mut best = (f64::INFINITY, Vec::new(), DEFAULT_BANDWIDTH_EFFICIENCY);
+    for &eff in &effs {
+        let per_key: Vec<(f64, f64)> = pre.iter().map(|r| best_floor(r, eff)).collect();
+        let c: f64 = per_key.iter().map(|x| x.0).sum();
+        if c < best.0 - 1e-12 {
+            best = (c, per_key.into_iter().map(|x| x.1).collect(), eff);
         }
     }
-    (best.1, best.2)
+    let floors = keys.into_iter().map(str::to_string).zip(best.1).collect();
+    (floors, best.2)
 }
 
 /// One observation against the calibrated model: with its card's factor and pooled.
@@ -880,6 +913,24 @@ mod tests {
             .unwrap();
         assert!(!t4.used_in_fit && t4.note.contains("offloaded"));
         assert!(cal.rms_error_pct < 40.0, "rms {}", cal.rms_error_pct);
+        // llama.cpp: the RTX 4090's 8B rows are bandwidth-bound, the H200 server's 0.5–1.5B rows sit
+        // on a floor; one model fits both (a bandwidth-only fit missed them by −80 % and +320 %).
+        let session = |s: &'static str| table.iter().filter(move |r| r.session == s);
+        for r in session("rtx4090-llamacpp-2026-09-03").chain(session("h200-llama-server-2026-12"))
+        {
+            assert!(r.used_in_fit && r.error_pct.abs() < 25.0, "{r:?}");
+        }
+        assert!(session("rtx4090-llamacpp-2026-09-03").all(|r| r.bound == Bound::Memory));
+        assert!(session("h200-llama-server-2026-12").any(|r| r.bound == Bound::Launch));
+        for p in ["GGUF-F16", "GGUF-Q8_0", "GGUF-Q4_K", "GGUF-Q4_0", "GGUF"] {
+            let g = cal.precision(p).unwrap_or_else(|| panic!("{p}"));
+            assert_eq!(g.stack, Stack::LlamaCpp);
+            assert!(
+                g.bandwidth_efficiency > 0.5,
+                "{p}: {}",
+                g.bandwidth_efficiency
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
-//! A dataset with two engines on one architecture, for the tests that prove engines are never
-//! mixed. The embedded dataset has Hopper rows of the eager candle engine only; this adds a copy
-//! of them as the CUDA-graph engine's (`candle-graph …` stack, own session) with other energies,
-//! other batch behaviour and throughputs generated from a known step model.
+//! Fixtures for the tests that prove engines are never mixed. The embedded dataset has Hopper rows
+//! of three engines (eager candle, candle-graph, llama.cpp), but only the eager engine has a batch
+//! sweep and no engine's throughputs come from a known step model. So [`eager_only`] is the
+//! embedded dataset with the H200 rows of the eager engine alone (what "before another engine"
+//! means), and [`with_graph_engine`] adds to it a copy of those rows as a CUDA-graph engine's
+//! (`candle-graph …` stack, own session) with other energies, other batch behaviour and
+//! throughputs generated from a known step model.
 
 use crate::dataset::{Anchor, Dataset};
 use crate::roofline::{roofline_step, shape_for_model_name, Efficiency, ANCHOR_DECODE_CONTEXT};
@@ -55,10 +58,24 @@ fn graph_row(ds: &Dataset, a: &Anchor) -> Anchor {
     g
 }
 
-/// The embedded dataset plus graph twins of every eager H200 row except BF16 (so the graph
-/// engine has no BF16 curve).
-pub fn with_graph_engine() -> Dataset {
+/// The embedded dataset without the Hopper rows of any engine but the eager candle one (the real
+/// candle-graph and llama.cpp sessions dropped).
+pub fn eager_only() -> Dataset {
     let mut ds = Dataset::embedded().clone();
+    let before = ds.anchors.len();
+    ds.anchors
+        .retain(|a| a.arch != Arch::Hopper || crate::curve_engine(&a.stack) == "candle");
+    assert!(
+        ds.anchors.len() < before,
+        "the other engines' rows were found"
+    );
+    ds
+}
+
+/// [`eager_only`] plus graph twins of every eager H200 row except BF16 (so the graph engine has
+/// no BF16 curve).
+pub fn with_graph_engine() -> Dataset {
+    let mut ds = eager_only();
     let graph: Vec<Anchor> = ds
         .anchors
         .iter()

@@ -43,7 +43,7 @@ enum Command {
     Compare(cmd::compare::CompareArgs),
     /// Estimate ΔE% vs FP16 for a model from the published dataset (never a measurement).
     Estimate(cmd::estimate::EstimateArgs),
-    /// The fitted crossover table per architecture and precision.
+    /// The fitted crossover table per architecture, precision and engine.
     Crossover {
         /// Only this architecture (turing, ampere, ada, hopper, blackwell, volta).
         #[arg(long)]

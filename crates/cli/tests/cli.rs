@@ -124,10 +124,24 @@ fn crossover_ada_nf4_is_3_73_b() {
     let table = stdout(&qe(&["crossover"]));
     assert!(table.contains("3.728 B"), "{table}");
     assert!(qe(&["crossover", "--arch", "voodoo"]).status.code() == Some(2));
+    // Hopper's Q4_K curves are three engines', each named once.
+    let hopper = stdout(&qe(&[
+        "crossover",
+        "--arch",
+        "hopper",
+        "--precision",
+        "Q4_K",
+    ]));
+    for e in ["candle-graph", "candle ", "llama.cpp"] {
+        let rows = hopper
+            .lines()
+            .filter(|l| l.starts_with("hopper Q4_K") && l.contains(e));
+        assert_eq!(rows.count(), 1, "{e}: {hopper}");
+    }
 }
 
 /// `--engine` picks the stack an estimate is for and never swaps it for another (the H200 has
-/// eager-candle curves only in the embedded data).
+/// candle-graph, eager candle and llama.cpp curves; llama.cpp measured no BF16).
 #[test]
 fn estimate_names_its_stack_and_an_asked_engine_is_never_switched() {
     let args = |engine: Option<&str>| {
@@ -144,12 +158,27 @@ fn estimate_names_its_stack_and_an_asked_engine_is_never_switched() {
         stdout(&qe(&a))
     };
     let default = args(None);
-    assert!(default.contains("stack        candle\n"), "{default}");
-    assert_eq!(args(Some("candle")), default);
-    let graph = args(Some("candle-graph"));
+    assert!(default.contains("stack        candle-graph\n"), "{default}");
+    assert_eq!(args(Some("candle-graph")), default);
+    let eager = args(Some("candle"));
+    assert!(eager.contains("stack        candle\n"), "{eager}");
+    assert_ne!(eager, default, "the engines' curves and baselines differ");
+    let llama = args(Some("llama.cpp"));
+    assert!(llama.contains("stack        llama.cpp\n"), "{llama}");
+    let bf16 = stdout(&qe(&[
+        "estimate",
+        "--gpu",
+        "H200",
+        "--params-b",
+        "1.5437",
+        "--precision",
+        "BF16",
+        "--engine",
+        "llama.cpp",
+    ]));
     assert!(
-        graph.contains("unavailable") && graph.contains("no Q4_K curve measured with candle-graph"),
-        "{graph}"
+        bf16.contains("unavailable") && bf16.contains("no BF16 curve measured with llama.cpp"),
+        "{bf16}"
     );
 }
 
@@ -517,8 +546,10 @@ fn compare_exits_1_when_a_measured_report_is_outside_its_band() {
 
 #[test]
 fn compare_explains_what_it_cannot_place_and_exits_0() {
+    let dir = temp_dir("explain");
+    let other = other_engine(&dir);
     let files = [
-        GRAPH,
+        other.as_str(),
         BATCH64,
         "data/examples/interpolated.json",
         "data/examples/unavailable.json",
@@ -530,7 +561,7 @@ fn compare_explains_what_it_cannot_place_and_exits_0() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let out = stdout(&o);
     for line in [
-        "no hopper Q4_K curve for stack candle-graph: the published hopper Q4_K curve was measured with candle",
+        "no hopper Q4_K curve for stack vllm: the published hopper Q4_K curves were measured with candle-graph, candle, llama.cpp",
         "no curve at batch 64: the published curves are single-stream decode (batch 1)",
         "not measured (basis interpolated): an estimate is not compared with the curve",
         "not measured (basis unavailable): an estimate is not compared with the curve",
@@ -568,6 +599,13 @@ fn compare_explains_what_it_cannot_place_and_exits_0() {
         .find(|l| l.starts_with("data/examples/interpolated.json"))
         .unwrap();
     assert!(!est.contains('%'), "{est}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The eager H200 Qwen2-7B Q4_K report as if another engine (`vllm`, with no Hopper curve) had
+/// measured it: every real H200 engine now has a Q4_K curve of its own.
+fn other_engine(dir: &std::path::Path) -> String {
+    tampered(dir, "vllm.json", |v| v["stack"]["engine"] = "vllm".into())
 }
 
 #[test]
@@ -627,28 +665,43 @@ fn compare_help_documents_the_exit_codes() {
     );
 }
 
-/// A llama.cpp report has no curve among the candle-measured Hopper classes; `--any-stack`
-/// compares it anyway, says it is a cross-stack comparison, and the stack's effect is the residual.
+/// A report whose engine has no curve of its class is refused; `--any-stack` compares it anyway
+/// with the curve the class prefers, says it is a cross-stack comparison, and the stack's effect
+/// is the residual. A report whose engine has a curve (llama.cpp, candle-graph) is placed on its
+/// own, with or without the flag.
 #[test]
-fn compare_any_stack_places_a_llama_cpp_report_on_the_candle_curve_and_says_so() {
-    let f =
-        "data/measurements/h200/server/llama-server/qwen2-7b-c1/qwen2-7b-llama-server-c1_Q4_K.json";
-    let (code, rows) = compare_json(&[f]);
+fn compare_any_stack_places_a_report_without_its_engines_curve_on_another_and_says_so() {
+    let dir = temp_dir("any-stack");
+    let f = other_engine(&dir);
+    let (code, rows) = compare_json(&[&f]);
     assert_eq!(code, Some(0));
     assert_eq!(rows[0]["outcome"], "no_curve", "{:?}", rows[0]);
-    let (code, rows) = compare_json(&[f, "--any-stack"]);
+    let (code, rows) = compare_json(&[&f, "--any-stack"]);
     let o = rows[0]["outcome"].as_str().unwrap();
     assert!(o == "inside" || o == "outside", "{:?}", rows[0]);
     assert_eq!(code, Some(if o == "outside" { 1 } else { 0 }));
-    assert_eq!(
-        rows[0]["engine"], "llama.cpp",
-        "the report keeps its engine"
-    );
-    let text = stdout(&qe(&["compare", f, "--any-stack"]));
+    assert_eq!(rows[0]["engine"], "vllm", "the report keeps its engine");
+    assert_eq!(rows[0]["curve_engines"][0], "candle-graph");
+    let text = stdout(&qe(&["compare", &f, "--any-stack"]));
     assert!(
-        text.contains("across stacks (--any-stack): a llama.cpp report against the curve measured with candle"),
+        text.contains(
+            "across stacks (--any-stack): a vllm report against the curve measured with candle-graph"
+        ),
         "{text}"
     );
+    let llama =
+        "data/measurements/h200/server/llama-server/qwen2-7b-c1/qwen2-7b-llama-server-c1_Q4_K.json";
+    for args in [
+        vec![llama],
+        vec![llama, "--any-stack"],
+        vec![GRAPH, "--any-stack"],
+    ] {
+        let (_, rows) = compare_json(&args);
+        let own = rows[0]["engine"].as_str().unwrap();
+        assert_eq!(rows[0]["curve_engines"][0], own, "{:?}", rows[0]);
+        assert!(rows[0]["comparison"].is_object(), "{:?}", rows[0]);
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// A reader that goes away (`quantenergy … | head`) ends the command quietly, never with a panic.

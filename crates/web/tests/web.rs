@@ -230,17 +230,20 @@ async fn run_tab_stacks_pasted_reports_and_lists_their_basis() {
 
 #[test]
 async fn run_tab_places_reports_with_the_function_quantenergy_compare_runs() {
-    // An eager-candle H200 report sits on the hopper Q4_K curve; the graph engine's report of the
-    // same shape is drawn alone (engines are never pooled). The card shows the line
-    // `analysis::compare` writes, the one `quantenergy compare` prints for the same file.
+    // An eager-candle H200 report sits on the hopper Q4_K curve of its engine, the graph engine's
+    // report of the same shape on the graph engine's (engines are never pooled), and the same
+    // report named as another engine's (none has a hopper curve) is drawn alone. The card shows
+    // the line `analysis::compare` writes, the one `quantenergy compare` prints for the same file.
     const EAGER: &str =
         include_str!("../../../data/measurements/h200/raw/qwen2-7b_b1_r1_Q4_K.json");
     const GRAPH: &str = include_str!(
         "../../../data/measurements/h200/engine/sitting-2026-11-30/qwen2-7b_graph_Q4_K.json"
     );
+    let other = GRAPH.replace("\"engine\": \"candle-graph\"", "\"engine\": \"vllm\"");
+    assert_ne!(other, GRAPH);
     let m = mount("?tab=run");
     settle().await;
-    for text in [EAGER, GRAPH] {
+    for text in [EAGER, GRAPH, other.as_str()] {
         set_and_fire(&q(&m.root, "#paste-box"), text, "input");
         settle().await;
         q(&m.root, "#paste-check")
@@ -250,17 +253,15 @@ async fn run_tab_places_reports_with_the_function_quantenergy_compare_runs() {
     }
     settle().await;
     let t = text(&m.root);
-    for text in [EAGER, GRAPH] {
+    for (text, engine) in [(EAGER, "candle"), (GRAPH, "candle-graph")] {
         let r = report::validate_str(text).report.unwrap();
-        let line = analysis::compare::place_report(&r, analysis::default_classes()).summary();
+        let pl = analysis::compare::place_report(&r, analysis::default_classes());
+        assert_eq!(pl.curve_engines, [engine]);
+        let line = format!("drawn on the hopper Q4_K curve; {}", pl.summary());
         assert!(t.contains(&line), "{line:?} not in {t}");
     }
     assert!(
-        t.contains("drawn on the hopper Q4_K curve; inside the hopper Q4_K band"),
-        "{t}"
-    );
-    assert!(
-        t.contains("drawn alone: no hopper Q4_K curve for stack candle-graph"),
+        t.contains("drawn alone: no hopper Q4_K curve for stack vllm"),
         "{t}"
     );
 }

@@ -3,7 +3,7 @@
 //! `analysis::compare::place`, the function the page calls for each dropped report.
 
 use analysis::compare::{
-    place, place_report, sigmas_label, size_label, Outcome, Placement, Subject,
+    place, place_report, sigmas_label, size_label, NoCurve, Outcome, Placement, Subject,
 };
 use analysis::default_classes;
 use analysis::verdict::signed_pct;
@@ -23,9 +23,10 @@ pub struct CompareArgs {
     /// Print a JSON array (one object per file) instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Compare with the curve of the report's card class and precision even when that curve was
-    /// measured with another engine (e.g. a llama.cpp report against the candle curve): the
-    /// residual then includes what the stack does to the answer. Marked as such in the output.
+    /// Compare with the curve of the report's card class and precision even when no curve of it
+    /// was measured with the report's engine (e.g. a llama.cpp BF16 report against the
+    /// candle-graph curve): the residual then includes what the stack does to the answer. Marked
+    /// as such in the output. A report whose engine has a curve of its own is placed on it.
     #[arg(long)]
     pub any_stack: bool,
 }
@@ -102,11 +103,14 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
     })
 }
 
-/// Place one report; with `any_stack` against its class's curve whatever engine measured it. The
-/// subject keeps its engine for the output, so a cross-stack comparison stays visible.
+/// Place one report; with `any_stack`, when its engine has no curve of the class, against the one
+/// the class prefers. The subject keeps its engine for the output, so a cross-stack comparison
+/// stays visible.
 fn place_one(r: &report::Report, any_stack: bool) -> Placement {
-    if !any_stack {
-        return place_report(r, default_classes());
+    let own = place_report(r, default_classes());
+    // Only a refusal for the stack is lifted: never swap a report off its own engine's curve.
+    if !any_stack || !matches!(own.curve, Err(NoCurve::Stack { .. })) {
+        return own;
     }
     let subject = Subject::from_report(r);
     let mut p = place(

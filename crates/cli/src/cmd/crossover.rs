@@ -1,4 +1,5 @@
-//! `quantenergy crossover`: the fitted crossover table per architecture and precision.
+//! `quantenergy crossover`: the fitted crossover table per architecture, precision and engine (an
+//! architecture measured with several engines has a curve of each, never pooled).
 
 use analysis::default_classes;
 use anyhow::{bail, Result};
@@ -23,7 +24,7 @@ pub fn run(arch: Option<Arch>, precision: Option<Precision>, json: bool) -> Resu
             .iter()
             .map(|c| {
                 serde_json::json!({
-                    "arch": c.arch, "precision": c.precision,
+                    "arch": c.arch, "precision": c.precision, "engine": c.engine,
                     "A": c.fit.a, "S": c.fit.s, "N_star": c.fit.n_star,
                     "N_star_fixed": c.fit.n_star_fixed,
                     "resid_rms": c.fit.resid_rms, "crossover_b": c.crossover_b,
@@ -37,8 +38,8 @@ pub fn run(arch: Option<Arch>, precision: Option<Precision>, json: bool) -> Resu
         return Ok(());
     }
     println!(
-        "{:<16} {:>9} {:>9} {:>8} {:>7} {:>10} {:>8} {:>4}  notes",
-        "class", "A", "S", "N*", "resid", "crossover", "LOO MAE", "n"
+        "{:<16} {:<13} {:>9} {:>9} {:>8} {:>7} {:>10} {:>8} {:>4}  notes",
+        "class", "engine", "A", "S", "N*", "resid", "crossover", "LOO MAE", "n"
     );
     for c in classes {
         let mut notes = Vec::new();
@@ -58,8 +59,9 @@ pub fn run(arch: Option<Arch>, precision: Option<Precision>, json: bool) -> Resu
         }
         notes.push(format!("cards: {}", c.gpus.join("+")));
         println!(
-            "{:<16} {:>9.4} {:>9.4} {:>8.4} {:>7.2} {:>10} {:>8} {:>4}  {}",
+            "{:<16} {:<13} {:>9.4} {:>9.4} {:>8.4} {:>7.2} {:>10} {:>8} {:>4}  {}",
             c.label(),
+            c.engine,
             c.fit.a,
             c.fit.s,
             c.fit.n_star,

@@ -11,7 +11,9 @@ use wasm_bindgen::JsCast;
 use analysis::compare::{place, Outcome, Placement, Subject};
 use analysis::curves::{ExtraPoint, PointOrigin};
 use analysis::estimate::ClassId;
-use analysis::{default_classes, find_class, fit_classes, ClassPoint, CurveClass, Dataset, Point};
+use analysis::{
+    default_classes, find_class_on, fit_classes, ClassPoint, CurveClass, Dataset, Point,
+};
 use report::share::{self, SharePoint};
 use report::{Arch, Precision};
 
@@ -269,24 +271,30 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
         shade: true,
         ..Spec::default()
     };
-    let mut keys: Vec<ClassId> = Vec::new();
+    // A curve is a class *and* an engine: a report is drawn on the curve it was placed on, its
+    // own engine's (Hopper Q4_K has three), never the class's preferred one.
+    let mut keys: Vec<(ClassId, String)> = Vec::new();
     let placed: Vec<(&NamedPoint, Placement)> = points
         .iter()
         .map(|np| (np, placement(&np.subject)))
         .filter(|(_, pl)| pl.drawable())
         .collect();
     for (_, pl) in &placed {
-        if let Ok(k) = pl.curve {
+        if let Some(c) = pl.curve_class(default_classes()) {
+            let k = (c.id(), c.engine.clone());
             if !keys.contains(&k) {
                 keys.push(k);
             }
         }
     }
     if keys.is_empty() && placed.is_empty() {
-        keys.push(ClassId {
-            arch: Arch::Ada,
-            precision: Precision::Nf4,
-        });
+        keys.push((
+            ClassId {
+                arch: Arch::Ada,
+                precision: Precision::Nf4,
+            },
+            "transformers".into(),
+        ));
     }
     let (mut x0, mut x1) = (0.3f64, 30.0f64);
     for n in placed.iter().filter_map(|(_, pl)| pl.subject.params_b) {
@@ -295,9 +303,11 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
     }
     spec.x_range = (x0.max(0.05), x1.min(1000.0));
     let xr = spec.x_range;
-    for k in keys.iter().take(4) {
-        if let Some(c) = find_class(default_classes(), k.arch, k.precision) {
-            let tag = if keys.len() > 1 {
+    for (k, engine) in keys.iter().take(4) {
+        if let Some(c) = find_class_on(default_classes(), k.arch, k.precision, engine) {
+            let tag = if keys.iter().filter(|(o, _)| o == k).count() > 1 {
+                format!("{k} {engine} ")
+            } else if keys.len() > 1 {
                 format!("{k} ")
             } else {
                 String::new()
@@ -311,7 +321,7 @@ pub fn overlay_spec(points: &[NamedPoint], refitted: Option<&[CurveClass]>) -> S
                 &tag,
             );
             anchor_marks(c, &mut spec, "--muted");
-            if let Some(rc) = refitted.and_then(|r| find_class(r, k.arch, k.precision)) {
+            if let Some(rc) = refitted.and_then(|r| find_class_on(r, k.arch, k.precision, engine)) {
                 if rc.points.len() != c.points.len() {
                     let before_bands = spec.bands.len();
                     class_layers(rc, &mut spec, xr, "--fg", true, &format!("{tag}refit "));
@@ -622,7 +632,7 @@ fn CrossoverMoves(refitted: Signal<Option<Refit>>) -> impl IntoView {
                 .filter(|c| c.points.iter().any(|p| p.origin == PointOrigin::User))
                 .map(|c| MoveRow {
                     class: c.label(),
-                    published: find_class(default_classes(), c.arch, c.precision)
+                    published: find_class_on(default_classes(), c.arch, c.precision, &c.engine)
                         .map(|b| fmt(b.crossover_b))
                         .unwrap_or_else(|| "no curve".into()),
                     with_yours: fmt(c.crossover_b),
