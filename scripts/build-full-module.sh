@@ -14,7 +14,7 @@ cargo build --target wasm32-unknown-unknown --profile "$profile" -p web --bin qu
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 wasm-bindgen --target web --no-typescript --out-dir "$tmp" \
-  "target/wasm32-unknown-unknown/$profile/quantenergy-web.wasm"
+  "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/$profile/quantenergy-web.wasm"
 opt=$(command -v wasm-opt || echo node_modules/.bin/wasm-opt)
 "$opt" -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types \

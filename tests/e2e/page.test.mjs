@@ -111,7 +111,7 @@ test('choosing both upstream examples with the file input overlays two points an
   await context.close();
 });
 
-test('a llama-server report from the H200 is drawn apart from the candle curves and names its stack and latency', async () => {
+test('a llama-server report from the H200 is drawn on the llama.cpp curve, never a candle one, and names its stack and latency', async () => {
   const { page, problems, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=run`);
   await painted(page, 'overlay-canvas');
@@ -123,8 +123,9 @@ test('a llama-server report from the H200 is drawn apart from the candle curves 
   const text = await entriesText(page, 1);
   assert.match(text, /Q4_K/);
   assert.match(text, /measured/);
-  // Engines are never pooled: the hopper curves were measured with candle, so the point is drawn alone.
-  assert.match(text, /no hopper Q4_K curve for stack llama\.cpp: the published hopper Q4_K curve was measured with candle/);
+  // Engines are never pooled: the point is drawn on llama.cpp's own hopper Q4_K curve (our
+  // llama-server campaign), not on a candle one, and 7.6 B lies beyond that curve's sizes.
+  assert.match(text, /drawn on the hopper Q4_K curve of llama\.cpp; .*outside the anchors' sizes/);
   const stack = await page.locator('#entries .stack-line').innerText();
   assert.match(stack, /^Stack: llama\.cpp b0-unknown · server started by the meter, \/v1\/completions, 1 stream · TTFT p50 9\.8 ms/);
   assert.deepEqual(problems, []);
@@ -243,6 +244,70 @@ test('permalink round trip restores the same view', async () => {
   await painted(again, 'crossover-canvas');
   assert.equal(await again.locator('#gpu-select').inputValue(), 'T4');
   assert.equal(await again.locator('#model-select').inputValue(), 'Qwen2.5-3B');
+  await context.close();
+});
+
+test('on the H200, Tested models sets the software stacks of one model side by side on one energy axis', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=tested&gpu=H200&model=Qwen2-1.5B`);
+  await painted(page, 'crossover-canvas');
+  // One model in the picker, however many stacks measured it.
+  const options = await page.locator('#model-select option').allInnerTexts();
+  assert.equal(options.filter((o) => o.startsWith('Qwen2-1.5B ')).length, 1, options.join(' | '));
+  assert.ok(!options.some((o) => o.includes('[')), options.join(' | '));
+  const stacks = await page.locator('.stack-grid .stack-name').allInnerTexts();
+  assert.deepEqual(stacks.map((s) => s.split(' ')[0]), ['candle-graph', 'candle', 'llama.cpp']);
+  const lede = await page.locator('#stacks-lede').innerText();
+  assert.match(lede, /^Same card, same model, different software: \S+ changes energy per token by .*with candle-graph.*with llama\.cpp.* points apart\.$/);
+  // One axis: the largest energy of all three blocks fills its track, every other bar is shorter.
+  const widths = await page.locator('.stack-grid .bar-fill').evaluateAll((els) => els.map((e) => parseFloat(e.style.width)));
+  assert.ok(widths.length >= 12, `${widths.length} bars`);
+  assert.equal(Math.max(...widths), 100);
+  assert.equal(widths.filter((w) => w === 100).length, 1, widths.join(' '));
+  // A card with one stack keeps the single session view.
+  await page.selectOption('#gpu-select', 'RTX 4090');
+  await page.waitForFunction(() => !document.querySelector('#stacks-lede'));
+  assert.equal(await page.locator('.stack-grid').count(), 0);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('the stack picker of Your model changes the estimate, and the permalink carries it', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=model&gpu=H200&n=1.5437&p=Q4_K`);
+  await painted(page, 'model-canvas');
+  const opts = await page.locator('#stack-select option').allInnerTexts();
+  assert.deepEqual(opts, ['candle-graph (default)', 'candle', 'llama.cpp']);
+  const graph = await page.locator('#model-result').innerText();
+  await page.selectOption('#stack-select', 'llama.cpp');
+  await page.waitForFunction((before) => document.querySelector('#model-result').innerText !== before, graph);
+  const llama = await page.locator('#model-result').innerText();
+  assert.match(llama, /llama\.cpp/);
+  assert.match(page.url(), /stack=llama\.cpp/);
+  // The link restores the stack and the same estimate.
+  const again = await context.newPage();
+  await again.goto(page.url());
+  await painted(again, 'model-canvas');
+  assert.equal(await again.locator('#stack-select').inputValue(), 'llama.cpp');
+  assert.equal(await again.locator('#model-result').innerText(), llama);
+  // A stack the card lacks is not asked for: no picker, no stack in the link.
+  await page.selectOption('#model-gpu', 'RTX 4090');
+  await page.waitForFunction(() => !document.querySelector('#stack-select'));
+  assert.doesNotMatch(page.url(), /stack=/);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('the optimizer searches every stack of the H200 and says which one its recommendation assumes', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=optimize&gpu=H200&model=Qwen2-1.5B`);
+  await painted(page, 'pareto-canvas');
+  assert.match(await page.locator('#opt-stack-used').innerText(), /stacks searched: candle-graph, candle, llama\.cpp/);
+  await page.selectOption('#opt-stack', 'llama.cpp');
+  await page.waitForFunction(() => /Assumes the llama\.cpp stack/.test(document.querySelector('#opt-stack-used')?.innerText ?? ''));
+  assert.match(await page.locator('#opt-choice').innerText(), /^llama\.cpp · /);
+  assert.match(page.url(), /stack=llama\.cpp/);
+  assert.deepEqual(problems, []);
   await context.close();
 });
 
@@ -391,7 +456,7 @@ test('an impossible budget shows the least-violating configuration and the budge
   await callout.waitFor();
   const text = await callout.innerText();
   assert.match(text, /No configuration meets your budgets/);
-  assert.match(text, /Closest: \S+ · batch \d+ · ctx \d+/);
+  assert.match(text, /Closest: \S+ · \S+ · batch \d+ · ctx \d+/);
   assert.match(text, /breaks latency budget: [\d.]+ ms\/token \(modelled\) vs limit 1 ms\/token — [\d.]+ % over it/);
   assert.equal(await page.locator('#opt-recommendation').count(), 0);
   assert.deepEqual(problems, []);
@@ -412,7 +477,11 @@ test('first load and whole app stay within their gzip budgets', async () => {
   const all = fs.readdirSync(DIST).reduce((t, f) => t + gz(f), 0);
   console.log(`first load ${first} B gz (${beforePaint.join(' + ')}); whole app ${all} B gz`);
   assert.ok(first <= 250_000, `first load ${first} B gz > 250 KB`);
-  assert.ok(all <= 700_000, `whole app ${all} B gz > 700 KB`);
+  // 720 KB since the H200 has three software stacks (issue 15): their rows, the estimate's and
+  // the optimizer's engine dimension and the stacks views took the whole app from 685 to ≈ 712 KB
+  // (docs/MEASUREMENTS.md, 2026-12-01 tenth session). The first load, what a visitor waits for,
+  // keeps its 250 KB.
+  assert.ok(all <= 720_000, `whole app ${all} B gz > 720 KB`);
   // Opening another tab hands the page over to the full module, on the same URL, without errors.
   await page.click('#tab-optimize');
   await painted(page, 'pareto-canvas');

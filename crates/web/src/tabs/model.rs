@@ -336,7 +336,7 @@ fn ModelInputs() -> impl IntoView {
                             }}
                         </select>
                     </label>
-                    <super::StackSelect id="model-stack" arch=Signal::derive(move || st.arch()) engine=st.engine/>
+                    <super::StackSelect id="stack-select" arch=Signal::derive(move || st.arch()) engine=st.engine/>
                     <label>
                         <span>"Batch size"</span>
                         <select id="batch-select" on:change=move |ev| st.batch.set(event_target_value(&ev).parse().unwrap_or(1)) prop:value=move || st.batch.get().to_string()>
@@ -424,7 +424,7 @@ fn EstimateCard(est: Memo<Estimate>) -> impl IntoView {
                     <div class="tags">
                         <BasisTag basis=basis/>
                         <span class=format!("tag conf conf-{}", e.confidence.as_str())>{format!("confidence: {}", e.confidence.as_str())}</span>
-                        {e.class.map(|c| view! { <span class="tag">{format!("class {c} · {} anchors", e.class_points)}</span> })}
+                        {e.class.map(|c| view! { <span class="tag">{format!("class {c} · {} curve · {} anchors", e.curve_engine.as_deref().unwrap_or("?"), e.class_points)}</span> })}
                         {e.borrowed_from.map(|b| view! { <span class="tag warn">{format!("borrowed from {b}")}</span> })}
                         {stack.map(|s| view! { <span class="tag warn" id="model-stack">{s}</span> })}
                     </div>

@@ -811,7 +811,11 @@ pub fn where_line(pl: &Placement) -> String {
         };
     }
     match (&pl.curve, &pl.outcome) {
-        (Ok(class), _) => format!("drawn on the {class} curve; {}", pl.summary()),
+        // Where a card has curves of several stacks, say whose curve it is.
+        (Ok(class), _) => match pl.curve_engines.first() {
+            Some(engine) => format!("drawn on the {class} curve of {engine}; {}", pl.summary()),
+            None => format!("drawn on the {class} curve; {}", pl.summary()),
+        },
         (Err(why), Outcome::NoCurve) => format!("drawn alone: {why}"),
         (Err(why), _) => format!("drawn alone: {why}; {}", pl.summary()),
     }

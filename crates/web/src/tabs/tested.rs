@@ -183,11 +183,13 @@ impl SessionRows {
             .map(|a| a.power_accounting.as_str())
             .unwrap_or("")
     }
-    /// The largest energy a bar of this session draws (its FP16 baseline included).
+    /// The largest energy a bar of this session draws: its rows', and the paired FP16 energy
+    /// only where the session has no FP16 row of its own (as [`SessionBlock`] draws them).
     fn max_energy(&self) -> f64 {
+        let own_fp16 = self.rows.iter().any(|a| a.precision == Precision::Fp16);
         self.rows
             .iter()
-            .flat_map(|a| [a.energy_mj, a.fp16_energy_mj])
+            .flat_map(|a| [a.energy_mj, a.fp16_energy_mj.filter(|_| !own_fp16)])
             .flatten()
             .fold(0.0, f64::max)
     }
