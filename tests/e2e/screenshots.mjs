@@ -53,13 +53,20 @@ try {
         await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: viewport.width, height: clipH } });
         console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
       }
-      // The hopper class (candle GGUF stack) on the tabs that show it: one dark desktop, one light phone.
-      if ((device === 'desktop') === (scheme === 'dark')) {
+      // The hopper classes on the tabs that show them: one dark desktop, one light phone; the
+      // H200's software stacks side by side (issue 15) in all four.
+      const both = (device === 'desktop') === (scheme === 'dark');
+      {
         for (const [name, q] of [
-          ['tested-h200', '?tab=tested&gpu=H200&model=Qwen2-7B'],
-          ['model-hopper-bf16', '?tab=model&n=3&gpu=H200&p=BF16&b=1&ctx=2048'],
-          ['model-hopper-q4k', '?tab=model&n=7&gpu=H200&p=Q4_K&b=1&ctx=2048'],
-          ['optimize-infeasible', '?tab=optimize&gpu=RTX%204090&model=Qwen2-7B&objective=min-energy&max_ms=1'],
+          ['tested-h200-stacks', '?tab=tested&gpu=H200&model=Qwen2-1.5B'],
+          ['model-h200-stack', '?tab=model&n=1.5437&gpu=H200&p=Q4_K&b=1&ctx=2048&stack=llama.cpp'],
+          ['optimize-h200-stacks', '?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy'],
+          ...(both ? [
+            ['tested-h200', '?tab=tested&gpu=H200&model=Qwen2-7B'],
+            ['model-hopper-bf16', '?tab=model&n=3&gpu=H200&p=BF16&b=1&ctx=2048'],
+            ['model-hopper-q4k', '?tab=model&n=7&gpu=H200&p=Q4_K&b=1&ctx=2048'],
+            ['optimize-infeasible', '?tab=optimize&gpu=RTX%204090&model=Qwen2-7B&objective=min-energy&max_ms=1'],
+          ] : []),
         ]) {
           if (only && !`${name}-${device}-${scheme}`.includes(only)) continue;
           await page.goto(server.url + q);

@@ -488,6 +488,7 @@ pub fn OptimizeTab() -> impl IntoView {
                             {CONTEXTS.iter().map(|c| view! { <option value=c.to_string()>{c.to_string()}</option> }).collect_view()}
                         </select>
                     </label>
+                    <super::StackSelect id="opt-stack" arch=Signal::derive(move || st.arch()) engine=st.engine every="Every stack, side by side"/>
                 </div>
                 <h3 class="inputs-sub">"Budgets (optional)"</h3>
                 <div class="grid-inputs budgets">
@@ -495,9 +496,6 @@ pub fn OptimizeTab() -> impl IntoView {
                     {budget_input("opt-max-vram", "Max VRAM (GB)", st.max_vram)}
                     {budget_input("opt-min-tps", "Min tok/s (whole batch)", st.min_tps)}
                     {budget_input("opt-max-j", "Max J per 1k tokens", st.max_j)}
-                </div>
-                <div class="grid-inputs">
-                    <super::StackSelect id="opt-stack" arch=Signal::derive(move || st.arch()) engine=st.engine every="Every stack, side by side"/>
                 </div>
                 {move || stack_note().map(|n| view! { <p class="fine"><span class="tag warn">{n}</span></p> })}
             </div>

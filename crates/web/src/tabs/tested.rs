@@ -582,10 +582,17 @@ fn Pickers() -> impl IntoView {
                                     .map(|a| arch_label(a.arch.as_str()))
                                     .unwrap_or_default();
                                 let vram = ds().gpu(&g).map(|x| format!(" · {:.0} GB", x.vram_gb)).unwrap_or_default();
-                                let stack = if ds().anchors.iter().any(|a| a.gpu == g && a.stack.contains("candle")) {
-                                    " · candle GGUF stack"
-                                } else {
-                                    ""
+                                let mut engines: Vec<String> = Vec::new();
+                                for a in ds().anchors.iter().filter(|a| a.gpu == g) {
+                                    let e = analysis::curve_engine(&a.stack);
+                                    if !engines.contains(&e) {
+                                        engines.push(e);
+                                    }
+                                }
+                                let stack = match engines.as_slice() {
+                                    [one] if one.starts_with("candle") => " · candle GGUF stack".to_string(),
+                                    [_] | [] => String::new(),
+                                    many => format!(" · {} software stacks", many.len()),
                                 };
                                 let vram = format!("{vram}{stack}");
                                 // `selected` as well as `prop:value`: the pre-rendered page has no script.
