@@ -257,7 +257,10 @@ async fn run_tab_places_reports_with_the_function_quantenergy_compare_runs() {
         let r = report::validate_str(text).report.unwrap();
         let pl = analysis::compare::place_report(&r, analysis::default_classes());
         assert_eq!(pl.curve_engines, [engine]);
-        let line = format!("drawn on the hopper Q4_K curve of {engine}; {}", pl.summary());
+        let line = format!(
+            "drawn on the hopper Q4_K curve of {engine}; {}",
+            pl.summary()
+        );
         assert!(t.contains(&line), "{line:?} not in {t}");
     }
     assert!(

@@ -649,7 +649,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
                     {config(o)}
                 </p>
                 <p class="sub">{format!("Objective: {obj} · best of the feasible configurations under your budgets")}</p>
-                <p class="sub" id="opt-stack-used">{format!("Assumes the {} stack: its own measured FP16 energy, ΔE curves, batch curve and latency floors{searched}", o.engine)}</p>
+                <p class="sub" id="opt-stack-used">{format!("Assumes the {} stack: the FP16 energy, ΔE curves and latency floors measured on it{searched}; how batching scales on it: see How these figures are made", o.engine)}</p>
                 {tie.map(|t| view! { <p class="tag warn tie-note" id="opt-tie">{format!("Not a clear winner: {t}.")}</p> })}
                 {tiles(o, card_vram)}
                 <TagLegend/>
