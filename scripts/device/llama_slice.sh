@@ -22,15 +22,13 @@ bundle() { (cd "$W" && find raw logs -type f -newer .mark 2>/dev/null | tar czf 
 PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
 [ -d .peers/llama.cpp ] || { mkdir -p .peers && tar -xJf .ship/llama.cpp.tar.xz -C .peers; }
 export LLAMA_SRC=$PWD/.peers/llama.cpp LLAMA_BUILD=/tmp/llama-build-cuda
-# A build brought back by an earlier call (.ship/llama-bin.tar.xz, its bin/ with the shared libraries,
-# whose run path names this same build dir) saves the five-minute build on a fresh machine.
-if [ ! -x "$LLAMA_BUILD/bin/llama-server" ] && [ -f .ship/llama-bin.tar.xz ]; then
-  mkdir -p "$LLAMA_BUILD" && tar -xJf .ship/llama-bin.tar.xz -C "$LLAMA_BUILD" && say "carried llama-server build"
-fi
+# Built on every fresh machine (≈ 4 min on its 16 cores): the build's bin/ is 43 MB even stripped and
+# xz'd (the CUDA kernels), which with the meter and the tree is over the 64 MiB a call carries. A warm
+# machine keeps it in /tmp between calls.
 if [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
   say "building llama-server (CUDA)"
   TARGETS=llama-server scripts/peers/build-llama-cpp.sh cuda > "$W/build.log" 2>&1 || { tail -20 "$W/build.log"; exit 1; }
-  say "built"; (cd "$LLAMA_BUILD" && tar -cJf "$OUT/llama-bin.tar.xz" bin) && ls -la "$OUT/llama-bin.tar.xz"
+  say "built"
 fi
 "$LLAMA_BUILD/bin/llama-server" --version 2>&1 | tail -2
 export LLAMA_BIN=$LLAMA_BUILD/bin
