@@ -135,9 +135,10 @@ async fn tested_tab_claims_no_direction_inside_the_run_to_run_spread() {
 
 #[test]
 async fn optimize_tab_says_when_the_winner_is_not_resolved() {
-    // H200 Qwen2-7B, min energy: BF16 leads by the −4.2 % measured at this size, whose run-to-run
-    // interval spans zero.
-    let m = mount("?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy&ctx=512");
+    // H200 Qwen2-7B on the eager candle stack (pinned: `stack=`), min energy: BF16 leads by the
+    // −4.2 % measured at this size, whose run-to-run interval spans zero.
+    let m =
+        mount("?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy&ctx=512&stack=candle");
     settle().await;
     let tie = q(&m.root, "#opt-tie").text_content().unwrap();
     assert!(
@@ -477,8 +478,20 @@ async fn optimize_tab_recommends_tags_every_tile_and_follows_the_objective() {
             .as_deref(),
         Some("1")
     );
-    // The candle stack is named on the hopper card.
-    assert!(t.contains("candle GGUF"), "{t}");
+    // The H200 has three stacks: all are searched, and the recommendation names the one it assumes.
+    let used = q(&m.root, "#opt-stack-used").text_content().unwrap();
+    assert!(
+        used.starts_with("Assumes the ")
+            && used.contains("stacks searched: candle-graph, candle, llama.cpp"),
+        "{used}"
+    );
+    let choice = q(&m.root, "#opt-choice").text_content().unwrap();
+    assert!(
+        ["candle-graph · ", "candle · ", "llama.cpp · "]
+            .iter()
+            .any(|e| choice.starts_with(e)),
+        "{choice}"
+    );
 
     set_and_fire(&q(&m.root, "#opt-objective"), "min-latency", "change");
     settle().await;
