@@ -378,11 +378,13 @@ pub struct ModelQuality {
     pub batch_upstream_rms_error_pct: f64,
     /// What the batch curve was fitted on.
     pub batch_calibrated_on: &'static str,
-    /// RMS throughput error to expect on this card: in-sample where it has published runs,
-    /// pooled otherwise.
+    /// RMS throughput error to expect on this card: over its own measured rows where it has
+    /// some (published, or our campaigns' on every stack), pooled over every card otherwise.
     pub throughput_rms_error_pct: f64,
     /// Median |throughput error| to expect on this card, %.
     pub throughput_median_abs_error_pct: f64,
+    /// What those two figures are over, in words (`this card's 94 measured rows`).
+    pub throughput_scope: String,
 }
 
 /// Everything one search found.
@@ -907,6 +909,26 @@ fn gpu_summary(gpu: &Gpu, cal: &LatencyCalibration) -> GpuSummary {
 }
 
 fn model_quality(gpu: &Gpu, cal: &LatencyCalibration, b: &BatchCurve) -> ModelQuality {
+    // A card's own rows say what to expect on it: the H200's are our three stacks' runs, which
+    // the pooled all-card figure (dominated by other cards' transformers rows) misdescribes.
+    let here: Vec<f64> = cal
+        .rows
+        .iter()
+        .filter(|r| r.used_in_fit && r.gpu == gpu.name)
+        .map(|r| r.error_pct)
+        .collect();
+    if !here.is_empty() {
+        return ModelQuality {
+            batch_c: b.c,
+            batch_k: b.k,
+            batch_rms_error_pct: b.rms_error_pct,
+            batch_upstream_rms_error_pct: b.upstream_rms_error_pct,
+            batch_calibrated_on: b.calibrated_on,
+            throughput_rms_error_pct: crate::roofline::rms_pct(&here),
+            throughput_median_abs_error_pct: crate::roofline::median_abs_pct(&here),
+            throughput_scope: format!("this card's {} measured rows", here.len()),
+        };
+    }
     let own = cal.cards.iter().any(|c| c.gpu == gpu.name);
     ModelQuality {
         batch_c: b.c,
@@ -924,6 +946,7 @@ fn model_quality(gpu: &Gpu, cal: &LatencyCalibration, b: &BatchCurve) -> ModelQu
         } else {
             cal.pooled_median_abs_error_pct
         },
+        throughput_scope: "every card's rows, pooled: no measured runs on this card".into(),
     }
 }
 
@@ -1193,6 +1216,42 @@ mod tests {
             context: None,
             engine: None,
         }
+    }
+
+    #[test]
+    fn model_quality_is_read_off_the_cards_own_rows_where_it_has_some() {
+        let cal = crate::roofline::calibrate_latency(Dataset::embedded());
+        let errors = |gpu: &str| -> Vec<f64> {
+            cal.rows
+                .iter()
+                .filter(|r| r.used_in_fit && r.gpu == gpu)
+                .map(|r| r.error_pct)
+                .collect()
+        };
+        // The H200: our three stacks' runs, not the all-card pool.
+        let h200 = errors("H200");
+        assert!(h200.len() >= 40, "{} H200 rows", h200.len());
+        let q = optimize(&req("H200", 7.0, Objective::MinEnergy))
+            .unwrap()
+            .quality;
+        assert_eq!(
+            q.throughput_scope,
+            format!("this card's {} measured rows", h200.len())
+        );
+        let rms = (h200.iter().map(|e| e * e).sum::<f64>() / h200.len() as f64).sqrt();
+        assert!((q.throughput_rms_error_pct - rms).abs() < 1e-9);
+        assert_ne!(q.throughput_rms_error_pct, cal.pooled_rms_error_pct);
+        // A card with no row at all says that its figure is the pool's.
+        assert!(errors("B200").is_empty());
+        let b200 = optimize(&req("B200", 7.0, Objective::MinEnergy))
+            .unwrap()
+            .quality;
+        assert!(
+            b200.throughput_scope.contains("pooled"),
+            "{}",
+            b200.throughput_scope
+        );
+        assert_eq!(b200.throughput_rms_error_pct, cal.pooled_rms_error_pct);
     }
 
     #[test]

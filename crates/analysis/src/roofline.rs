@@ -460,6 +460,16 @@ fn bandwidth_lower_bound(obs: &[&Observation], precision: &str) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// RMS of errors in %, NaN for none.
+pub fn rms_pct(v: &[f64]) -> f64 {
+    rms(v.iter().copied())
+}
+
+/// Median |error| in %, NaN for none.
+pub fn median_abs_pct(v: &[f64]) -> f64 {
+    median_abs(v.iter().copied())
+}
+
 fn pct(pred: f64, meas: f64) -> f64 {
     (pred - meas) / meas * 100.0
 }

@@ -222,10 +222,10 @@ fn print_result(r: &OptimizeResult, objective: Objective) {
     }
     println!();
     println!(
-        "model quality: throughput error vs published runs RMS {:.0} % (median {:.0} %){}; batch curve RMS {:.1} % (upstream form {:.0} %)",
+        "model quality: throughput error vs measured runs RMS {:.0} % (median {:.0} %) over {}; batch curve RMS {:.1} % (upstream form {:.0} %)",
         r.quality.throughput_rms_error_pct,
         r.quality.throughput_median_abs_error_pct,
-        if r.gpu.launch_factor.tag == Tag::Modelled { ", pooled: no published runs on this card" } else { "" },
+        r.quality.throughput_scope,
         r.quality.batch_rms_error_pct,
         r.quality.batch_upstream_rms_error_pct
     );

@@ -623,10 +623,10 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
         r.model.kv_heads
     );
     let quality = format!(
-        "Model quality: throughput vs published runs RMS error {} % (median {} %){}; batch curve RMS {} % on {}.",
+        "Model quality: throughput vs measured runs RMS error {} % (median {} %) over {}; batch curve RMS {} % on {}.",
         num(r.quality.throughput_rms_error_pct, 0),
         num(r.quality.throughput_median_abs_error_pct, 0),
-        if r.gpu.launch_factor.tag == Tag::Modelled { ", pooled: no published runs on this card" } else { "" },
+        r.quality.throughput_scope,
         num(r.quality.batch_rms_error_pct, 1),
         r.quality.batch_calibrated_on
     );
