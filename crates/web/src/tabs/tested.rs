@@ -427,7 +427,10 @@ pub fn crossover_spec(
         };
         let shape = Shape::ALL[si % Shape::ALL.len()];
         let col = prec_col(&s.precision);
-        let replicated = s.rows.iter().all(|a| a.replicated());
+        // A series drawn as replicated when most of its points are (a campaign part-way through its
+        // repeats has a few single runs, each still a hollow marker); the legend says which.
+        let n_single = s.rows.iter().filter(|a| !a.replicated()).count();
+        let replicated = n_single * 2 < s.rows.len();
         let selected_card = s.gpu == gpu;
         // Line through the mean at each size (repeats at one size are all drawn as markers).
         let mut sizes: Vec<f64> = s.rows.iter().map(|a| a.params_b).collect();
@@ -468,7 +471,7 @@ pub fn crossover_spec(
                 filled: a.replicated(),
                 shape,
                 r: if selected_card { 5.0 } else { 4.0 },
-                ring: a.gpu == gpu && a.model == model,
+                ring: a.gpu == gpu && base_model(&a.model) == model,
                 err: None,
                 tip: anchor_tip(a, d),
             });
@@ -484,10 +487,13 @@ pub fn crossover_spec(
             col,
             glyph: shape.glyph(replicated),
             text: format!("{} · {} · {}", s.gpu, s.precision, s.session),
-            sub: if replicated {
-                format!("n ≥ 2 (up to {n_max}){stack_sub}")
-            } else {
-                format!("n = 1 (single run){stack_sub}")
+            sub: match (n_single, s.rows.len()) {
+                (0, _) => format!("n ≥ 2 (up to {n_max}){stack_sub}"),
+                (k, all) if k == all => format!("n = 1 (single run){stack_sub}"),
+                (k, _) => format!(
+                    "n = 1 to {n_max}: {k} single run{} (hollow){stack_sub}",
+                    if k == 1 { "" } else { "s" }
+                ),
             },
             faded: !replicated,
         });
