@@ -431,7 +431,7 @@ fn hopper_stacks_sentence() -> Option<String> {
             Some(format!(
                 "{} with {}",
                 util::pct(c.cell(&format)?.delta_pct?, 0),
-                c.label
+                analysis::curve_engine(&c.stack)
             ))
         })
         .collect();

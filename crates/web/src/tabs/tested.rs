@@ -239,7 +239,7 @@ fn stacks_headline(lead: &[SessionRows]) -> Option<String> {
         .filter_map(|f| {
             let says: Vec<(f64, String)> = lead
                 .iter()
-                .filter_map(|s| Some((delta(s, &f)?, analysis::stacks::stack_label(s.stack()))))
+                .filter_map(|s| Some((delta(s, &f)?, s.engine())))
                 .collect();
             let lo = says.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
             let hi = says.iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
