@@ -71,7 +71,7 @@ pub fn DataTab() -> impl IntoView {
 
             <div class="card">
                 <h2 class="card-title">"Fitted classes"</h2>
-                <p class="sub">"One crossover fit per architecture and precision. A class is a property of the card and its software stack: the hopper classes come from our own H200 runs with candle's GGUF kernels on synthetic-weight model shapes, not from transformers + bitsandbytes, so compare their deltas with the NF4/INT8 classes as a different stack."</p>
+                <p class="sub">"One crossover fit per architecture, precision and software stack: a class is a property of the card and the stack, and two stacks' rows are never pooled. The hopper classes come from our own H200 runs on synthetic-weight model shapes with three stacks — candle's eager engine, its CUDA-graph engine and llama.cpp's llama-server — not from transformers + bitsandbytes, so compare their deltas with the NF4/INT8 classes as different stacks."</p>
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Fitted classes (scrolls sideways)">
                     <table class="facts wide" id="classes-table">
                         <thead>
