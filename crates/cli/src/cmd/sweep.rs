@@ -97,7 +97,9 @@ fn load(opts: &SweepArgs) -> Result<Loaded> {
         .with_context(|| format!("reading {}", plan_path.display()))?;
     let mut plan = parse_plan(&text)?;
     let base = plan_path.parent().unwrap_or(Path::new("."));
-    plan.resolve_paths(base);
+    // Model files beside the plan, named as the plan was (a relative plan gives relative paths):
+    // the server command and model id a report records then hold no machine's checkout path.
+    plan.resolve_paths(opts.plan.parent().unwrap_or(Path::new("")));
     let out = std::path::absolute(opts.out.clone().unwrap_or_else(|| base.join(&plan.out)))?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let jobs = jobs(&plan, &out);
