@@ -65,23 +65,33 @@ impl StackComparison {
     /// The largest spread of ΔE between two stacks for one format: (format, low, high) in
     /// percentage points — the figure a visitor should take away.
     pub fn widest_disagreement(&self) -> Option<(String, f64, f64)> {
-        self.formats
-            .iter()
-            .filter_map(|f| {
-                let ds: Vec<f64> = self
-                    .columns
-                    .iter()
-                    .filter_map(|c| c.cell(f)?.delta_pct)
-                    .collect();
-                if ds.len() < 2 {
-                    return None;
-                }
-                let lo = ds.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = ds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                Some((f.clone(), lo, hi))
-            })
-            .max_by(|a, b| (a.2 - a.1).total_cmp(&(b.2 - b.1)))
+        widest_spread(self.formats.iter().map(String::as_str), |f| {
+            self.columns
+                .iter()
+                .filter_map(|c| c.cell(f)?.delta_pct)
+                .collect()
+        })
     }
+}
+
+/// Of `formats`, the one whose ΔE differs most between the stacks that measured it (at least
+/// two): (format, low, high). `deltas` gives every stack's ΔE of a format.
+pub fn widest_spread<'a>(
+    formats: impl IntoIterator<Item = &'a str>,
+    deltas: impl Fn(&str) -> Vec<f64>,
+) -> Option<(String, f64, f64)> {
+    formats
+        .into_iter()
+        .filter_map(|f| {
+            let ds = deltas(f);
+            if ds.len() < 2 {
+                return None;
+            }
+            let lo = ds.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            Some((f.to_string(), lo, hi))
+        })
+        .max_by(|a, b| (a.2 - a.1).total_cmp(&(b.2 - b.1)))
 }
 
 /// A format's name across stacks: llama.cpp's `GGUF-F16` / `GGUF-Q4_0` are FP16 / Q4_0; other

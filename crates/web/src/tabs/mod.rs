@@ -219,6 +219,13 @@ pub fn stack_engines(arch: report::Arch) -> Vec<String> {
 }
 
 #[cfg(not(feature = "landing"))]
+/// The stack asked for, when `arch` has it: a link's unknown stack, or one the picked card lacks,
+/// is not asked for.
+pub fn stack_on(engine: Option<String>, arch: report::Arch) -> Option<String> {
+    engine.filter(|e| stack_engines(arch).contains(e))
+}
+
+#[cfg(not(feature = "landing"))]
 /// The stack picker, shown only where the card's architecture has curves of several stacks: an
 /// estimate or a recommendation is one stack's, and this says which. With `every`, its first
 /// option (value "", `None`) searches every stack side by side; else `None` is the default stack.

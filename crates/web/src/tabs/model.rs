@@ -95,9 +95,7 @@ impl ModelState {
     /// The stack asked for, when the card's architecture has it; a link's unknown stack, or one
     /// the picked card lacks, falls back to the default.
     pub fn stack(&self) -> Option<String> {
-        self.engine
-            .get()
-            .filter(|e| super::stack_engines(self.arch()).contains(e))
+        super::stack_on(self.engine.get(), self.arch())
     }
 
     pub fn arch(&self) -> Arch {

@@ -113,9 +113,7 @@ impl OptimizeState {
 
     /// The stack pinned, when the card has it (a link's unknown stack searches every one).
     fn stack(&self) -> Option<String> {
-        self.engine
-            .get()
-            .filter(|e| super::stack_engines(self.arch()).contains(e))
+        super::stack_on(self.engine.get(), self.arch())
     }
 
     pub fn request(&self) -> OptimizeRequest {

@@ -183,14 +183,20 @@ impl SessionRows {
             .map(|a| a.power_accounting.as_str())
             .unwrap_or("")
     }
-    /// The largest energy a bar of this session draws: its rows', and the paired FP16 energy
-    /// only where the session has no FP16 row of its own (as [`SessionBlock`] draws them).
-    fn max_energy(&self) -> f64 {
-        let own_fp16 = self.rows.iter().any(|a| a.precision == Precision::Fp16);
+    /// The FP16 bar: the session's own FP16 row's energy, else the one its rows were paired with.
+    fn baseline_energy(&self) -> Option<f64> {
         self.rows
             .iter()
-            .flat_map(|a| [a.energy_mj, a.fp16_energy_mj.filter(|_| !own_fp16)])
-            .flatten()
+            .find(|a| a.precision == Precision::Fp16)
+            .and_then(|a| a.energy_mj)
+            .or_else(|| self.rows.iter().find_map(|a| a.fp16_energy_mj))
+    }
+    /// The largest energy a bar of this session draws, its FP16 bar included.
+    fn max_energy(&self) -> f64 {
+        self.rows
+            .iter()
+            .filter_map(|a| a.energy_mj)
+            .chain(self.baseline_energy())
             .fold(0.0, f64::max)
     }
 }
@@ -223,9 +229,8 @@ fn by_stack(all: Vec<SessionRows>) -> (Vec<SessionRows>, Vec<SessionRows>) {
     (lead, rest)
 }
 
-/// One sentence for several stacks of one model: the format on which they disagree most, and
-/// what each stack says of it (as `analysis::stacks::StackComparison::widest_disagreement` picks
-/// it, here over the sessions already on screen).
+/// One sentence for several stacks of one model: the format on which they disagree most
+/// (`analysis::stacks::widest_spread`, over the sessions on screen) and what each stack says of it.
 fn stacks_headline(lead: &[SessionRows]) -> Option<String> {
     let delta = |s: &SessionRows, f: &str| {
         s.rows
@@ -233,26 +238,28 @@ fn stacks_headline(lead: &[SessionRows]) -> Option<String> {
             .find(|a| a.precision != Precision::Fp16 && a.precision_label() == f)
             .and_then(|a| a.delta_pct())
     };
-    let (format, says, spread) = lead
+    let labels: Vec<String> = lead
         .iter()
         .flat_map(|s| s.rows.iter().map(|a| a.precision_label()))
-        .filter_map(|f| {
-            let says: Vec<(f64, String)> = lead
-                .iter()
-                .filter_map(|s| Some((delta(s, &f)?, s.engine())))
-                .collect();
-            let lo = says.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
-            let hi = says.iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
-            (says.len() > 1).then_some((f, says, hi - lo))
+        .collect();
+    let (format, lo, hi) =
+        analysis::stacks::widest_spread(labels.iter().map(String::as_str), |f| {
+            lead.iter().filter_map(|s| delta(s, f)).collect()
+        })?;
+    let says: Vec<String> = lead
+        .iter()
+        .filter_map(|s| {
+            Some(format!(
+                "{} with {}",
+                pct(delta(s, &format)?, 0),
+                s.engine()
+            ))
         })
-        .max_by(|a, b| a.2.total_cmp(&b.2))?;
-    let says: Vec<String> = says
-        .into_iter()
-        .map(|(d, label)| format!("{} with {label}", pct(d, 0)))
         .collect();
     Some(format!(
-        "Same card, same model, different software: {format} changes energy per token by {} — {spread:.0} points apart.",
-        says.join(", ")
+        "Same card, same model, different software: {format} changes energy per token by {} — {:.0} points apart.",
+        says.join(", "),
+        hi - lo
     ))
 }
 
@@ -838,15 +845,8 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
         .iter()
         .find(|a| a.precision == Precision::Fp16)
         .copied();
-    let paired = rows.iter().find_map(|a| a.fp16_energy_mj);
-    let baseline = fp16_row.and_then(|a| a.energy_mj).or(paired);
-    let max_e = rows
-        .iter()
-        .filter_map(|a| a.energy_mj)
-        .chain(baseline)
-        .fold(0.0f64, f64::max)
-        .max(axis.unwrap_or(0.0))
-        .max(1e-9);
+    let baseline = s.baseline_energy();
+    let max_e = s.max_energy().max(axis.unwrap_or(0.0)).max(1e-9);
     let first = rows.first().copied();
     let accounting = first
         .map(|a| a.power_accounting.clone())
