@@ -8,6 +8,7 @@
 
 use crate::curves::curve_engine;
 use crate::dataset::{Anchor, Dataset};
+use crate::tag::Tag;
 use report::Precision;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -289,10 +290,56 @@ pub struct StackBatchCurve {
 }
 
 impl StackBatchCurve {
-    /// Energy per token at `batch` relative to batch 1.
+    /// Energy per token at `batch` relative to batch 1: the measured ratio where the sweep ran that
+    /// batch (geometric mean over its models), log-log between two measured batches, and the fitted
+    /// `c + (1 − c)/b^k` only beyond the sweep. The two-parameter form cannot follow a kernel switch:
+    /// the graph engine's Q4_K costs 0.49× its batch-1 energy at batch 4 but 0.10× at 16, where the
+    /// fit says 0.32× and 0.11×.
     pub fn factor(&self, batch: u32) -> f64 {
-        batch_ratio(self.c, self.k, batch.max(1) as f64)
+        let b = batch.max(1) as f64;
+        log_log_inside(&self.points, b).unwrap_or_else(|| batch_ratio(self.c, self.k, b))
     }
+
+    /// Where `factor(batch)` comes from: batch 1 is the reference itself; a batch the sweep ran
+    /// or one between two it ran is interpolated (the sweep's models stand in for the user's);
+    /// past the sweep the fit is extrapolated.
+    pub fn factor_tag(&self, batch: u32) -> Tag {
+        let last = per_batch_geo_mean(&self.points).last().map_or(1.0, |p| p.0);
+        match batch {
+            0 | 1 => Tag::Computed,
+            b if b as f64 <= last => Tag::Interpolated,
+            _ => Tag::Extrapolated,
+        }
+    }
+}
+
+/// (batch, geometric mean of the values measured there) per distinct batch, ascending; points with
+/// a non-positive or non-finite value are dropped.
+pub(crate) fn per_batch_geo_mean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64, usize)> = Vec::new();
+    for &(b, r) in points.iter().filter(|p| p.1 > 0.0 && p.1.is_finite()) {
+        match out.iter_mut().find(|o| o.0 == b) {
+            Some(o) => (o.1, o.2) = (o.1 + r.ln(), o.2 + 1),
+            None => out.push((b, r.ln(), 1)),
+        }
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out.into_iter()
+        .map(|(b, s, n)| (b, (s / n as f64).exp()))
+        .collect()
+}
+
+/// The value at batch `b` from measured (batch, value) points: their geometric mean where `b` was
+/// measured, log-log between the two measured batches around it, `None` outside the measured range.
+pub(crate) fn log_log_inside(points: &[(f64, f64)], b: f64) -> Option<f64> {
+    let measured = per_batch_geo_mean(points);
+    let &(x0, r0) = measured.iter().rev().find(|(x, _)| *x <= b)?;
+    let &(x1, r1) = measured.iter().find(|(x, _)| *x >= b)?;
+    if x1 == x0 {
+        return Some(r0);
+    }
+    let t = (b / x0).ln() / (x1 / x0).ln();
+    Some((r0.ln() + t * (r1 / r0).ln()).exp())
 }
 
 /// Per-(engine, precision) batch curves fitted on our own batch sweeps: rows of
@@ -392,11 +439,11 @@ mod tests {
 
     #[test]
     fn candle_curves_come_from_the_h200_sweep_and_show_quantized_batching_worse() {
-        let curves = engine_batch_curves(Dataset::embedded());
-        assert!(
-            curves.iter().all(|c| c.engine == "candle"),
-            "eager rows only today"
-        );
+        let all = engine_batch_curves(Dataset::embedded());
+        let mut engines: Vec<&str> = all.iter().map(|c| c.engine.as_str()).collect();
+        engines.dedup();
+        assert_eq!(engines, ["candle", "candle-graph"], "the two swept engines");
+        let curves: Vec<&StackBatchCurve> = all.iter().filter(|c| c.engine == "candle").collect();
         let f16 = curves
             .iter()
             .find(|c| c.precision == Precision::Fp16)
@@ -457,5 +504,88 @@ mod tests {
             }
             assert!(graph.factor(64) > eager.factor(64) * 1.2, "{p}");
         }
+    }
+
+    #[test]
+    fn measured_batches_are_read_off_and_interpolated_log_log_the_fit_only_beyond() {
+        let c = StackBatchCurve {
+            engine: "e".into(),
+            precision: Precision::Q4K,
+            c: 0.02,
+            k: 0.9,
+            points: vec![(1.0, 1.0), (4.0, 0.4), (16.0, 0.1), (4.0, 0.625)],
+        };
+        // Batch 4 twice (two models): their geometric mean, sqrt(0.4 · 0.625) = 0.5.
+        assert!((c.factor(4) - 0.5).abs() < 1e-12, "{}", c.factor(4));
+        // Batch 8 is half-way between 4 and 16 in log b: sqrt(0.5 · 0.1).
+        assert!((c.factor(8) - (0.05f64).sqrt()).abs() < 1e-12);
+        // Batch 2 is half-way between 1 and 4 in log b: sqrt(1 · 0.5).
+        assert!((c.factor(2) - (0.5f64).sqrt()).abs() < 1e-12);
+        assert!((c.factor(1) - 1.0).abs() < 1e-12);
+        assert_eq!(
+            c.factor(64),
+            batch_ratio(0.02, 0.9, 64.0),
+            "past the sweep: the fit"
+        );
+        assert_eq!(
+            [1, 4, 8, 16, 64].map(|b| c.factor_tag(b)),
+            [
+                Tag::Computed,
+                Tag::Interpolated,
+                Tag::Interpolated,
+                Tag::Interpolated,
+                Tag::Extrapolated
+            ]
+        );
+        assert_eq!(log_log_inside(&c.points, 0.5), None);
+        assert_eq!(log_log_inside(&[(1.0, f64::NAN), (2.0, -1.0)], 1.0), None);
+    }
+
+    /// The graph engine's Q4_K costs about half its batch-1 energy per token at batch 4 but a tenth
+    /// at batch 16: the two-parameter fit smooths that over by a third; the curve must not.
+    #[test]
+    fn graph_q4k_curve_keeps_the_measured_batch_four_step() {
+        let ds = Dataset::embedded();
+        let curves = engine_batch_curves(ds);
+        let curve = |p: Precision| {
+            curves
+                .iter()
+                .find(|c| c.engine == "candle-graph" && c.precision == p)
+                .unwrap_or_else(|| panic!("graph {p} sweep"))
+        };
+        let (q4k, f16) = (curve(Precision::Q4K), curve(Precision::Fp16));
+        // By hand from the anchors: each swept model's batch-b row over its batch-1 row, then the
+        // geometric mean over the models.
+        let energy = |model: &str, p: Precision, b: u32| {
+            ds.anchors
+                .iter()
+                .find(|a| {
+                    a.model == model
+                        && a.precision == p
+                        && a.batch == b
+                        && a.session == "h200-candle-graph-2026-12"
+                })
+                .and_then(|a| a.energy_mj)
+                .unwrap_or_else(|| panic!("{model} {p} b{b}"))
+        };
+        for (c, p) in [(q4k, Precision::Q4K), (f16, Precision::Fp16)] {
+            for b in [4, 16, 64] {
+                let logs: Vec<f64> = ["Qwen2-1.5B [candle-graph]", "Qwen2-7B [candle-graph]"]
+                    .iter()
+                    .map(|m| (energy(m, p, b) / energy(m, p, 1)).ln())
+                    .collect();
+                let want = (logs.iter().sum::<f64>() / logs.len() as f64).exp();
+                assert!(
+                    (c.factor(b) - want).abs() < 1e-12,
+                    "{p} b{b}: {} vs {want}",
+                    c.factor(b)
+                );
+            }
+        }
+        assert!(q4k.factor(4) > 0.45, "Q4_K b4 {}", q4k.factor(4));
+        assert!(q4k.factor(4) > batch_ratio(q4k.c, q4k.k, 4.0) * 1.3);
+        assert!(q4k.factor(8) < q4k.factor(4) && q4k.factor(8) > q4k.factor(16));
+        // Batching amortizes F16 more than Q4_K on this engine too.
+        assert!(f16.factor(64) < q4k.factor(64));
     }
 }

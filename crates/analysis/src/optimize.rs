@@ -622,11 +622,15 @@ impl Setup<'_> {
             .find(|c| c.engine == engine && c.precision == want)
     }
 
-    /// Energy per token at `batch` relative to batch 1: the engine's own curve where it has one
-    /// ([`Setup::engine_curve`]), else the A800 sweep's.
-    fn batch_factor(&self, engine: &str, precision: Precision, batch: u32) -> f64 {
-        self.engine_curve(engine, precision)
-            .map_or_else(|| self.batch.factor(batch), |c| c.factor(batch))
+    /// Energy per token at `batch` relative to batch 1: the engine's own sweep where it has one
+    /// ([`Setup::engine_curve`]: measured batches, log-log between them, the fit beyond), else the
+    /// A800 sweep's fitted curve.
+    fn batch_factor(&self, engine: &str, precision: Precision, batch: u32) -> Tagged<f64> {
+        match self.engine_curve(engine, precision) {
+            Some(c) => Tagged::new(c.factor(batch), c.factor_tag(batch)),
+            None if batch <= 1 => Tagged::new(self.batch.factor(batch), Tag::Computed),
+            None => Tagged::new(self.batch.factor(batch), Tag::Modelled),
+        }
     }
 
     fn candidate(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> Candidate {
@@ -642,7 +646,7 @@ impl Setup<'_> {
         } else {
             base_tag.weakest(Tag::Modelled)
         };
-        let energy = pe.fp16.value * (1.0 + pe.delta.value / 100.0) * b_factor * ctx_factor;
+        let energy = pe.fp16.value * (1.0 + pe.delta.value / 100.0) * b_factor.value * ctx_factor;
         let v = vram(&self.shape, pe.fmt, batch, context);
         let fits = v.total_gb.value <= self.gpu.vram_gb;
         Candidate {
@@ -653,14 +657,7 @@ impl Setup<'_> {
             energy_mj_per_token: Tagged::new(energy, energy_tag),
             fp16_energy_mj_per_token: pe.fp16,
             delta_vs_fp16_pct: pe.delta,
-            batch_factor: Tagged::new(
-                b_factor,
-                if batch == 1 {
-                    Tag::Computed
-                } else {
-                    Tag::Modelled
-                },
-            ),
+            batch_factor: b_factor,
             context_factor: Tagged::new(ctx_factor, Tag::Modelled),
             latency_ms_per_token: Tagged::modelled(step),
             throughput_tok_s: Tagged::modelled(batch as f64 / step * 1e3),
@@ -954,8 +951,9 @@ fn standing_notes() -> Vec<String> {
     vec![
         "energy: FP16 baseline from the anchors (log-log between sizes) × (1 + ΔE%/100) from the class fit at batch 1".into(),
         "batch: e(b)/e(1) = c + (1 − c)/b^k calibrated on one INT8-pure A800 sweep and applied to every precision; \
-         our own engines (candle, candle-graph, llama.cpp) use the F16 and Q4_K curves fitted on their own sweep where they \
-         have one (F16's for BF16, Q4_K's for every GGUF format), never another engine's"
+         our own engines (candle, candle-graph, llama.cpp) use the F16 and Q4_K ratios of their own sweep where they \
+         have one (F16's for BF16, Q4_K's for every GGUF format; log-log between the measured batches, the fit only \
+         beyond them), never another engine's"
             .into(),
         format!(
             "context: energy scaled by the modelled step-time ratio vs {ENERGY_REFERENCE_CONTEXT} tokens (the anchors' \
