@@ -313,6 +313,16 @@ impl StackBatchCurve {
     }
 }
 
+/// The precision whose sweep stands for `precision` on our engines: FP16 for the 16-bit float
+/// formats (the same GEMMs), Q4_K for every GGUF format (the one quantized format swept).
+pub(crate) fn swept_class(precision: Precision) -> Precision {
+    if matches!(precision, Precision::Fp16 | Precision::Bf16) {
+        Precision::Fp16
+    } else {
+        Precision::Q4K
+    }
+}
+
 /// (batch, geometric mean of the values measured there) per distinct batch, ascending; points with
 /// a non-positive or non-finite value are dropped.
 pub(crate) fn per_batch_geo_mean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {

@@ -8,7 +8,7 @@
 //! dequantization cost upstream ignored. The floor and the roofline overlap (launches are
 //! asynchronous), so the step takes the larger of the two, not their sum.
 
-use crate::batch::batch_sweep;
+use crate::batch::{batch_sweep, log_log_inside, per_batch_geo_mean, swept_class};
 use crate::dataset::{Dataset, Gpu};
 use crate::shapes::{shape_for_params, shapes, ModelShape};
 use crate::tag::Tag;
@@ -50,6 +50,9 @@ pub enum Bound {
     Memory,
     /// FLOPs over tensor throughput.
     Compute,
+    /// Longer than all three: the engine's measured batch step is well above the roofline (its
+    /// batched kernels, not the card, set the pace; see [`BatchStepCorrection`]).
+    Engine,
 }
 
 /// One modelled decode step.
@@ -287,11 +290,39 @@ pub struct CalibrationRow {
     pub note: String,
 }
 
+/// How much longer one of our engines' measured decode step is at batch > 1 than the roofline says,
+/// relative to the same model's batch-1 row: `(measured_b / modelled_b) / (measured_1 / modelled_1)`.
+/// The roofline assumes batching is free until bandwidth or compute binds; candle's batched GGUF
+/// matmuls are not (the graph engine's 7B Q4_K at batch 64 runs at a quarter of the modelled
+/// throughput), so the optimizer multiplies its step by this where the engine has a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchStepCorrection {
+    /// The engine's stack.
+    pub stack: Stack,
+    /// FP16 (for the 16-bit float formats) or Q4_K (for every GGUF format): the swept precisions.
+    pub precision: Precision,
+    /// (batch, correction) of every swept row, (1, 1) first.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl BatchStepCorrection {
+    /// The correction at `batch`: the swept rows' geometric mean where that batch ran, log-log
+    /// between swept batches, the last swept batch's past them.
+    pub fn at(&self, batch: u32) -> f64 {
+        let b = batch.max(1) as f64;
+        log_log_inside(&self.points, b)
+            .or_else(|| per_batch_geo_mean(&self.points).last().map(|p| p.1))
+            .unwrap_or(1.0)
+    }
+}
+
 /// The fitted latency model: constants per format and card, and its error on every published row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyCalibration {
     /// Constants per weight format.
     pub precisions: Vec<PrecisionCalibration>,
+    /// Our engines' measured batch corrections to the step ([`BatchStepCorrection`]).
+    pub batch_corrections: Vec<BatchStepCorrection>,
     /// Launch factors per card.
     pub cards: Vec<CardFactor>,
     /// Every published row against the model.
@@ -323,6 +354,44 @@ impl LatencyCalibration {
         self.precisions
             .iter()
             .find(|p| p.precision.eq_ignore_ascii_case(name))
+    }
+
+    /// The measured batch correction of `stack` for `precision` at `batch` (1 where the engine has
+    /// no sweep): FP16's for BF16, Q4_K's for every other GGUF format, as for the energy curves.
+    pub fn batch_correction(&self, stack: Stack, precision: Precision, batch: u32) -> f64 {
+        let class = swept_class(precision);
+        self.batch_corrections
+            .iter()
+            .find(|c| c.stack == stack && c.precision == class)
+            .map_or(1.0, |c| c.at(batch))
+    }
+
+    /// The decode step of `fmt` at `batch` and `context`: the roofline with this calibration's
+    /// constants, times the engine's measured batch correction. Where the correction makes the step
+    /// longer than any roofline term by more than a quarter, the step is [`Bound::Engine`].
+    pub fn step(
+        &self,
+        gpu: &Gpu,
+        s: &ModelShape,
+        fmt: &WeightFormat,
+        precision: Precision,
+        batch: u32,
+        context: u32,
+    ) -> StepTime {
+        let mut step = roofline_step(
+            gpu,
+            s,
+            fmt,
+            batch,
+            context,
+            &self.efficiency(&gpu.name, fmt),
+        );
+        let k = self.batch_correction(fmt.stack, precision, batch);
+        step.step_ms *= k;
+        if k > 1.25 {
+            step.bound = Bound::Engine;
+        }
+        step
     }
 
     /// Host/stack factor of a card; 1 for cards without published throughputs.
@@ -493,8 +562,14 @@ fn median_abs(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn row_note(o: &Observation, used: bool) -> String {
+fn row_note(o: &Observation, used: bool, batch_correction: f64) -> String {
     let mut notes = Vec::new();
+    if batch_correction != 1.0 {
+        notes.push(format!(
+            "roofline × {batch_correction:.2}: the engine's measured batch-{} step correction (its own sweep, in-sample)",
+            o.batch
+        ));
+    }
     if !o.fits() {
         notes.push(format!(
             "exceeds the card's {} GB in the VRAM model: the measured run probably offloaded layers to the CPU; not fitted",
@@ -548,6 +623,7 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
         .collect();
     let mut cal = LatencyCalibration {
         precisions,
+        batch_corrections: Vec::new(),
         cards,
         rows: Vec::new(),
         rms_error_pct: 0.0,
@@ -560,6 +636,7 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
                  format and one bandwidth efficiency; candle-graph: floor and bandwidth efficiency per format; \
                  candle (eager): launch floors per format",
     };
+    cal.batch_corrections = batch_step_corrections(&cal, &obs);
     cal.rows = obs
         .iter()
         .map(|o| {
@@ -753,14 +830,51 @@ fn fit_floors_and_bandwidth<'o>(
     (floors, best.2)
 }
 
+/// Our engines' batch corrections ([`BatchStepCorrection`]) from their swept rows: each row at
+/// batch > 1 against the row of the same model, session and format at batch 1.
+fn batch_step_corrections(
+    cal: &LatencyCalibration,
+    obs: &[Observation],
+) -> Vec<BatchStepCorrection> {
+    let modelled = |o: &Observation| {
+        let eff = cal.efficiency(&o.gpu.name, o.fmt);
+        roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff).step_ms
+    };
+    let mut out: Vec<BatchStepCorrection> = Vec::new();
+    for o in obs
+        .iter()
+        .filter(|o| o.batch > 1 && o.fmt.stack != Stack::Transformers && o.fits())
+    {
+        let Some(base) = obs.iter().find(|b| {
+            b.batch == 1 && b.model == o.model && b.session == o.session && b.fmt.name == o.fmt.name
+        }) else {
+            continue;
+        };
+        let k = (o.measured_step_ms() / modelled(o)) / (base.measured_step_ms() / modelled(base));
+        let class = swept_class(o.precision);
+        match out
+            .iter_mut()
+            .find(|c| c.stack == o.fmt.stack && c.precision == class)
+        {
+            Some(c) => c.points.push((o.batch as f64, k)),
+            None => out.push(BatchStepCorrection {
+                stack: o.fmt.stack,
+                precision: class,
+                points: vec![(1.0, 1.0), (o.batch as f64, k)],
+            }),
+        }
+    }
+    out
+}
+
 /// One observation against the calibrated model: with its card's factor and pooled.
 fn calibration_row(cal: &LatencyCalibration, o: &Observation, used: bool) -> CalibrationRow {
-    let eff = cal.efficiency(&o.gpu.name, o.fmt);
     let pooled_eff = cal.efficiency("", o.fmt);
-    let step = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &eff);
+    let k = cal.batch_correction(o.fmt.stack, o.precision, o.batch);
+    let step = cal.step(&o.gpu, &o.shape, o.fmt, o.precision, o.batch, o.context);
     let pooled = roofline_step(&o.gpu, &o.shape, o.fmt, o.batch, o.context, &pooled_eff);
     let modelled = o.batch as f64 / step.step_ms * 1e3;
-    let pooled_tok_s = o.batch as f64 / pooled.step_ms * 1e3;
+    let pooled_tok_s = o.batch as f64 / (pooled.step_ms * k) * 1e3;
     CalibrationRow {
         gpu: o.gpu.name.clone(),
         model: o.model.clone(),
@@ -778,7 +892,7 @@ fn calibration_row(cal: &LatencyCalibration, o: &Observation, used: bool) -> Cal
         pooled_error_pct: pct(pooled_tok_s, o.measured_tok_s),
         bound: step.bound,
         used_in_fit: used,
-        note: row_note(o, used),
+        note: row_note(o, used, k),
     }
 }
 
@@ -1031,5 +1145,70 @@ mod tests {
         assert_eq!(step("candle").bound, Bound::Launch);
         assert_eq!(step(GRAPH_STACK).bound, Bound::Memory);
         assert!(step(GRAPH_STACK).step_ms * 1.5 < step("candle").step_ms);
+    }
+
+    /// The graph engine's batched step, by hand from its own sweep: per swept model,
+    /// (measured step at b / modelled at b) over (measured at 1 / modelled at 1), then the geometric
+    /// mean of the two models. Q4_K at batch 64 runs ≈ 4× the roofline; F16 at batch 4 on it.
+    #[test]
+    fn graph_batch_step_correction_is_measured_over_modelled_relative_to_batch_one() {
+        let ds = Dataset::embedded();
+        let cal = calibrate_latency(ds);
+        let gpu = gpu("H200");
+        let tok_s = |model: &str, p: Precision, b: u32| {
+            ds.anchors
+                .iter()
+                .find(|a| {
+                    a.model == format!("{model} [candle-graph]") && a.precision == p && a.batch == b
+                })
+                .and_then(|a| a.throughput_tok_s)
+                .unwrap_or_else(|| panic!("{model} {p} b{b}"))
+        };
+        for (p, label) in [(Precision::Q4K, "Q4_K"), (Precision::Fp16, "FP16")] {
+            let f = find_format_on(label, "candle-graph").unwrap();
+            for b in [4u32, 16, 64] {
+                let logs: Vec<f64> = ["Qwen2-1.5B", "Qwen2-7B"]
+                    .iter()
+                    .map(|m| {
+                        let s = find_shape(m).unwrap();
+                        let eff = cal.efficiency("H200", f);
+                        let model = |b: u32| {
+                            roofline_step(&gpu, s, f, b, ANCHOR_DECODE_CONTEXT, &eff).step_ms
+                        };
+                        let measured = |b: u32| b as f64 / tok_s(m, p, b) * 1e3;
+                        ((measured(b) / model(b)) / (measured(1) / model(1))).ln()
+                    })
+                    .collect();
+                let want = (logs.iter().sum::<f64>() / 2.0).exp();
+                let got = cal.batch_correction(Stack::CandleGraph, p, b);
+                assert!((got - want).abs() < 1e-9, "{label} b{b}: {got} vs {want}");
+            }
+        }
+        let k = |p, b| cal.batch_correction(Stack::CandleGraph, p, b);
+        assert!(k(Precision::Q4K, 64) > 3.0, "{}", k(Precision::Q4K, 64));
+        assert!((k(Precision::Fp16, 4) - 1.0).abs() < 0.1);
+        // BF16 takes FP16's, Q4_0 takes Q4_K's; batch 1 and engines without a sweep get none.
+        assert_eq!(k(Precision::Bf16, 16), k(Precision::Fp16, 16));
+        assert_eq!(k(Precision::Q4_0, 16), k(Precision::Q4K, 16));
+        assert_eq!(k(Precision::Q4K, 1), 1.0);
+        assert_eq!(
+            cal.batch_correction(Stack::LlamaCpp, Precision::Q4K, 64),
+            1.0
+        );
+        assert_eq!(
+            cal.batch_correction(Stack::Transformers, Precision::Fp16, 64),
+            1.0
+        );
+        // The corrected step is the roofline's times k, and the bound says the engine sets the pace.
+        let f = find_format_on("Q4_K", "candle-graph").unwrap();
+        let s = find_shape("Qwen2-7B").unwrap();
+        let plain = roofline_step(&gpu, s, f, 64, 512, &cal.efficiency("H200", f));
+        let step = cal.step(&gpu, s, f, Precision::Q4K, 64, 512);
+        assert!((step.step_ms / plain.step_ms - k(Precision::Q4K, 64)).abs() < 1e-12);
+        assert_eq!(step.bound, Bound::Engine);
+        assert_eq!(
+            cal.step(&gpu, s, f, Precision::Q4K, 1, 512),
+            roofline_step(&gpu, s, f, 1, 512, &cal.efficiency("H200", f))
+        );
     }
 }

@@ -153,6 +153,7 @@ fn bound_label(b: Bound) -> &'static str {
         Bound::Launch => "launch-bound",
         Bound::Memory => "memory-bound",
         Bound::Compute => "compute-bound",
+        Bound::Engine => "engine-bound",
     }
 }
 
