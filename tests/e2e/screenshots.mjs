@@ -79,6 +79,21 @@ try {
           console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
         }
       }
+      // The H200's measured batch sweeps (Optimize), the card alone, in all four.
+      if (!only || `optimize-h200-sweeps-${device}-${scheme}`.includes(only)) {
+        await page.goto(server.url + '?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy');
+        const card = page.locator('#batch-sweeps');
+        await card.waitFor();
+        const file = path.join(OUT, `optimize-h200-sweeps-${device}-${scheme}.png`);
+        // A clip of the full page at the card's place (an element shot of a card this far down the
+        // phone page came out offset).
+        const r = await card.evaluate((el) => {
+          const b = el.getBoundingClientRect();
+          return { x: b.left + window.scrollX, y: b.top + window.scrollY, width: b.width, height: b.height };
+        });
+        await page.screenshot({ path: file, fullPage: true, clip: r });
+        console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+      }
       await context.close();
       // The pre-rendered landing as a visitor without JavaScript sees it (issue 18).
       if (!only || `nojs-${device}-${scheme}`.includes(only)) {

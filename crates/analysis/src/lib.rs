@@ -50,6 +50,7 @@ pub mod optimize;
 pub mod pareto;
 pub mod roofline;
 pub mod stacks;
+pub mod sweeps;
 pub mod tag;
 #[cfg(test)]
 mod test_data;

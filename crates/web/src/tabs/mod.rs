@@ -9,6 +9,8 @@ pub mod model;
 pub mod optimize;
 #[cfg(not(feature = "landing"))]
 pub mod run;
+#[cfg(not(feature = "landing"))]
+pub mod sweeps;
 pub mod tested;
 
 use leptos::prelude::*;

@@ -509,6 +509,7 @@ pub fn OptimizeTab() -> impl IntoView {
                 .into_any(),
                 Ok(r) => result_view(r, card_vram()).into_any(),
             }}
+            {super::sweeps::batch_sweeps(st.gpu)}
         </section>
     }
 }

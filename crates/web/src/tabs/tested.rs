@@ -770,11 +770,13 @@ fn CrossoverCard() -> impl IntoView {
                 <Chart spec=spec id="crossover-canvas" label="Crossover chart: measured energy change versus FP16 by model size, for the selected card"/>
                 <Legend items=legend/>
                 {move || {
-                    let n = batched_rows(&st.gpu.get());
+                    let g = st.gpu.get();
+                    let n = batched_rows(&g);
                     (n > 0).then(|| view! {
                         <p class="fine" id="batched-note">
-                            {format!("This card also has {n} rows at batch > 1 (a batch sweep). They are not drawn on these batch-1 views: they feed the optimizer's batch term and are listed under ")}
-                            <a href="?tab=data">"Data & method"</a>"."
+                            {format!("This card also has {n} rows at batch > 1 (a batch sweep). They are not drawn on these batch-1 views: they feed the optimizer's batch term, and ")}
+                            <a href=format!("?tab=optimize&gpu={}#batch-sweeps", g.replace(' ', "%20"))>"Optimize"</a>
+                            " shows them per model and session, with ΔE vs FP16 at every batch."
                         </p>
                     })
                 }}

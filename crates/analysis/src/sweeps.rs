@@ -1,0 +1,262 @@
+//! A card's measured batch sweeps, as the page shows them: per session and model, each batch's
+//! energies and ΔE vs the FP16 row of the same batch. They are the evidence behind the optimizer's
+//! batch term, and they show where batching turns a saving into a cost (on the H200's candle
+//! engines, Q4_K saves 27–38 % at batch 1 and costs up to 37 % more at batch 4).
+
+use crate::curves::{curve_engine, preference};
+use crate::dataset::{Anchor, Dataset};
+use crate::verdict::{direction, signed_pct, Direction};
+use report::Precision;
+
+/// One model's batch sweep in one session on one card.
+#[derive(Debug, Clone)]
+pub struct Sweep<'a> {
+    /// Session of every row.
+    pub session: String,
+    /// The engine that ran it ([`curve_engine`] of its stack).
+    pub engine: String,
+    /// The stack as the rows describe it.
+    pub stack: String,
+    /// Model name as the rows write it.
+    pub model: String,
+    /// Model size, B parameters.
+    pub params_b: f64,
+    /// Batches with at least one row, ascending (1 where the session has batch-1 rows of the model).
+    pub batches: Vec<u32>,
+    /// The non-FP16 formats that were swept (run at some batch > 1), as the dataset labels them.
+    pub formats: Vec<String>,
+    rows: Vec<&'a Anchor>,
+}
+
+/// One format at one batch of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SweepCell {
+    /// Energy per token, mJ.
+    pub energy_mj: f64,
+    /// Throughput summed over the batch, tok/s.
+    pub tok_s: Option<f64>,
+    /// Independent runs behind the row.
+    pub n: Option<u32>,
+    /// ΔE vs FP16 at the same batch, % (`None` for the FP16 row).
+    pub delta_pct: Option<f64>,
+    /// 95 % interval of `delta_pct` from both rows' run-to-run spread.
+    pub interval: Option<(f64, f64)>,
+}
+
+/// (batch, ΔE %, its 95 % interval).
+type BatchDelta = (u32, f64, Option<(f64, f64)>);
+
+impl Sweep<'_> {
+    fn row(&self, batch: u32, label: &str) -> Option<&Anchor> {
+        self.rows
+            .iter()
+            .copied()
+            .find(|a| a.batch == batch && a.precision_label() == label)
+    }
+
+    /// The `label` row at `batch` (`FP16` for the baseline), with its ΔE vs FP16 at that batch.
+    pub fn cell(&self, batch: u32, label: &str) -> Option<SweepCell> {
+        let a = self.row(batch, label)?;
+        let fp16 = self.row(batch, Precision::Fp16.as_str());
+        let is_fp16 = a.precision == Precision::Fp16;
+        let delta_pct = if is_fp16 { None } else { a.delta_pct() };
+        let interval = match (delta_pct, fp16.and_then(|f| a.delta_halfwidth_pct(f))) {
+            (Some(d), Some(h)) => Some((d - h, d + h)),
+            _ => None,
+        };
+        Some(SweepCell {
+            energy_mj: a.energy_mj?,
+            tok_s: a.throughput_tok_s,
+            n: a.n,
+            delta_pct,
+            interval,
+        })
+    }
+
+    /// What batching does to `format` in one sentence: a saving at batch 1 that becomes a cost at
+    /// some batch (or the reverse) is said as such, with both batches, only where both directions
+    /// are clear of their intervals; otherwise the range of ΔE over the batches.
+    pub fn summary(&self, format: &str) -> Option<String> {
+        let at = |b: u32| {
+            let c = self.cell(b, format)?;
+            Some((b, c.delta_pct?, c.interval))
+        };
+        let points: Vec<BatchDelta> = self.batches.iter().filter_map(|&b| at(b)).collect();
+        let batched: Vec<&BatchDelta> = points.iter().filter(|p| p.0 > 1).collect();
+        let worst = batched.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let best = batched.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+        if let Some(&(_, d1, i1)) = points.iter().find(|p| p.0 == 1) {
+            let (at1, worst_dir, best_dir) = (
+                direction(d1, i1),
+                direction(worst.1, worst.2),
+                direction(best.1, best.2),
+            );
+            if at1 == Direction::Saves && worst_dir == Direction::Costs {
+                return Some(format!(
+                    "{format} saves {:.0} % at batch 1 but costs {:.0} % more at batch {}",
+                    -d1, worst.1, worst.0
+                ));
+            }
+            if at1 == Direction::Costs && best_dir == Direction::Saves {
+                return Some(format!(
+                    "{format} costs {d1:.0} % more at batch 1 but saves {:.0} % at batch {}",
+                    -best.1, best.0
+                ));
+            }
+        }
+        let list: Vec<String> = points
+            .iter()
+            .map(|(b, d, _)| format!("{} at batch {b}", signed_pct(*d, 0)))
+            .collect();
+        let all = |want: Direction| points.iter().all(|p| direction(p.1, p.2) == want);
+        let lead = if all(Direction::Costs) {
+            "costs more at every batch measured"
+        } else if all(Direction::Saves) {
+            "saves at every batch measured"
+        } else {
+            "vs FP16"
+        };
+        Some(format!("{format} {lead}: {}", list.join(", ")))
+    }
+}
+
+/// Every batch sweep measured on `gpu`: for each (session, model) with an energy row at batch > 1,
+/// its rows at every batch (batch 1 included), ordered by engine ([`preference`]) and size.
+pub fn card_sweeps<'a>(ds: &'a Dataset, gpu: &str) -> Vec<Sweep<'a>> {
+    let on_card = |a: &&'a Anchor| a.gpu == gpu && a.energy_mj.is_some_and(f64::is_finite);
+    let mut out: Vec<Sweep<'a>> = Vec::new();
+    for a in ds.anchors.iter().filter(on_card).filter(|a| a.batch > 1) {
+        if out
+            .iter()
+            .any(|s| s.session == a.session && s.model == a.model)
+        {
+            continue;
+        }
+        let rows: Vec<&'a Anchor> = ds
+            .anchors
+            .iter()
+            .filter(on_card)
+            .filter(|o| o.session == a.session && o.model == a.model)
+            .collect();
+        let mut batches: Vec<u32> = Vec::new();
+        let mut formats: Vec<String> = Vec::new();
+        for r in &rows {
+            // Kept sorted by inserting in place: no sort instantiated (the page module counts bytes).
+            let at = batches.partition_point(|b| *b < r.batch);
+            if batches.get(at) != Some(&r.batch) {
+                batches.insert(at, r.batch);
+            }
+            let label = r.precision_label();
+            if r.batch > 1 && r.precision != Precision::Fp16 && !formats.contains(&label) {
+                formats.push(label);
+            }
+        }
+        let key = (preference(&curve_engine(&a.stack)), a.params_b);
+        let at = out
+            .iter()
+            .position(|o| (preference(&o.engine), o.params_b) > key)
+            .unwrap_or(out.len());
+        out.insert(
+            at,
+            Sweep {
+                session: a.session.clone(),
+                engine: curve_engine(&a.stack),
+                stack: a.stack.clone(),
+                model: a.model.clone(),
+                params_b: a.params_b,
+                batches,
+                formats,
+                rows,
+            },
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep<'a>(sweeps: &'a [Sweep<'a>], model: &str) -> &'a Sweep<'a> {
+        sweeps
+            .iter()
+            .find(|s| s.model == model)
+            .unwrap_or_else(|| panic!("no sweep of {model}"))
+    }
+
+    #[test]
+    fn h200_sweeps_are_the_graph_and_eager_ones_with_batch_one_included() {
+        let ds = Dataset::embedded();
+        let s = card_sweeps(ds, "H200");
+        let names: Vec<(&str, &str)> = s
+            .iter()
+            .map(|s| (s.engine.as_str(), s.model.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("candle-graph", "Qwen2-1.5B [candle-graph]"),
+                ("candle-graph", "Qwen2-7B [candle-graph]"),
+                ("candle", "Qwen2-1.5B"),
+            ]
+        );
+        let g7 = sweep(&s, "Qwen2-7B [candle-graph]");
+        assert_eq!(g7.batches, [1, 4, 16, 64]);
+        assert_eq!(g7.formats, ["Q4_K"]);
+        // By hand from data/anchors.csv: batch-4 Q4_K 741.89 vs FP16 629.10 mJ/token.
+        let c = g7.cell(4, "Q4_K").unwrap();
+        assert!((c.delta_pct.unwrap() - (741.89 / 629.10 - 1.0) * 100.0).abs() < 0.01);
+        assert_eq!(c.n, Some(3));
+        let (lo, hi) = c.interval.expect("n = 3 on both arms");
+        assert!(lo < c.delta_pct.unwrap() && c.delta_pct.unwrap() < hi && lo > 0.0);
+        let f = g7.cell(64, "FP16").unwrap();
+        assert_eq!((f.energy_mj, f.delta_pct), (76.29, None));
+        assert_eq!(f.tok_s, Some(6741.51));
+        assert!(g7.cell(8, "Q4_K").is_none());
+        // Batch 1 is the campaign's batch-1 row of the same session.
+        let b1 = g7.cell(1, "Q4_K").unwrap();
+        assert!((b1.delta_pct.unwrap() - (-38.36)).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_saving_that_batching_turns_into_a_cost_is_said_with_both_batches() {
+        let ds = Dataset::embedded();
+        let s = card_sweeps(ds, "H200");
+        assert_eq!(
+            sweep(&s, "Qwen2-7B [candle-graph]")
+                .summary("Q4_K")
+                .unwrap(),
+            "Q4_K saves 38 % at batch 1 but costs 18 % more at batch 4"
+        );
+        assert_eq!(
+            sweep(&s, "Qwen2-1.5B [candle-graph]")
+                .summary("Q4_K")
+                .unwrap(),
+            "Q4_K saves 27 % at batch 1 but costs 37 % more at batch 4"
+        );
+        assert!(sweep(&s, "Qwen2-7B [candle-graph]")
+            .summary("Q8_0")
+            .is_none());
+    }
+
+    #[test]
+    fn without_a_clear_flip_the_summary_lists_every_batch() {
+        // The A800 quick validation: LLM.int8() costs more at batch 1, 4 and 8 alike (by hand:
+        // 9608 / 4334, 2718 / 1100, 1417 / 628 mJ/token).
+        let ds = Dataset::embedded();
+        let s = card_sweeps(ds, "A800");
+        let m = sweep(&s, "Mistral-7B-Instruct-v0.3");
+        assert_eq!(m.batches, [1, 4, 8]);
+        assert_eq!(m.formats, ["INT8", "INT8-pure"]);
+        assert_eq!(
+            m.summary("INT8").unwrap(),
+            "INT8 costs more at every batch measured: +122 % at batch 1, +147 % at batch 4, +126 % at batch 8"
+        );
+        // Cards without any batch > 1 energy row have no sweep.
+        assert!(card_sweeps(ds, "RTX 4090").is_empty());
+        assert!(
+            card_sweeps(ds, "T4").is_empty(),
+            "its batch-8 rows have no energy"
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! The card's measured batch sweeps (Optimize tab): per model and session, energy per 1M tokens
+//! of FP16 and each swept format at every batch, and ΔE vs the FP16 row of the same batch. The
+//! tables and sentences come from `analysis::sweeps`; this file only lays them out.
+//!
+//! Static markup from the embedded data, written as one escaped HTML string: as `view!` trees the
+//! tables cost 8.7 KB gz of the full module (the whole app is over its 700 KB budget), as a string
+//! well under 2 KB.
+
+use analysis::sweeps::{card_sweeps, Sweep};
+use analysis::verdict::{direction, Direction};
+use analysis::Dataset;
+use leptos::prelude::*;
+
+use super::tested::base_model;
+use crate::util::{num, pct, per_million, size_b};
+
+/// Every batch sweep measured on the card `gpu` names: one card, or nothing when it has none.
+pub fn batch_sweeps(gpu: RwSignal<String>) -> impl IntoView {
+    move || {
+        let g = gpu.get();
+        let sweeps = card_sweeps(Dataset::embedded(), &g);
+        (!sweeps.is_empty()).then(|| {
+            let html = format!(
+                "<h2 class=\"card-title\">Measured on the {}: what batching does to ΔE</h2><p class=\"sub\">One \
+                 table per model and session: energy per 1M generated tokens of FP16 and of each format swept, at \
+                 every batch measured, and ΔE vs the FP16 row of the same batch (± its 95 % interval from both \
+                 rows' run-to-run spread). The optimizer's batch term for this card's own stacks is read off \
+                 these rows; a saving at batch 1 is not a saving at every batch.</p>{}",
+                esc(&g),
+                sweeps.iter().map(sweep_html).collect::<String>()
+            );
+            view! { <div class="card" id="batch-sweeps" inner_html=html></div> }
+        })
+    }
+}
+
+/// `<`, `>`, `&` and `"` escaped: the rows are our own data, but markup is never built from
+/// unescaped text.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn sweep_html(s: &Sweep) -> String {
+    // One ΔE scale per table, so its bars compare at a glance.
+    let scale = s
+        .batches
+        .iter()
+        .flat_map(|&b| s.formats.iter().filter_map(move |f| s.cell(b, f)))
+        .filter_map(|c| c.delta_pct)
+        .fold(10.0, |m: f64, d| m.max(d.abs()));
+    let mut h = String::with_capacity(4096);
+    let size = size_b((s.params_b * 10.0).round() / 10.0);
+    for part in [
+        "<div class=\"sweep\"><p class=\"sweep-head\"><span class=\"stack-name\">",
+        &esc(&analysis::stacks::stack_label(&s.stack)),
+        "</span> <span class=\"session-name\">",
+        &esc(base_model(&s.model)),
+        " · ",
+        &size,
+        " · session ",
+        &esc(&s.session),
+        "</span></p>",
+    ] {
+        h.push_str(part);
+    }
+    for t in s.formats.iter().filter_map(|f| s.summary(f)) {
+        h.push_str("<p class=\"sweep-lede\">");
+        h.push_str(&esc(&t));
+        h.push_str("</p>");
+    }
+    h.push_str(
+        "<p class=\"fine sweep-units\">Energy per 1M generated tokens · throughput summed over the \
+         batch · ΔE ± its 95 % interval, points</p><div class=\"table-scroll\" tabindex=\"0\" \
+         role=\"region\" aria-label=\"Batch sweep (scrolls sideways)\"><table class=\"facts \
+         sweep-table\"><thead><tr><th>batch</th><th class=\"num\">FP16</th>",
+    );
+    for f in &s.formats {
+        let f = esc(f);
+        for part in ["<th class=\"num\">", &f, "</th><th>", &f, " vs FP16</th>"] {
+            h.push_str(part);
+        }
+    }
+    h.push_str("</tr></thead><tbody>");
+    for &b in &s.batches {
+        h.push_str("<tr><th scope=\"row\">");
+        h.push_str(&b.to_string());
+        h.push_str("</th>");
+        energy_cell(&mut h, s.cell(b, "FP16").map(|c| (c.energy_mj, c.tok_s)));
+        for f in &s.formats {
+            let c = s.cell(b, f);
+            energy_cell(&mut h, c.map(|c| (c.energy_mj, c.tok_s)));
+            h.push_str("<td class=\"delta-cell\">");
+            if let Some((d, i)) = c.and_then(|c| Some((c.delta_pct?, c.interval))) {
+                delta_bar(&mut h, d, i, scale);
+            }
+            h.push_str("</td>");
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</tbody></table></div></div>");
+    h
+}
+
+/// Energy per 1M tokens with the batch's summed throughput under it; a dash where not measured.
+fn energy_cell(h: &mut String, c: Option<(f64, Option<f64>)>) {
+    h.push_str("<td class=\"num\">");
+    match c {
+        Some((e, tok_s)) => {
+            h.push_str(&per_million(e).0);
+            if let Some(t) = tok_s {
+                h.push_str("<span class=\"sub\">");
+                h.push_str(&num(t, 0));
+                h.push_str(" tok/s</span>");
+            }
+        }
+        None => h.push('—'),
+    }
+    h.push_str("</td>");
+}
+
+/// A diverging bar around FP16 (left: saves, right: costs more) and the signed ΔE with its interval.
+fn delta_bar(h: &mut String, d: f64, interval: Option<(f64, f64)>, scale: f64) {
+    let (fill, text) = match direction(d, interval) {
+        Direction::Saves => ("good-bg", "delta good"),
+        Direction::Costs => ("bad-bg", "delta bad"),
+        Direction::Neutral => ("neutral-bg", "delta"),
+    };
+    let side = if d < 0.0 { "right" } else { "left" };
+    let width = num((d.abs() / scale).min(1.0) * 50.0, 1);
+    for part in [
+        "<span class=\"dbar\" aria-hidden=\"true\"><span class=\"dbar-fill ",
+        fill,
+        "\" style=\"",
+        side,
+        ":50%;width:",
+        &width,
+        "%\"></span></span><span class=\"",
+        text,
+        "\">",
+        &pct(d, 1),
+    ] {
+        h.push_str(part);
+    }
+    if let Some((lo, hi)) = interval {
+        h.push_str("<span class=\"sub inline\"> ±");
+        h.push_str(&num((hi - lo) / 2.0, 0));
+        h.push_str("</span>");
+    }
+    h.push_str("</span>");
+}
