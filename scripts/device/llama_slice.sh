@@ -7,6 +7,9 @@
 # $OUT/llama-<time>.tgz, bundled after every shape.
 # Usage (on the device, repo root; carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz):
 #   bash scripts/device/llama_slice.sh START_BY [SHAPE...]   (default: the plan's six shapes)
+#   START_BY 0 with no SHAPE only builds llama-server. SLICE_TAG names this slice's work dir and
+#   bundle, so that two slices can run at once, one per GPU (CUDA_VISIBLE_DEVICES, which the meter
+#   and the servers it starts both follow): scripts/device/llama_pair.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -15,10 +18,12 @@ start_by=${1:?START_BY}; shift
 SHAPES=${*:-qwen2-0.5b tinyllama-1.1b qwen2-1.5b qwen2.5-3b qwen2-7b qwen2.5-14b}
 T0=$(date +%s)
 say() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
-W=/tmp/llama-slice; mkdir -p "$W/raw"
+TAG=${SLICE_TAG:-}
+W=/tmp/llama-slice${TAG:+-$TAG}; mkdir -p "$W/raw"
 cp "$(dirname "$PLAN")"/raw/*.json "$W/raw/" 2>/dev/null   # committed jobs are skipped
 touch "$W/.mark"; stamp=$(date +%s)
-bundle() { (cd "$W" && find raw logs -type f -newer .mark 2>/dev/null | tar czf "$OUT/llama-$stamp.tmp" -T - && mv "$OUT/llama-$stamp.tmp" "$OUT/llama-$stamp.tgz"); }
+B=llama${TAG:+-$TAG}-$stamp
+bundle() { (cd "$W" && find raw logs -type f -newer .mark 2>/dev/null | tar czf "$OUT/$B.tmp" -T - && mv "$OUT/$B.tmp" "$OUT/$B.tgz"); }
 PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
 [ -d .peers/llama.cpp ] || { mkdir -p .peers && tar -xJf .ship/llama.cpp.tar.xz -C .peers; }
 export LLAMA_SRC=$PWD/.peers/llama.cpp LLAMA_BUILD=/tmp/llama-build-cuda
@@ -31,10 +36,11 @@ if [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
   say "built"
 fi
 "$LLAMA_BUILD/bin/llama-server" --version 2>&1 | tail -2
+[ "$start_by" = 0 ] && [ $# -eq 0 ] && { say "built only"; exit 0; }
 export LLAMA_BIN=$LLAMA_BUILD/bin
 GGUF=$(dirname "$PLAN")/gguf   # the plan's model_files are relative to it
 mkdir -p /tmp/gguf "$W/logs"; ln -sfn /tmp/gguf "$GGUF"
-nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"}
 for s in $SHAPES; do
   [ $(( $(date +%s) - T0 )) -gt "$start_by" ] && { say "budget spent: $s not started"; continue; }
   "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && { say "$s: nothing pending"; continue; }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The llama.cpp slice on a two-GPU machine (nvidia-h200-x2), inside one device call: build
+# llama-server once, then two slices at once, one per card, each with its own shapes, work dir and
+# bundle ($OUT/llama-g0-*.tgz, $OUT/llama-g1-*.tgz) and log ($OUT/g0.log, $OUT/g1.log). Same
+# protocol per job as one slice; twice the jobs per device-minute, and a second card in the rows.
+# Usage (repo root; carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz):
+#   bash scripts/device/llama_pair.sh START_BY "SHAPES ON GPU 0" "SHAPES ON GPU 1"
+#   e.g. bash scripts/device/llama_pair.sh 420 "qwen2.5-14b qwen2.5-3b" "qwen2-7b"
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+start_by=${1:?START_BY}; g0=${2:?shapes for GPU 0}; g1=${3:?shapes for GPU 1}
+T0=$(date +%s)
+bash scripts/device/llama_slice.sh 0 || exit 1
+# What is left of START_BY after the build is each slice's own.
+left=$(( start_by - ($(date +%s) - T0) )); [ "$left" -lt 1 ] && left=1
+# shellcheck disable=SC2086  # the shape lists are word lists
+CUDA_VISIBLE_DEVICES=0 SLICE_TAG=g0 bash scripts/device/llama_slice.sh "$left" $g0 > "$OUT/g0.log" 2>&1 & p0=$!
+sleep 5   # the two first GGUF writes and server starts do not race for the same second
+# shellcheck disable=SC2086
+CUDA_VISIBLE_DEVICES=1 SLICE_TAG=g1 bash scripts/device/llama_slice.sh "$left" $g1 > "$OUT/g1.log" 2>&1 & p1=$!
+wait $p0; r0=$?; wait $p1; r1=$?
+echo "=== GPU 0 (exit $r0)"; tail -25 "$OUT/g0.log"
+echo "=== GPU 1 (exit $r1)"; tail -25 "$OUT/g1.log"
+echo "=== pair done after $(( $(date +%s) - T0 )) s"
