@@ -120,6 +120,56 @@ impl Sweep<'_> {
     }
 }
 
+/// A sweep as Markdown (`quantenergy sweeps`): a heading line, its sentences, and a table of
+/// energy per token and throughput per batch with ΔE vs the same batch's FP16 and its interval.
+pub fn markdown(s: &Sweep) -> String {
+    let mut out = format!(
+        "{} · {} · session {}\n\n",
+        crate::stacks::stack_label(&s.stack),
+        s.model,
+        s.session
+    );
+    for t in s.formats.iter().filter_map(|f| s.summary(f)) {
+        out.push_str(&format!("{t}.\n"));
+    }
+    out.push_str("\n| batch | FP16 mJ/tok · tok/s |");
+    for f in &s.formats {
+        out.push_str(&format!(" {f} mJ/tok · tok/s | {f} ΔE vs FP16 [95 %] |"));
+    }
+    out.push_str("\n|---:|---:|");
+    for _ in &s.formats {
+        out.push_str("---:|---|");
+    }
+    let cell = |c: Option<SweepCell>| match c {
+        Some(c) => match c.tok_s {
+            Some(t) => format!(" {:.1} · {t:.0} |", c.energy_mj),
+            None => format!(" {:.1} |", c.energy_mj),
+        },
+        None => " – |".into(),
+    };
+    for &b in &s.batches {
+        out.push_str(&format!("\n| {b} |"));
+        out.push_str(&cell(s.cell(b, "FP16")));
+        for f in &s.formats {
+            let c = s.cell(b, f);
+            out.push_str(&cell(c));
+            let delta = match c.and_then(|c| Some((c.delta_pct?, c.interval))) {
+                Some((d, Some((lo, hi)))) => format!(
+                    " {} [{}, {}] |",
+                    signed_pct(d, 1),
+                    signed_pct(lo, 1),
+                    signed_pct(hi, 1)
+                ),
+                Some((d, None)) => format!(" {} |", signed_pct(d, 1)),
+                None => " – |".into(),
+            };
+            out.push_str(&delta);
+        }
+    }
+    out.push('\n');
+    out
+}
+
 /// Every batch sweep measured on `gpu`: for each (session, model) with an energy row at batch > 1,
 /// its rows at every batch (batch 1 included), ordered by engine ([`preference`]) and size.
 pub fn card_sweeps<'a>(ds: &'a Dataset, gpu: &str) -> Vec<Sweep<'a>> {
@@ -257,6 +307,24 @@ mod tests {
         assert!(
             card_sweeps(ds, "T4").is_empty(),
             "its batch-8 rows have no energy"
+        );
+    }
+
+    #[test]
+    fn markdown_has_a_row_per_batch_with_both_energies_and_the_interval() {
+        let ds = Dataset::embedded();
+        let s = card_sweeps(ds, "H200");
+        let md = markdown(sweep(&s, "Qwen2-7B [candle-graph]"));
+        assert!(md.starts_with("candle-graph 0.11.1 · Qwen2-7B [candle-graph] · session h200-candle-graph-2026-12\n\nQ4_K saves 38 % at batch 1 but costs 18 % more at batch 4.\n"), "{md}");
+        let rows: Vec<&str> = md
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| batch"))
+            .collect();
+        assert_eq!(rows.len(), 4, "{md}");
+        assert!(
+            rows[3].starts_with("| 64 | 76.3 · 6742 | 75.7 · 4590 | −0.7 % ["),
+            "{}",
+            rows[3]
         );
     }
 }

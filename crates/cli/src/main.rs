@@ -81,6 +81,9 @@ enum Command {
     /// One card and model size on every stack measured, side by side (Markdown): the published
     /// rows and the measured reports of DIRs, never pooled across sessions.
     Stacks(cmd::stacks::StacksArgs),
+    /// A card's measured batch sweeps (Markdown): energy and tok/s at every batch, ΔE vs the same
+    /// batch's FP16 with its interval, and where batching turns a saving into a cost.
+    Sweeps(cmd::sweeps::SweepsArgs),
     /// Print what NVML sees: name, architecture, counter support, power fields, update periods.
     #[cfg(feature = "gpu")]
     Probe {
@@ -152,6 +155,7 @@ fn main() -> ExitCode {
         Command::Probe { device } => cmd::probe::run(device),
         Command::Aggregate(args) => ok(cmd::aggregate::run(&args)),
         Command::Stacks(args) => ok(cmd::stacks::run(&args)),
+        Command::Sweeps(args) => ok(cmd::sweeps::run(&args)),
         Command::Optimize(args) => ok(cmd::optimize::run(&args)),
         Command::Share {
             file,

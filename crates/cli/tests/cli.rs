@@ -753,3 +753,34 @@ fn stacks_sets_a_campaign_in_progress_beside_the_published_rows() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// The H200's batch sweeps as Markdown: the graph engine's two models and the eager one, each
+/// batch a row; a card without any batch > 1 energy row is refused with the reason.
+#[test]
+fn sweeps_prints_every_batch_sweep_of_a_card() {
+    let o = qe(&["sweeps", "--gpu", "H200"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    let heads: Vec<&str> = out.lines().filter(|l| l.contains(" · session ")).collect();
+    assert_eq!(heads.len(), 3, "{out}");
+    assert!(
+        heads[1].starts_with("candle-graph 0.11.1 · Qwen2-7B [candle-graph]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Q4_K saves 38 % at batch 1 but costs 18 % more at batch 4."),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("| 64 |")).count(),
+        3,
+        "{out}"
+    );
+    let o = qe(&["sweeps", "--gpu", "RTX 4090"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("RTX 4090 has no energy row at batch > 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -18,6 +18,7 @@ pub mod share;
 pub mod stacks;
 #[cfg(feature = "gpu")]
 pub mod sweep;
+pub mod sweeps;
 pub mod validate;
 
 use anyhow::{bail, Context, Result};
