@@ -5,7 +5,8 @@
 # protocol per job as one slice; twice the jobs per device-minute, and a second card in the rows.
 # Usage (repo root; carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz):
 #   bash scripts/device/llama_pair.sh START_BY "SHAPES ON GPU 0" "SHAPES ON GPU 1"
-#   e.g. bash scripts/device/llama_pair.sh 420 "qwen2.5-14b qwen2.5-3b" "qwen2-7b"
+#   e.g. bash scripts/device/llama_pair.sh 380 "qwen2.5-3b qwen2.5-14b" "qwen2-7b"  (a call is ≤ 600 s:
+#   repeat on the warm machine until `sweep --dry-run` shows nothing pending)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 start_by=${1:?START_BY}; g0=${2:?shapes for GPU 0}; g1=${3:?shapes for GPU 1}

@@ -365,6 +365,7 @@ fn Hero() -> impl IntoView {
     .filter_map(|(label, arch, p, e)| card(label, *arch, *p, *e))
     .collect::<Vec<_>>();
     let stacks = hopper_stacks_sentence().unwrap_or_default();
+    let batching = hopper_batch_sentence().unwrap_or_default();
     view! {
         <header class="hero">
             <div class="brand">
@@ -379,6 +380,7 @@ fn Hero() -> impl IntoView {
                 <strong>"saves"</strong>
                 " it only above a crossover size; LLM.int8() with its default threshold cost more at every size measured. "
                 {stacks}
+                {batching}
                 "Every number here is measured GPU-package energy, or says plainly that it is not."
             </p>
             <ul class="crossovers" aria-label="Crossover sizes per class">
@@ -439,6 +441,30 @@ fn hopper_stacks_sentence() -> Option<String> {
         "The software stack matters as much as the card: on one H200 (our own runs), {format} at {} changes energy per token by {}. ",
         util::size_b(cmp.params_b),
         says.join(", ")
+    ))
+}
+
+/// The lede's sentence on batching, re-derived from the H200 batch sweeps at build time: the
+/// largest model of the preferred engine whose sweep turns a saving at batch 1 into a cost.
+#[cfg(not(target_arch = "wasm32"))]
+fn hopper_batch_sentence() -> Option<String> {
+    let sweeps = analysis::sweeps::card_sweeps(analysis::Dataset::embedded(), "H200");
+    let engine = sweeps.first()?.engine.clone();
+    let (s, said) = sweeps
+        .iter()
+        .rev()
+        .filter(|s| s.engine == engine)
+        .filter_map(|s| {
+            let said = s
+                .formats
+                .iter()
+                .find_map(|f| s.summary(f).filter(|t| t.contains(" at batch 1 but ")))?;
+            Some((s, said))
+        })
+        .next()?;
+    Some(format!(
+        "And batching can flip the answer: with {engine} at {}, {said}. ",
+        util::size_b((s.params_b * 10.0).round() / 10.0)
     ))
 }
 
