@@ -287,6 +287,8 @@ pub struct StackBatchCurve {
     pub k: f64,
     /// (batch, measured ratio to batch 1) behind the fit.
     pub points: Vec<(f64, f64)>,
+    /// Smallest and largest model swept, B parameters: another size borrows the curve.
+    pub swept_b: (f64, f64),
 }
 
 impl StackBatchCurve {
@@ -300,14 +302,17 @@ impl StackBatchCurve {
         log_log_inside(&self.points, b).unwrap_or_else(|| batch_ratio(self.c, self.k, b))
     }
 
-    /// Where `factor(batch)` comes from: batch 1 is the reference itself; a batch the sweep ran
-    /// or one between two it ran is interpolated (the sweep's models stand in for the user's);
-    /// past the sweep the fit is extrapolated.
-    pub fn factor_tag(&self, batch: u32) -> Tag {
+    /// Where `factor(batch)` comes from for a model of `params_b`: batch 1 is the reference
+    /// itself; a batch the sweep ran, or one between two it ran, is interpolated for a model within
+    /// the swept sizes; past the sweep's batches or sizes it is extrapolated.
+    pub fn factor_tag(&self, batch: u32, params_b: f64) -> Tag {
         let last = per_batch_geo_mean(&self.points).last().map_or(1.0, |p| p.0);
+        let (lo, hi) = self.swept_b;
+        // The shapes' own counts and the rows' rounded sizes differ in the third digit.
+        let inside = params_b >= lo * 0.99 && params_b <= hi * 1.01;
         match batch {
             0 | 1 => Tag::Computed,
-            b if b as f64 <= last => Tag::Interpolated,
+            b if b as f64 <= last && inside => Tag::Interpolated,
             _ => Tag::Extrapolated,
         }
     }
@@ -384,13 +389,17 @@ pub fn engine_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
             .iter_mut()
             .find(|c| c.engine == engine && c.precision == a.precision)
         {
-            Some(c) => c.points.push((a.batch as f64, ratio)),
+            Some(c) => {
+                c.points.push((a.batch as f64, ratio));
+                c.swept_b = (c.swept_b.0.min(a.params_b), c.swept_b.1.max(a.params_b));
+            }
             None => out.push(StackBatchCurve {
                 engine,
                 precision: a.precision,
                 c: 0.0,
                 k: 1.0,
                 points: vec![(1.0, 1.0), (a.batch as f64, ratio)],
+                swept_b: (a.params_b, a.params_b),
             }),
         }
     }
@@ -524,6 +533,7 @@ mod tests {
             c: 0.02,
             k: 0.9,
             points: vec![(1.0, 1.0), (4.0, 0.4), (16.0, 0.1), (4.0, 0.625)],
+            swept_b: (1.5, 7.6),
         };
         // Batch 4 twice (two models): their geometric mean, sqrt(0.4 · 0.625) = 0.5.
         assert!((c.factor(4) - 0.5).abs() < 1e-12, "{}", c.factor(4));
@@ -538,7 +548,7 @@ mod tests {
             "past the sweep: the fit"
         );
         assert_eq!(
-            [1, 4, 8, 16, 64].map(|b| c.factor_tag(b)),
+            [1, 4, 8, 16, 64].map(|b| c.factor_tag(b, 3.0)),
             [
                 Tag::Computed,
                 Tag::Interpolated,
@@ -547,6 +557,10 @@ mod tests {
                 Tag::Extrapolated
             ]
         );
+        // A model outside the swept sizes borrows the curve: extrapolated at every batch > 1.
+        assert_eq!(c.factor_tag(4, 14.8), Tag::Extrapolated);
+        assert_eq!(c.factor_tag(4, 0.5), Tag::Extrapolated);
+        assert_eq!(c.factor_tag(1, 14.8), Tag::Computed);
         assert_eq!(log_log_inside(&c.points, 0.5), None);
         assert_eq!(log_log_inside(&[(1.0, f64::NAN), (2.0, -1.0)], 1.0), None);
     }

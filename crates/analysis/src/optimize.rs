@@ -620,10 +620,14 @@ impl Setup<'_> {
 
     /// Energy per token at `batch` relative to batch 1: the engine's own sweep where it has one
     /// ([`Setup::engine_curve`]: measured batches, log-log between them, the fit beyond), else the
-    /// A800 sweep's fitted curve.
+    /// A800 sweep's fitted curve. Interpolated only for the swept precision at a swept size; a
+    /// format that borrows another's sweep (BF16 FP16's, Q4_0 Q4_K's) is extrapolated.
     fn batch_factor(&self, engine: &str, precision: Precision, batch: u32) -> Tagged<f64> {
         match self.engine_curve(engine, precision) {
-            Some(c) => Tagged::new(c.factor(batch), c.factor_tag(batch)),
+            Some(c) if c.precision != precision && batch > 1 => {
+                Tagged::new(c.factor(batch), Tag::Extrapolated)
+            }
+            Some(c) => Tagged::new(c.factor(batch), c.factor_tag(batch, self.shape.params_b)),
             None if batch <= 1 => Tagged::new(self.batch.factor(batch), Tag::Computed),
             None => Tagged::new(self.batch.factor(batch), Tag::Modelled),
         }
@@ -1752,5 +1756,22 @@ mod tests {
             .unwrap();
         assert_eq!(q4k64.bound.value, Bound::Engine);
         assert_eq!(q4k64.batch_factor.tag, Tag::Interpolated);
+        // Q4_0 borrows Q4_K's sweep: same factor, but extrapolated.
+        let q40 = r
+            .feasible_configs
+            .iter()
+            .find(|c| c.precision == Precision::Q4_0 && c.batch == 64)
+            .unwrap();
+        assert_eq!(q40.batch_factor.value, q4k64.batch_factor.value);
+        assert_eq!(q40.batch_factor.tag, Tag::Extrapolated);
+        // 14 B is past the swept sizes (1.5 B and 7.6 B): extrapolated too.
+        q.model = Some("qwen2.5-14b".into());
+        let r14 = optimize(&q).unwrap();
+        let c14 = r14
+            .feasible_configs
+            .iter()
+            .find(|c| c.precision == Precision::Q4K && c.batch == 64)
+            .unwrap();
+        assert_eq!(c14.batch_factor.tag, Tag::Extrapolated);
     }
 }

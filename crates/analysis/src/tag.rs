@@ -13,7 +13,7 @@ pub enum Tag {
     Computed,
     /// Between measured points (a fitted curve or log-log interpolation inside the data).
     Interpolated,
-    /// Outside the measured range, or borrowed from another architecture.
+    /// Outside the measured range, or borrowed from another architecture, model size or format.
     Extrapolated,
     /// From a physical model with calibrated or assumed constants (roofline, batch/context terms).
     Modelled,

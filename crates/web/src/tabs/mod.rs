@@ -101,7 +101,7 @@ pub fn tag_meaning(t: analysis::Tag) -> &'static str {
         Tag::Measured => "read off a published measurement",
         Tag::Computed => "exact arithmetic: shapes, bytes, datasheets",
         Tag::Interpolated => "inside the measured range of a fit",
-        Tag::Extrapolated => "outside it, or borrowed from another architecture",
+        Tag::Extrapolated => "outside it, or borrowed from another architecture, size or format",
         Tag::Modelled => "a calibrated physical model (roofline, batch, context)",
     }
 }
