@@ -784,3 +784,26 @@ fn sweeps_prints_every_batch_sweep_of_a_card() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `optimize --calibration` prints each engine's measured batch step correction next to the
+/// launch floors: the graph engine's Q4_K step at batch 64 is several times the roofline's.
+#[test]
+fn calibration_prints_the_batch_step_corrections() {
+    let o = qe(&["optimize", "--calibration"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("candle-graph Q4_K batch step correction")
+        })
+        .unwrap_or_else(|| panic!("no graph Q4_K correction in\n{out}"));
+    let b64: f64 = line
+        .rsplit("b64 ×")
+        .next()
+        .and_then(|x| x.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(b64 > 3.0, "{line}");
+    assert!(out.contains("candle FP16 batch step correction"), "{out}");
+}

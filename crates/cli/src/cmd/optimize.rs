@@ -258,6 +258,21 @@ fn print_calibration(json: bool) -> Result<()> {
             c.gpu, c.factor, c.rows
         );
     }
+    for c in &cal.batch_corrections {
+        let at: Vec<String> = [2u32, 4, 8, 16, 32, 64]
+            .iter()
+            .map(|&b| format!("b{b} ×{:.2}", c.at(b)))
+            .collect();
+        // The stack as the JSON output names it (kebab-case).
+        let stack = serde_json::to_string(&c.stack)?;
+        println!(
+            "  {} {} batch step correction (measured / modelled vs batch 1, its own sweep, {} rows): {}",
+            stack.trim_matches('"'),
+            c.precision,
+            c.points.len() - 1,
+            at.join(", ")
+        );
+    }
     println!("| gpu | model | precision | batch | session | measured tok/s | modelled tok/s | error % | pooled tok/s | pooled error % | bound | in fit | note |");
     println!("|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|---|");
     for r in &cal.rows {
