@@ -10,15 +10,22 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 start_by=${1:?START_BY}; g0=${2:?shapes for GPU 0}; g1=${3:?shapes for GPU 1}
+# The slices share /tmp/gguf, where each writes and deletes its own shapes' files: a shape in both
+# lists would be written and deleted under the other slice.
+for s in $g0; do
+  case " $g1 " in *" $s "*) echo "shape $s is in both lists" >&2; exit 2 ;; esac
+done
 T0=$(date +%s)
 bash scripts/device/llama_slice.sh 0 || exit 1
-# What is left of START_BY after the build is each slice's own.
-left=$(( start_by - ($(date +%s) - T0) )); [ "$left" -lt 1 ] && left=1
+# What is left of START_BY after the build is each slice's own; none left, nothing starts (a job
+# started anyway could run past the call's limit and lose its shape's reports).
+left_now() { echo $(( start_by - ($(date +%s) - T0) )); }
+[ "$(left_now)" -lt 1 ] && { echo "the build used all of START_BY: run again on the warm machine"; exit 0; }
 # shellcheck disable=SC2086  # the shape lists are word lists
-CUDA_VISIBLE_DEVICES=0 SLICE_TAG=g0 bash scripts/device/llama_slice.sh "$left" $g0 > "$OUT/g0.log" 2>&1 & p0=$!
+CUDA_VISIBLE_DEVICES=0 SLICE_TAG=g0 bash scripts/device/llama_slice.sh "$(left_now)" $g0 > "$OUT/g0.log" 2>&1 & p0=$!
 sleep 5   # the two first GGUF writes and server starts do not race for the same second
 # shellcheck disable=SC2086
-CUDA_VISIBLE_DEVICES=1 SLICE_TAG=g1 bash scripts/device/llama_slice.sh "$left" $g1 > "$OUT/g1.log" 2>&1 & p1=$!
+CUDA_VISIBLE_DEVICES=1 SLICE_TAG=g1 bash scripts/device/llama_slice.sh "$(left_now)" $g1 > "$OUT/g1.log" 2>&1 & p1=$!
 wait $p0; r0=$?; wait $p1; r1=$?
 echo "=== GPU 0 (exit $r0)"; tail -25 "$OUT/g0.log"
 echo "=== GPU 1 (exit $r1)"; tail -25 "$OUT/g1.log"

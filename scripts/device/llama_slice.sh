@@ -42,7 +42,7 @@ GGUF=$(dirname "$PLAN")/gguf   # the plan's model_files are relative to it
 mkdir -p /tmp/gguf "$W/logs"; ln -sfn /tmp/gguf "$GGUF"
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"}
 for s in $SHAPES; do
-  [ $(( $(date +%s) - T0 )) -gt "$start_by" ] && { say "budget spent: $s not started"; continue; }
+  [ $(( $(date +%s) - T0 )) -ge "$start_by" ] && { say "budget spent: $s not started"; continue; }
   "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && { say "$s: nothing pending"; continue; }
   say "GGUFs of $s"
   pids=()

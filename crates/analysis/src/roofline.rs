@@ -299,7 +299,8 @@ pub struct CalibrationRow {
 pub struct BatchStepCorrection {
     /// The engine's stack.
     pub stack: Stack,
-    /// FP16 (for the 16-bit float formats) or Q4_K (for every GGUF format): the swept precisions.
+    /// The precision swept (FP16 and Q4_K on the H200; BF16 borrows FP16's, the other GGUF
+    /// formats Q4_K's, at lookup).
     pub precision: Precision,
     /// (batch, correction) of every swept row, (1, 1) first.
     pub points: Vec<(f64, f64)>,
@@ -691,7 +692,8 @@ fn candle_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&
 fn llamacpp_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&Observation>) {
     let rows: Vec<&Observation> = obs
         .iter()
-        .filter(|o| o.fmt.stack == Stack::LlamaCpp && o.fits())
+        // Batch-1 rows: a concurrency sweep's rows are the batch correction's, never the floors'.
+        .filter(|o| o.fmt.stack == Stack::LlamaCpp && o.batch == 1 && o.fits())
         .collect();
     if rows.is_empty() {
         return (Vec::new(), rows);
@@ -851,7 +853,12 @@ fn batch_step_corrections(
             continue;
         };
         let k = (o.measured_step_ms() / modelled(o)) / (base.measured_step_ms() / modelled(base));
-        let class = swept_class(o.precision);
+        if !k.is_finite() {
+            continue;
+        }
+        // Keyed by the swept precision itself, as the energy curves are (`engine_batch_curves`):
+        // a format without a sweep of its own borrows one at lookup (`batch_correction`).
+        let class = o.precision;
         match out
             .iter_mut()
             .find(|c| c.stack == o.fmt.stack && c.precision == class)

@@ -23,8 +23,9 @@ pub fn batch_sweeps(gpu: RwSignal<String>) -> impl IntoView {
             let html = format!(
                 "<h2 class=\"card-title\">Measured on the {}: what batching does to ΔE</h2><p class=\"sub\">One \
                  table per model and session: energy per 1M generated tokens of FP16 and of each format swept, at \
-                 every batch measured, and ΔE vs the FP16 row of the same batch (± its 95 % interval from both \
-                 rows' run-to-run spread). The optimizer's batch term for this card's own stacks is read off \
+                 every batch measured, and ΔE vs the FP16 arm measured alongside it at that batch (± its 95 % \
+                 interval from the run-to-run spread; where the FP16 row pools more runs than that arm, ΔE \
+                 can differ from the two energies shown by a point or two). The optimizer's batch term for this card's own stacks is read off \
                  these rows; a saving at batch 1 is not a saving at every batch.</p>{}",
                 esc(&g),
                 sweeps.iter().map(sweep_html).collect::<String>()
@@ -74,8 +75,12 @@ fn sweep_html(s: &Sweep) -> String {
     h.push_str(
         "<p class=\"fine sweep-units\">Energy per 1M generated tokens · throughput summed over the \
          batch · ΔE ± its 95 % interval, points</p><div class=\"table-scroll\" tabindex=\"0\" \
-         role=\"region\" aria-label=\"Batch sweep (scrolls sideways)\"><table class=\"facts \
-         sweep-table\"><thead><tr><th>batch</th><th class=\"num\">FP16</th>",
+         role=\"region\" aria-label=\"Batch sweep of ",
+    );
+    h.push_str(&esc(&s.model));
+    h.push_str(
+        " (scrolls sideways)\"><table class=\"facts sweep-table\"><thead><tr><th>batch</th>\
+         <th class=\"num\">FP16</th>",
     );
     for f in &s.formats {
         let f = esc(f);
@@ -146,7 +151,8 @@ fn delta_bar(h: &mut String, d: f64, interval: Option<(f64, f64)>, scale: f64) {
     }
     if let Some((lo, hi)) = interval {
         h.push_str("<span class=\"sub inline\"> ±");
-        h.push_str(&num((hi - lo) / 2.0, 0));
+        let half = (hi - lo) / 2.0;
+        h.push_str(&num(half, if half < 1.0 { 1 } else { 0 }));
         h.push_str("</span>");
     }
     h.push_str("</span>");

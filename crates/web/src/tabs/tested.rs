@@ -324,6 +324,20 @@ fn brief(gpu: &str, model: &str) -> String {
     out
 }
 
+/// A query-string value percent-encoded byte by byte (everything but `A–Z a–z 0–9 - _ . ~`), so a
+/// card name with a space, `&`, `#` or `+` stays one value. The pre-render runs natively: no
+/// browser encoder here.
+fn query_value(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Rows of this card at batch > 1 (batch sweeps): not drawn on the batch-1 views.
 fn batched_rows(gpu: &str) -> usize {
     ds().anchors
@@ -775,7 +789,7 @@ fn CrossoverCard() -> impl IntoView {
                     (n > 0).then(|| view! {
                         <p class="fine" id="batched-note">
                             {format!("This card also has {n} rows at batch > 1 (a batch sweep). They are not drawn on these batch-1 views: they feed the optimizer's batch term, and ")}
-                            <a href=format!("?tab=optimize&gpu={}#batch-sweeps", g.replace(' ', "%20"))>"Optimize"</a>
+                            <a href=format!("?tab=optimize&gpu={}#batch-sweeps", query_value(&g))>"Optimize"</a>
                             " shows them per model and session, with ΔE vs FP16 at every batch."
                         </p>
                     })
