@@ -316,9 +316,12 @@ test('the H200 batch sweeps: Tested models links to them, Optimize shows where b
   await page.goto(`${server.url}?tab=tested&gpu=H200&model=Qwen2-7B`);
   const link = page.locator('#batched-note a');
   assert.match(await link.getAttribute('href'), /tab=optimize&gpu=H200#batch-sweeps/);
+  // The picked model was swept: its energy card says the batch-1 verdicts can change.
+  assert.match(await page.locator('#swept-note a').getAttribute('href'), /tab=optimize&gpu=H200#batch-sweeps/);
   await link.click();
   const card = page.locator('#batch-sweeps');
   await card.waitFor();
+  assert.match(await page.locator('#opt-stack-used').innerText(), /its measured batch sweep below/);
   // One table per swept model and session: the graph engine's 1.5 B and 7 B, the eager one's 1.5 B.
   assert.equal(await card.locator('.sweep').count(), 3);
   const ledes = await card.locator('.sweep-lede').allInnerTexts();
@@ -334,9 +337,14 @@ test('the H200 batch sweeps: Tested models links to them, Optimize shows where b
   assert.equal(await rows.nth(1).locator('.delta.bad').count(), 1);
   assert.equal(await rows.nth(0).locator('.delta.good').count(), 1);
   assert.match(await rows.nth(3).innerText(), /6742 tok\/s/);
-  // A card without a batch sweep shows no such card.
+  // A card without a batch sweep shows no such card, and the recommendation does not point to one.
   await page.selectOption('#opt-gpu', 'RTX 4090');
   await page.waitForFunction(() => !document.querySelector('#batch-sweeps'));
+  assert.match(await page.locator('#opt-stack-used').innerText(), /see How these figures are made$/);
+  // A model never swept on its card gets no note.
+  await page.goto(`${server.url}?tab=tested&gpu=H200&model=Qwen2.5-3B`);
+  await page.locator('#batched-note').waitFor();
+  assert.equal(await page.locator('#swept-note').count(), 0);
   assert.deepEqual(problems, []);
   await context.close();
 });

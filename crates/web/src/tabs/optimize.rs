@@ -640,6 +640,12 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
     } else {
         String::new()
     };
+    // Whether the recommendation's engine has a batch sweep on this card (shown below the result).
+    let swept_here = r.optimum.as_ref().is_some_and(|o| {
+        analysis::sweeps::card_sweeps(Dataset::embedded(), &r.gpu.name)
+            .iter()
+            .any(|s| s.engine == o.engine)
+    });
     let main = match (&r.optimum, &r.least_violating) {
         (Some(o), _) => view! {
             <div class="card result" id="opt-recommendation">
@@ -649,7 +655,7 @@ fn result_view(r: OptimizeResult, card_vram: f64) -> impl IntoView {
                     {config(o)}
                 </p>
                 <p class="sub">{format!("Objective: {obj} · best of the feasible configurations under your budgets")}</p>
-                <p class="sub" id="opt-stack-used">{format!("Assumes the {} stack: the FP16 energy, ΔE curves and latency floors measured on it{searched}; how batching scales on it: see How these figures are made", o.engine)}</p>
+                <p class="sub" id="opt-stack-used">{format!("Assumes the {} stack: the FP16 energy, ΔE curves and latency floors measured on it{searched}; how batching scales on it: {}", o.engine, if swept_here { "its measured batch sweep below, and How these figures are made" } else { "see How these figures are made" })}</p>
                 {tie.map(|t| view! { <p class="tag warn tie-note" id="opt-tie">{format!("Not a clear winner: {t}.")}</p> })}
                 {tiles(o, card_vram)}
                 <TagLegend/>

@@ -698,6 +698,21 @@ fn EnergyCard() -> impl IntoView {
                     <CopyButton text=brief_text label="Copy decision brief" id="copy-brief"/>
                     <CopyButton text=permalink label="Copy permalink" id="copy-permalink"/>
                 </div>
+                {move || {
+                    let (g, m) = (st.gpu.get(), st.model.get());
+                    // The batch-1 verdicts above can flip at batch > 1: say so where it was measured.
+                    let swept = ds()
+                        .anchors
+                        .iter()
+                        .any(|a| a.gpu == g && a.batch > 1 && a.energy_mj.is_some() && base_model(&a.model) == m);
+                    swept.then(|| view! {
+                        <p class="fine" id="swept-note">
+                            "This model was also measured at batch > 1 on this card, where the answer can change: "
+                            <a href=format!("?tab=optimize&gpu={}#batch-sweeps", query_value(&g))>"its batch sweep"</a>
+                            "."
+                        </p>
+                    })
+                }}
                 <p class="fine">
                     "Bars are GPU-package energy (NVML) for single-stream decode at batch 1. ΔE is recomputed from the two energies of the same session, never copied from a published percentage. "
                     "Compare deltas within a session; absolute energies drift between sessions and hosts."
