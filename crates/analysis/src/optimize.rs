@@ -1749,29 +1749,23 @@ mod tests {
                 "{p} b{b}: {e} vs measured {m} mJ"
             );
         }
-        let q4k64 = r
-            .feasible_configs
-            .iter()
-            .find(|c| c.precision == Precision::Q4K && c.batch == 64)
-            .unwrap();
+        let at64 = |r: &OptimizeResult, p: Precision| {
+            r.feasible_configs
+                .iter()
+                .find(|c| c.precision == p && c.batch == 64)
+                .unwrap_or_else(|| panic!("{p} b64"))
+                .clone()
+        };
+        let q4k64 = at64(&r, Precision::Q4K);
         assert_eq!(q4k64.bound.value, Bound::Engine);
         assert_eq!(q4k64.batch_factor.tag, Tag::Interpolated);
         // Q4_0 borrows Q4_K's sweep: same factor, but extrapolated.
-        let q40 = r
-            .feasible_configs
-            .iter()
-            .find(|c| c.precision == Precision::Q4_0 && c.batch == 64)
-            .unwrap();
+        let q40 = at64(&r, Precision::Q4_0);
         assert_eq!(q40.batch_factor.value, q4k64.batch_factor.value);
         assert_eq!(q40.batch_factor.tag, Tag::Extrapolated);
         // 14 B is past the swept sizes (1.5 B and 7.6 B): extrapolated too.
         q.model = Some("qwen2.5-14b".into());
-        let r14 = optimize(&q).unwrap();
-        let c14 = r14
-            .feasible_configs
-            .iter()
-            .find(|c| c.precision == Precision::Q4K && c.batch == 64)
-            .unwrap();
+        let c14 = at64(&optimize(&q).unwrap(), Precision::Q4K);
         assert_eq!(c14.batch_factor.tag, Tag::Extrapolated);
     }
 }

@@ -73,36 +73,51 @@ impl Sweep<'_> {
         })
     }
 
-    /// What batching does to `format` in one sentence: a saving at batch 1 that becomes a cost at
-    /// some batch (or the reverse) is said as such, with both batches, only where both directions
-    /// are clear of their intervals; otherwise the range of ΔE over the batches.
+    /// `format`'s (batch, ΔE %, interval) at every batch with a ΔE.
+    fn deltas(&self, format: &str) -> Vec<BatchDelta> {
+        self.batches
+            .iter()
+            .filter_map(|&b| {
+                let c = self.cell(b, format)?;
+                Some((b, c.delta_pct?, c.interval))
+            })
+            .collect()
+    }
+
+    /// The sentence for a saving at batch 1 that becomes a cost at some batch (or the reverse),
+    /// with both batches — only where both directions are clear of their intervals.
+    pub fn flip(&self, format: &str) -> Option<String> {
+        let points = self.deltas(format);
+        let batched = || points.iter().filter(|p| p.0 > 1);
+        let worst = batched().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let best = batched().min_by(|a, b| a.1.total_cmp(&b.1))?;
+        let &(_, d1, i1) = points.iter().find(|p| p.0 == 1)?;
+        match (
+            direction(d1, i1),
+            direction(worst.1, worst.2),
+            direction(best.1, best.2),
+        ) {
+            (Direction::Saves, Direction::Costs, _) => Some(format!(
+                "{format} saves {:.0} % at batch 1 but costs {:.0} % more at batch {}",
+                -d1, worst.1, worst.0
+            )),
+            (Direction::Costs, _, Direction::Saves) => Some(format!(
+                "{format} costs {d1:.0} % more at batch 1 but saves {:.0} % at batch {}",
+                -best.1, best.0
+            )),
+            _ => None,
+        }
+    }
+
+    /// What batching does to `format` in one sentence: its [`Sweep::flip`] where there is one,
+    /// otherwise ΔE at every batch (a format never run at batch > 1 has none).
     pub fn summary(&self, format: &str) -> Option<String> {
-        let at = |b: u32| {
-            let c = self.cell(b, format)?;
-            Some((b, c.delta_pct?, c.interval))
-        };
-        let points: Vec<BatchDelta> = self.batches.iter().filter_map(|&b| at(b)).collect();
-        let batched: Vec<&BatchDelta> = points.iter().filter(|p| p.0 > 1).collect();
-        let worst = batched.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
-        let best = batched.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
-        if let Some(&(_, d1, i1)) = points.iter().find(|p| p.0 == 1) {
-            let (at1, worst_dir, best_dir) = (
-                direction(d1, i1),
-                direction(worst.1, worst.2),
-                direction(best.1, best.2),
-            );
-            if at1 == Direction::Saves && worst_dir == Direction::Costs {
-                return Some(format!(
-                    "{format} saves {:.0} % at batch 1 but costs {:.0} % more at batch {}",
-                    -d1, worst.1, worst.0
-                ));
-            }
-            if at1 == Direction::Costs && best_dir == Direction::Saves {
-                return Some(format!(
-                    "{format} costs {d1:.0} % more at batch 1 but saves {:.0} % at batch {}",
-                    -best.1, best.0
-                ));
-            }
+        let points = self.deltas(format);
+        if !points.iter().any(|p| p.0 > 1) {
+            return None;
+        }
+        if let Some(f) = self.flip(format) {
+            return Some(f);
         }
         let list: Vec<String> = points
             .iter()

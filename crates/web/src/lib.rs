@@ -455,10 +455,7 @@ fn hopper_batch_sentence() -> Option<String> {
         .rev()
         .filter(|s| s.engine == engine)
         .filter_map(|s| {
-            let said = s
-                .formats
-                .iter()
-                .find_map(|f| s.summary(f).filter(|t| t.contains(" at batch 1 but ")))?;
+            let said = s.formats.iter().find_map(|f| s.flip(f))?;
             Some((s, said))
         })
         .next()?;

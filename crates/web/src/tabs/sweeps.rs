@@ -12,6 +12,7 @@ use analysis::Dataset;
 use leptos::prelude::*;
 
 use super::tested::base_model;
+use crate::chart::surface::esc;
 use crate::util::{num, pct, per_million, size_b};
 
 /// Every batch sweep measured on the card `gpu` names: one card, or nothing when it has none.
@@ -33,15 +34,6 @@ pub fn batch_sweeps(gpu: RwSignal<String>) -> impl IntoView {
             view! { <div class="card" id="batch-sweeps" inner_html=html></div> }
         })
     }
-}
-
-/// `<`, `>`, `&` and `"` escaped: the rows are our own data, but markup is never built from
-/// unescaped text.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn sweep_html(s: &Sweep) -> String {

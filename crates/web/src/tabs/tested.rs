@@ -338,11 +338,13 @@ fn query_value(s: &str) -> String {
         .collect()
 }
 
-/// Rows of this card at batch > 1 (batch sweeps): not drawn on the batch-1 views.
-fn batched_rows(gpu: &str) -> usize {
+/// Rows of this card at batch > 1 (batch sweeps), of one model (any stack) when given: not drawn
+/// on the batch-1 views.
+fn batched_rows(gpu: &str, model: Option<&str>) -> usize {
     ds().anchors
         .iter()
         .filter(|a| a.gpu == gpu && a.batch > 1)
+        .filter(|a| model.is_none_or(|m| a.energy_mj.is_some() && base_model(&a.model) == m))
         .count()
 }
 
@@ -701,11 +703,7 @@ fn EnergyCard() -> impl IntoView {
                 {move || {
                     let (g, m) = (st.gpu.get(), st.model.get());
                     // The batch-1 verdicts above can flip at batch > 1: say so where it was measured.
-                    let swept = ds()
-                        .anchors
-                        .iter()
-                        .any(|a| a.gpu == g && a.batch > 1 && a.energy_mj.is_some() && base_model(&a.model) == m);
-                    swept.then(|| view! {
+                    (batched_rows(&g, Some(&m)) > 0).then(|| view! {
                         <p class="fine" id="swept-note">
                             "This model was also measured at batch > 1 on this card, where the answer can change: "
                             <a href=format!("?tab=optimize&gpu={}#batch-sweeps", query_value(&g))>"its batch sweep"</a>
@@ -800,7 +798,7 @@ fn CrossoverCard() -> impl IntoView {
                 <Legend items=legend/>
                 {move || {
                     let g = st.gpu.get();
-                    let n = batched_rows(&g);
+                    let n = batched_rows(&g, None);
                     (n > 0).then(|| view! {
                         <p class="fine" id="batched-note">
                             {format!("This card also has {n} rows at batch > 1 (a batch sweep). They are not drawn on these batch-1 views: they feed the optimizer's batch term, and ")}
