@@ -45,25 +45,36 @@ for s in $SHAPES; do
   [ $(( $(date +%s) - T0 )) -ge "$start_by" ] && { say "budget spent: $s not started"; continue; }
   "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && { say "$s: nothing pending"; continue; }
   say "GGUFs of $s"
+  # A warm machine may still hold them from the last call (kept while jobs were pending); make_gguf
+  # renames a finished file into place, so one that exists is whole.
   pids=()
   for t in Q8_0 Q4_K Q4_0; do
+    [ -e "/tmp/gguf/$s-$t.gguf" ] && continue
     "$PY" scripts/peers/make_gguf.py --shape "$s" --type "$t" --seed 0 --out "/tmp/gguf/$s-$t.gguf" >> "$W/logs/gguf.log" 2>&1 & pids+=($!)
   done
-  wait "${pids[@]}"
+  [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
   # The F16 file is ~1.9x the Q8_0 one: 14B's four files (~63 GB) overfill the 64 GB disk, so F16 goes
   # to /dev/shm when the disk lacks room and shm has it (a link keeps the plan's path).
-  need=$(( $(stat -c %s "/tmp/gguf/$s-Q8_0.gguf") * 19 / 10 + (2 << 30) ))
   f16=/tmp/gguf/$s-F16.gguf
-  if [ "$(df --output=avail -B1 /tmp | tail -1)" -lt "$need" ] && [ "$(df --output=avail -B1 /dev/shm | tail -1)" -gt "$need" ]; then
-    f16=/dev/shm/$s-F16.gguf; ln -sfn "$f16" "/tmp/gguf/$s-F16.gguf"; say "F16 of $s in /dev/shm"
+  if [ ! -e "$f16" ]; then
+    need=$(( $(stat -c %s "/tmp/gguf/$s-Q8_0.gguf") * 19 / 10 + (2 << 30) ))
+    if [ "$(df --output=avail -B1 /tmp | tail -1)" -lt "$need" ] && [ "$(df --output=avail -B1 /dev/shm | tail -1)" -gt "$need" ]; then
+      f16=/dev/shm/$s-F16.gguf; ln -sfn "$f16" "/tmp/gguf/$s-F16.gguf"; say "F16 of $s in /dev/shm"
+    fi
+    "$PY" scripts/peers/make_gguf.py --shape "$s" --type F16 --seed 0 --out "$f16" >> "$W/logs/gguf.log" 2>&1 \
+      || { say "F16 GGUF of $s failed"; tail -5 "$W/logs/gguf.log"; rm -f /tmp/gguf/"$s"-*.gguf; continue; }
   fi
-  "$PY" scripts/peers/make_gguf.py --shape "$s" --type F16 --seed 0 --out "$f16" >> "$W/logs/gguf.log" 2>&1 \
-    || { say "F16 GGUF of $s failed"; tail -5 "$W/logs/gguf.log"; rm -f /tmp/gguf/"$s"-*.gguf; continue; }
   say "sweep $s"
   left=$(( start_by - ($(date +%s) - T0) )); [ "$left" -lt 1 ] && left=1
   "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --time-budget-s "$left" 2>&1 \
     | grep -E "jobs in the plan|wrote .*basis|mJ/token|FAILED|failed|stopping|error|panick"
-  rm -f /tmp/gguf/"$s"-*.gguf /dev/shm/"$s"-F16.gguf
+  # The last shape's files stay while it has jobs pending: the next call on the warm machine
+  # resumes without writing them again (≈ 1 min at 7 B, more at 14 B).
+  if [ "$s" != "${SHAPES##* }" ] || "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run"; then
+    rm -f /tmp/gguf/"$s"-*.gguf /dev/shm/"$s"-F16.gguf
+  else
+    say "$s: jobs pending, its GGUFs kept for the next call"
+  fi
   bundle
 done
 say "done"; bundle
