@@ -466,11 +466,36 @@ mod tests {
     }
 
     #[test]
-    fn candle_curves_come_from_the_h200_sweep_and_show_quantized_batching_worse() {
+    fn engine_curves_come_from_the_h200_sweeps_and_show_quantized_batching_worse() {
         let all = engine_batch_curves(Dataset::embedded());
         let mut engines: Vec<&str> = all.iter().map(|c| c.engine.as_str()).collect();
         engines.dedup();
-        assert_eq!(engines, ["candle", "candle-graph"], "the two swept engines");
+        assert_eq!(
+            engines,
+            ["candle", "candle-graph", "llama.cpp"],
+            "the three swept engines"
+        );
+        // llama-server's concurrency sweep (1 / 8 / 32 streams, 7 B): its curve is the measured
+        // ratios, e.g. FP16 487.2 / 3268.8 mJ = 0.149 at 8 streams, Q4_K 494.8 / 1574.3 = 0.314:
+        // batching helps FP16 twice as much, as on candle.
+        let llama = |p: Precision| {
+            all.iter()
+                .find(|c| c.engine == "llama.cpp" && c.precision == p)
+                .unwrap_or_else(|| panic!("llama.cpp {p}"))
+        };
+        let (lf, lq) = (llama(Precision::Fp16), llama(Precision::Q4K));
+        assert_eq!(lf.points.len(), 3, "streams 1, 8, 32");
+        assert!(
+            (lf.factor(8) - 487.22 / 3268.83).abs() < 0.002,
+            "{}",
+            lf.factor(8)
+        );
+        assert!(
+            (lq.factor(8) - 494.82 / 1574.30).abs() < 0.002,
+            "{}",
+            lq.factor(8)
+        );
+        assert!(lq.factor(32) > lf.factor(32));
         let curves: Vec<&StackBatchCurve> = all.iter().filter(|c| c.engine == "candle").collect();
         let f16 = curves
             .iter()

@@ -419,8 +419,8 @@ mod tests {
     fn hopper_classes_come_from_our_h200_campaign() {
         // Each engine's precisions next to their own F16 arm, one batch-1 point per shape measured:
         // eager candle and candle-graph at Qwen2 0.5B/1.5B/3B/7B and TinyLlama-1.1B, the GGUF
-        // formats (and the graph engine's BF16) also at Qwen2.5-14B; llama.cpp at 0.5B, TinyLlama
-        // and 1.5B, GGUF formats only.
+        // formats (and the graph engine's BF16) also at Qwen2.5-14B; llama.cpp at 0.5B, TinyLlama,
+        // 1.5B, 3B and 7B, GGUF formats only.
         // (engine, how its stack text starts, points per precision)
         type Plan<'a> = (&'a str, &'a str, &'a [(&'a str, usize)]);
         let plan: [Plan; 3] = [
@@ -437,7 +437,7 @@ mod tests {
             (
                 "llama.cpp",
                 "llama.cpp ",
-                &[("Q8_0", 3), ("Q4_K", 3), ("Q4_0", 3)],
+                &[("Q8_0", 5), ("Q4_K", 5), ("Q4_0", 5)],
             ),
         ];
         for (engine, stack, shapes) in plan {

@@ -84,6 +84,25 @@ impl Sweep<'_> {
             .collect()
     }
 
+    /// What a sweep's batch is: the sequences one engine decodes together, or for a server the
+    /// concurrent request streams it is sent (it batches them itself).
+    pub fn batch_word(&self) -> &'static str {
+        if self.engine == "llama.cpp" {
+            "streams"
+        } else {
+            "batch"
+        }
+    }
+
+    /// "batch 4", or "8 streams" for a server.
+    pub fn at(&self, batch: u32) -> String {
+        match (self.batch_word(), batch) {
+            ("streams", 1) => "1 stream".to_string(),
+            ("streams", b) => format!("{b} streams"),
+            (_, b) => format!("batch {b}"),
+        }
+    }
+
     /// The sentence for a saving at batch 1 that becomes a cost at some batch (or the reverse),
     /// with both batches — only where both directions are clear of their intervals.
     pub fn flip(&self, format: &str) -> Option<String> {
@@ -98,12 +117,17 @@ impl Sweep<'_> {
             direction(best.1, best.2),
         ) {
             (Direction::Saves, Direction::Costs, _) => Some(format!(
-                "{format} saves {:.0} % at batch 1 but costs {:.0} % more at batch {}",
-                -d1, worst.1, worst.0
+                "{format} saves {:.0} % at {} but costs {:.0} % more at {}",
+                -d1,
+                self.at(1),
+                worst.1,
+                self.at(worst.0)
             )),
             (Direction::Costs, _, Direction::Saves) => Some(format!(
-                "{format} costs {d1:.0} % more at batch 1 but saves {:.0} % at batch {}",
-                -best.1, best.0
+                "{format} costs {d1:.0} % more at {} but saves {:.0} % at {}",
+                self.at(1),
+                -best.1,
+                self.at(best.0)
             )),
             _ => None,
         }
@@ -121,17 +145,30 @@ impl Sweep<'_> {
         }
         let list: Vec<String> = points
             .iter()
-            .map(|(b, d, _)| format!("{} at batch {b}", signed_pct(*d, 0)))
+            .map(|(b, d, _)| format!("{} at {}", signed_pct(*d, 0), self.at(*b)))
             .collect();
         let all = |want: Direction| points.iter().all(|p| direction(p.1, p.2) == want);
-        let lead = if all(Direction::Costs) {
-            "costs more at every batch measured"
-        } else if all(Direction::Saves) {
-            "saves at every batch measured"
+        let load = if self.batch_word() == "streams" {
+            "number of streams"
         } else {
-            "vs FP16"
+            "batch"
+        };
+        let lead = if all(Direction::Costs) {
+            format!("costs more at every {load} measured")
+        } else if all(Direction::Saves) {
+            format!("saves at every {load} measured")
+        } else {
+            "vs FP16".to_string()
         };
         Some(format!("{format} {lead}: {}", list.join(", ")))
+    }
+}
+
+/// " (n = 2)" for a row behind fewer runs than the campaign's n ≥ 3; nothing otherwise.
+pub fn below_target(n: Option<u32>) -> String {
+    match n {
+        Some(n) if n < 3 => format!(" (n = {n})"),
+        _ => String::new(),
     }
 }
 
@@ -147,7 +184,7 @@ pub fn markdown(s: &Sweep) -> String {
     for t in s.formats.iter().filter_map(|f| s.summary(f)) {
         out.push_str(&format!("{t}.\n"));
     }
-    out.push_str("\n| batch | FP16 mJ/tok · tok/s |");
+    out.push_str(&format!("\n| {} | FP16 mJ/tok · tok/s |", s.batch_word()));
     for f in &s.formats {
         out.push_str(&format!(" {f} mJ/tok · tok/s | {f} ΔE vs FP16 [95 %] |"));
     }
@@ -156,10 +193,10 @@ pub fn markdown(s: &Sweep) -> String {
         out.push_str("---:|---|");
     }
     let cell = |c: Option<SweepCell>| match c {
-        Some(c) => match c.tok_s {
-            Some(t) => format!(" {:.1} · {t:.0} |", c.energy_mj),
-            None => format!(" {:.1} |", c.energy_mj),
-        },
+        Some(c) => {
+            let tok_s = c.tok_s.map(|t| format!(" · {t:.0}")).unwrap_or_default();
+            format!(" {:.1}{tok_s}{} |", c.energy_mj, below_target(c.n))
+        }
         None => " – |".into(),
     };
     for &b in &s.batches {
@@ -250,7 +287,7 @@ mod tests {
     }
 
     #[test]
-    fn h200_sweeps_are_the_graph_and_eager_ones_with_batch_one_included() {
+    fn h200_sweeps_are_each_engines_with_batch_one_included() {
         let ds = Dataset::embedded();
         let s = card_sweeps(ds, "H200");
         let names: Vec<(&str, &str)> = s
@@ -263,8 +300,26 @@ mod tests {
                 ("candle-graph", "Qwen2-1.5B [candle-graph]"),
                 ("candle-graph", "Qwen2-7B [candle-graph]"),
                 ("candle", "Qwen2-1.5B"),
+                ("llama.cpp", "Qwen2-7B [llama.cpp]"),
             ]
         );
+        // llama-server's concurrency sweep: by hand, 8 streams Q4_K 494.82 vs FP16 487.22 mJ/token
+        // (n = 2), 32 streams 172.94 vs 196.84 (n = 1: no interval).
+        let l7 = sweep(&s, "Qwen2-7B [llama.cpp]");
+        assert_eq!(l7.batches, [1, 8, 32]);
+        let c8 = l7.cell(8, "Q4_K").unwrap();
+        assert!((c8.delta_pct.unwrap() - (494.82 / 487.22 - 1.0) * 100.0).abs() < 0.01);
+        assert_eq!(c8.n, Some(2));
+        let c32 = l7.cell(32, "Q4_K").unwrap();
+        assert!((c32.delta_pct.unwrap() - (172.94 / 196.84 - 1.0) * 100.0).abs() < 0.01);
+        assert_eq!((c32.n, c32.interval), (Some(1), None));
+        // Its unit is the stream, in the sentence too; +1.6 % at 8 streams is inside its interval.
+        assert_eq!(l7.batch_word(), "streams");
+        assert_eq!(
+            l7.summary("Q4_K").unwrap(),
+            "Q4_K vs FP16: −52 % at 1 stream, +2 % at 8 streams, −12 % at 32 streams"
+        );
+        assert!(markdown(l7).contains("| 32 | 196.8 · 1077 (n = 1) |"));
         let g7 = sweep(&s, "Qwen2-7B [candle-graph]");
         assert_eq!(g7.batches, [1, 4, 16, 64]);
         assert_eq!(g7.formats, ["Q4_K"]);

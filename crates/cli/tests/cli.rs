@@ -754,15 +754,18 @@ fn stacks_sets_a_campaign_in_progress_beside_the_published_rows() {
     );
 }
 
-/// The H200's batch sweeps as Markdown: the graph engine's two models and the eager one, each
-/// batch a row; a card without any batch > 1 energy row is refused with the reason.
+/// The H200's batch sweeps as Markdown: the graph engine's two models, the eager one and
+/// llama-server's concurrency sweep (its unit the stream), each batch a row; a card without any
+/// batch > 1 energy row is refused with the reason.
 #[test]
 fn sweeps_prints_every_batch_sweep_of_a_card() {
     let o = qe(&["sweeps", "--gpu", "H200"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = stdout(&o);
     let heads: Vec<&str> = out.lines().filter(|l| l.contains(" · session ")).collect();
-    assert_eq!(heads.len(), 3, "{out}");
+    assert_eq!(heads.len(), 4, "{out}");
+    assert!(heads[3].contains("Qwen2-7B [llama.cpp]"), "{out}");
+    assert!(out.contains("| streams | FP16 mJ/tok · tok/s |"), "{out}");
     assert!(
         heads[1].starts_with("candle-graph 0.11.1 · Qwen2-7B [candle-graph]"),
         "{out}"

@@ -247,8 +247,12 @@ fn print_calibration(json: bool) -> Result<()> {
     }
     println!("Throughput: measured vs modelled ({})", cal.method);
     for p in &cal.precisions {
+        let ceiling = p
+            .kernel_ceiling_gbs
+            .map(|c| format!(", kernel ceiling {c:.0} GB/s"))
+            .unwrap_or_default();
         println!(
-            "  {:<10} launch {:.3} ms/layer, bandwidth eff. {:.2}: {} (n = {})",
+            "  {:<10} launch {:.3} ms/layer, bandwidth eff. {:.2}{ceiling}: {} (n = {})",
             p.precision, p.launch_ms_per_layer, p.bandwidth_efficiency, p.bandwidth_source, p.rows
         );
     }

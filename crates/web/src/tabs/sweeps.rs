@@ -6,7 +6,7 @@
 //! tables cost 8.7 KB gz of the full module (the whole app is over its 700 KB budget), as a string
 //! well under 2 KB.
 
-use analysis::sweeps::{card_sweeps, Sweep};
+use analysis::sweeps::{below_target, card_sweeps, Sweep, SweepCell};
 use analysis::verdict::{direction, Direction};
 use analysis::Dataset;
 use leptos::prelude::*;
@@ -66,14 +66,21 @@ fn sweep_html(s: &Sweep) -> String {
     }
     h.push_str(
         "<p class=\"fine sweep-units\">Energy per 1M generated tokens · throughput summed over the \
-         batch · ΔE ± its 95 % interval, points</p><div class=\"table-scroll\" tabindex=\"0\" \
-         role=\"region\" aria-label=\"Batch sweep of ",
+         batch · ΔE ± its 95 % interval, points · n = 3 runs a row unless marked</p>",
+    );
+    if s.batch_word() == "streams" {
+        h.push_str(
+            "<p class=\"fine\">A server's batch is the number of concurrent request streams sent \
+             to it: it batches them itself.</p>",
+        );
+    }
+    h.push_str(
+        "<div class=\"table-scroll\" tabindex=\"0\" role=\"region\" aria-label=\"Batch sweep of ",
     );
     h.push_str(&esc(&s.model));
-    h.push_str(
-        " (scrolls sideways)\"><table class=\"facts sweep-table\"><thead><tr><th>batch</th>\
-         <th class=\"num\">FP16</th>",
-    );
+    h.push_str(" (scrolls sideways)\"><table class=\"facts sweep-table\"><thead><tr><th>");
+    h.push_str(s.batch_word());
+    h.push_str("</th><th class=\"num\">FP16</th>");
     for f in &s.formats {
         let f = esc(f);
         for part in ["<th class=\"num\">", &f, "</th><th>", &f, " vs FP16</th>"] {
@@ -85,10 +92,10 @@ fn sweep_html(s: &Sweep) -> String {
         h.push_str("<tr><th scope=\"row\">");
         h.push_str(&b.to_string());
         h.push_str("</th>");
-        energy_cell(&mut h, s.cell(b, "FP16").map(|c| (c.energy_mj, c.tok_s)));
+        energy_cell(&mut h, s.cell(b, "FP16"));
         for f in &s.formats {
             let c = s.cell(b, f);
-            energy_cell(&mut h, c.map(|c| (c.energy_mj, c.tok_s)));
+            energy_cell(&mut h, c);
             h.push_str("<td class=\"delta-cell\">");
             if let Some((d, i)) = c.and_then(|c| Some((c.delta_pct?, c.interval))) {
                 delta_bar(&mut h, d, i, scale);
@@ -101,16 +108,19 @@ fn sweep_html(s: &Sweep) -> String {
     h
 }
 
-/// Energy per 1M tokens with the batch's summed throughput under it; a dash where not measured.
-fn energy_cell(h: &mut String, c: Option<(f64, Option<f64>)>) {
+/// Energy per 1M tokens with the batch's summed throughput under it (and the runs behind it
+/// where fewer than the campaign's 3); a dash where not measured.
+fn energy_cell(h: &mut String, c: Option<SweepCell>) {
     h.push_str("<td class=\"num\">");
     match c {
-        Some((e, tok_s)) => {
-            h.push_str(&per_million(e).0);
-            if let Some(t) = tok_s {
+        Some(c) => {
+            h.push_str(&per_million(c.energy_mj).0);
+            if let Some(t) = c.tok_s {
                 h.push_str("<span class=\"sub\">");
                 h.push_str(&num(t, 0));
-                h.push_str(" tok/s</span>");
+                h.push_str(" tok/s");
+                h.push_str(&esc(&below_target(c.n)));
+                h.push_str("</span>");
             }
         }
         None => h.push('—'),
