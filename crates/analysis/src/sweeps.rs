@@ -41,10 +41,22 @@ pub struct SweepCell {
     pub delta_pct: Option<f64>,
     /// 95 % interval of `delta_pct` from both rows' run-to-run spread.
     pub interval: Option<(f64, f64)>,
+    /// This row or the FP16 row of its batch is a single run: no spread, so no direction.
+    pub single_run: bool,
 }
 
-/// (batch, ΔE %, its 95 % interval).
-type BatchDelta = (u32, f64, Option<(f64, f64)>);
+impl SweepCell {
+    /// Which way ΔE goes ([`direction`]); none where an arm is a single run, however large ΔE is.
+    pub fn direction(&self) -> Direction {
+        match self.delta_pct {
+            Some(d) if !self.single_run => direction(d, self.interval),
+            _ => Direction::Neutral,
+        }
+    }
+}
+
+/// (batch, ΔE %, which way it goes).
+type BatchDelta = (u32, f64, Direction);
 
 impl Sweep<'_> {
     fn row(&self, batch: u32, label: &str) -> Option<&Anchor> {
@@ -70,6 +82,7 @@ impl Sweep<'_> {
             n: a.n,
             delta_pct,
             interval,
+            single_run: a.n == Some(1) || fp16.is_some_and(|f| f.n == Some(1)),
         })
     }
 
@@ -79,7 +92,7 @@ impl Sweep<'_> {
             .iter()
             .filter_map(|&b| {
                 let c = self.cell(b, format)?;
-                Some((b, c.delta_pct?, c.interval))
+                Some((b, c.delta_pct?, c.direction()))
             })
             .collect()
     }
@@ -110,12 +123,8 @@ impl Sweep<'_> {
         let batched = || points.iter().filter(|p| p.0 > 1);
         let worst = batched().max_by(|a, b| a.1.total_cmp(&b.1))?;
         let best = batched().min_by(|a, b| a.1.total_cmp(&b.1))?;
-        let &(_, d1, i1) = points.iter().find(|p| p.0 == 1)?;
-        match (
-            direction(d1, i1),
-            direction(worst.1, worst.2),
-            direction(best.1, best.2),
-        ) {
+        let &(_, d1, d1_dir) = points.iter().find(|p| p.0 == 1)?;
+        match (d1_dir, worst.2, best.2) {
             (Direction::Saves, Direction::Costs, _) => Some(format!(
                 "{format} saves {:.0} % at {} but costs {:.0} % more at {}",
                 -d1,
@@ -147,7 +156,7 @@ impl Sweep<'_> {
             .iter()
             .map(|(b, d, _)| format!("{} at {}", signed_pct(*d, 0), self.at(*b)))
             .collect();
-        let all = |want: Direction| points.iter().all(|p| direction(p.1, p.2) == want);
+        let all = |want: Direction| points.iter().all(|p| p.2 == want);
         let load = if self.batch_word() == "streams" {
             "number of streams"
         } else {
@@ -320,6 +329,10 @@ mod tests {
             "Q4_K vs FP16: −52 % at 1 stream, +2 % at 8 streams, −12 % at 32 streams"
         );
         assert!(markdown(l7).contains("| 32 | 196.8 · 1077 (n = 1) |"));
+        // One run a side: no spread, so no direction, however large ΔE is.
+        assert!(c32.single_run && !c8.single_run);
+        assert_eq!(c32.direction(), Direction::Neutral);
+        assert_eq!(l7.cell(1, "Q4_K").unwrap().direction(), Direction::Saves);
         let g7 = sweep(&s, "Qwen2-7B [candle-graph]");
         assert_eq!(g7.batches, [1, 4, 16, 64]);
         assert_eq!(g7.formats, ["Q4_K"]);

@@ -7,7 +7,7 @@
 //! well under 2 KB.
 
 use analysis::sweeps::{below_target, card_sweeps, Sweep, SweepCell};
-use analysis::verdict::{direction, Direction};
+use analysis::verdict::Direction;
 use analysis::Dataset;
 use leptos::prelude::*;
 
@@ -97,8 +97,8 @@ fn sweep_html(s: &Sweep) -> String {
             let c = s.cell(b, f);
             energy_cell(&mut h, c);
             h.push_str("<td class=\"delta-cell\">");
-            if let Some((d, i)) = c.and_then(|c| Some((c.delta_pct?, c.interval))) {
-                delta_bar(&mut h, d, i, scale);
+            if let Some(c) = c.filter(|c| c.delta_pct.is_some()) {
+                delta_bar(&mut h, c, scale);
             }
             h.push_str("</td>");
         }
@@ -129,8 +129,9 @@ fn energy_cell(h: &mut String, c: Option<SweepCell>) {
 }
 
 /// A diverging bar around FP16 (left: saves, right: costs more) and the signed ΔE with its interval.
-fn delta_bar(h: &mut String, d: f64, interval: Option<(f64, f64)>, scale: f64) {
-    let (fill, text) = match direction(d, interval) {
+fn delta_bar(h: &mut String, c: SweepCell, scale: f64) {
+    let (d, interval) = (c.delta_pct.unwrap_or(0.0), c.interval);
+    let (fill, text) = match c.direction() {
         Direction::Saves => ("good-bg", "delta good"),
         Direction::Costs => ("bad-bg", "delta bad"),
         Direction::Neutral => ("neutral-bg", "delta"),
@@ -156,6 +157,8 @@ fn delta_bar(h: &mut String, d: f64, interval: Option<(f64, f64)>, scale: f64) {
         let half = (hi - lo) / 2.0;
         h.push_str(&num(half, if half < 1.0 { 1 } else { 0 }));
         h.push_str("</span>");
+    } else if c.single_run {
+        h.push_str("<span class=\"sub inline\"> one run: no interval</span>");
     }
     h.push_str("</span>");
 }
