@@ -40,6 +40,10 @@ fi
 export LLAMA_BIN=$LLAMA_BUILD/bin
 GGUF=$(dirname "$PLAN")/gguf   # the plan's model_files are relative to it
 mkdir -p /tmp/gguf "$W/logs"; ln -sfn /tmp/gguf "$GGUF"
+# A call killed at its limit leaves its server running (the meter's child): it would draw power and
+# hold memory under the next job. -x: match the process name, not this script's command line. Two
+# slices at once (SLICE_TAG) leave this to llama_pair.sh, which does it before starting both.
+[ -z "$TAG" ] && pkill -x llama-server && { sleep 2; say "stopped a llama-server left by an earlier call"; }
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"}
 for s in $SHAPES; do
   [ $(( $(date +%s) - T0 )) -ge "$start_by" ] && { say "budget spent: $s not started"; continue; }
@@ -65,9 +69,16 @@ for s in $SHAPES; do
       || { say "F16 GGUF of $s failed"; tail -5 "$W/logs/gguf.log"; rm -f /tmp/gguf/"$s"-*.gguf; continue; }
   fi
   say "sweep $s"
-  left=$(( start_by - ($(date +%s) - T0) )); [ "$left" -lt 1 ] && left=1
-  "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --time-budget-s "$left" 2>&1 \
-    | grep -E "jobs in the plan|wrote .*basis|mJ/token|FAILED|failed|stopping|error|panick"
+  # One job at a time, bundled after each: a call killed at its limit loses at most the job it was
+  # in (the meter writes each report whole or not at all), never the finished ones before it.
+  # Jobs run repeat by repeat (every run's r1 before any r2), so the next one may be the longest
+  # (7 B at 32 streams ≈ 240 s): START_BY must leave that much of the call.
+  while [ $(( $(date +%s) - T0 )) -lt "$start_by" ]; do
+    "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --limit 1 2>&1 \
+      | grep -E "wrote .*basis|mJ/token|FAILED|failed|error|panick"
+    bundle
+    "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && break
+  done
   # The last shape's files stay while it has jobs pending: the next call on the warm machine
   # resumes without writing them again (≈ 1 min at 7 B, more at 14 B).
   if [ "$s" != "${SHAPES##* }" ] || "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run"; then
