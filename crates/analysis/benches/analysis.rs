@@ -53,6 +53,10 @@ fn grid_benches(c: &mut Criterion) {
     c.bench_function("optimize grid search (147 configs)", |b| {
         b.iter(|| optimize(black_box(&req)).unwrap())
     });
+    // What the first search pays once: every stack's floors, efficiencies and ceilings.
+    c.bench_function("calibrate the latency model (every stack)", |b| {
+        b.iter(|| analysis::roofline::calibrate_latency(black_box(analysis::Dataset::embedded())))
+    });
 }
 
 criterion_group!(grid, grid_benches);
