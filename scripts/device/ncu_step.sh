@@ -18,4 +18,10 @@ run() {  # $1 = label, $2 = kernel-name regex, $3 = how many launches
   echo "$1: rc $? $(grep -c '^"' "$OUT/ncu-$1.csv") rows"; tail -3 "$OUT/ncu-$1.err"
 }
 run fused 'rope_step|rope_kv|decode_attn|swiglu|add_rms_norm' 400
-run quant 'quantize_q8_1|mul_mat_vec' 500
+case "$fmt" in
+  # Float formats: the matmuls are cuBLAS's (gemv/gemm kernels, names vary by size and version).
+  F16|BF16|FP16) run matmul 'gemv|gemm|xmma|cutlass|splitK|reduce' 400 ;;
+  # GGUF formats: candle's activation → Q8_1 kernel and its MMVQ kernels (`mmvq_gguf_*`: the eighth
+  # session's filter, 'mul_mat_vec', missed them).
+  *) run quant 'quantize_q8_1|mmvq|mul_mat_vec' 500 ;;
+esac
