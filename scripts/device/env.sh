@@ -8,3 +8,26 @@ gunzip -c .ship/quantenergy.gz > /tmp/qe/quantenergy.$$ && chmod +x /tmp/qe/quan
   && mv -f /tmp/qe/quantenergy.$$ /tmp/qe/quantenergy
 export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export QE=/tmp/qe/quantenergy PYTHONUNBUFFERED=1 RUST_LOG=${RUST_LOG:-info}
+
+# Stop llama-server processes a killed call left behind (the meter's children outlive it), and wait
+# until they are gone: a live one draws power and holds GPU memory under the next job. -x matches
+# the process name, never a shell whose command line mentions it. Returns 1 when none was running.
+stop_llama_servers() {
+  pgrep -x llama-server > /dev/null || return 1
+  pkill -x llama-server
+  for _ in $(seq 30); do pgrep -x llama-server > /dev/null || return 0; sleep 1; done
+  pkill -9 -x llama-server; sleep 1; return 0
+}
+
+# Delete half-written GGUFs and those of shapes not named (kept by an earlier call for shapes this
+# one will not run): /tmp/gguf/<shape>-<type>.gguf, 14 B's F16 maybe in /dev/shm.
+prune_ggufs() {
+  rm -f /tmp/gguf/*.part /dev/shm/*.gguf.part
+  local f s keep
+  for f in /tmp/gguf/*.gguf /dev/shm/*.gguf; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    keep=
+    for s in "$@"; do case "$(basename "$f")" in "$s"-*.gguf) keep=1 ;; esac; done
+    [ -n "$keep" ] || rm -f "$f"
+  done
+}

@@ -21,9 +21,12 @@ bash scripts/device/llama_slice.sh 0 || exit 1
 # started anyway could run past the call's limit and lose its shape's reports).
 left_now() { echo $(( start_by - ($(date +%s) - T0) )); }
 [ "$(left_now)" -lt 1 ] && { echo "the build used all of START_BY: run again on the warm machine"; exit 0; }
-# Servers left running by an earlier call killed at its limit (each slice leaves this to us: it
-# would kill the other slice's server).
-pkill -x llama-server && sleep 2
+# Servers left running by an earlier call killed at its limit, and GGUFs of shapes neither slice
+# runs (each slice leaves both to us: it would kill the other's server and delete its files).
+. scripts/device/env.sh
+stop_llama_servers && echo "stopped a llama-server left by an earlier call"
+# shellcheck disable=SC2086
+prune_ggufs $g0 $g1
 # shellcheck disable=SC2086  # the shape lists are word lists
 CUDA_VISIBLE_DEVICES=0 SLICE_TAG=g0 bash scripts/device/llama_slice.sh "$(left_now)" $g0 > "$OUT/g0.log" 2>&1 & p0=$!
 sleep 5   # the two first GGUF writes and server starts do not race for the same second

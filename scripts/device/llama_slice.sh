@@ -3,8 +3,9 @@
 # build llama-server (CUDA) from the carried tree, then shape after shape write that shape's GGUFs
 # (scripts/peers/make_gguf.py; the disk holds one large shape's four files at a time), run the plan's
 # pending jobs of that shape (`quantenergy sweep … --only <shape>_server`, every repeat and
-# concurrency), delete the files. No job starts after START_BY seconds; what ran comes back as
-# $OUT/llama-<time>.tgz, bundled after every shape.
+# concurrency) one at a time, delete the files once none is pending (a warm machine keeps them for
+# the next call otherwise). No job starts after START_BY seconds; what ran comes back as
+# $OUT/llama-<time>.tgz, bundled after every job.
 # Usage (on the device, repo root; carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz):
 #   bash scripts/device/llama_slice.sh START_BY [SHAPE...]   (default: the plan's six shapes)
 #   START_BY 0 with no SHAPE only builds llama-server. SLICE_TAG names this slice's work dir and
@@ -43,11 +44,19 @@ mkdir -p /tmp/gguf "$W/logs"; ln -sfn /tmp/gguf "$GGUF"
 # A call killed at its limit leaves its server running (the meter's child): it would draw power and
 # hold memory under the next job. -x: match the process name, not this script's command line. Two
 # slices at once (SLICE_TAG) leave this to llama_pair.sh, which does it before starting both.
-[ -z "$TAG" ] && pkill -x llama-server && { sleep 2; say "stopped a llama-server left by an earlier call"; }
+# Also (one slice only) GGUFs of shapes this call does not run, and half-written ones: kept files
+# are ≈ 32 GB at 7 B and 14 B's need ≈ 63 GB of the 64 GB disk.
+if [ -z "$TAG" ]; then
+  stop_llama_servers && say "stopped a llama-server left by an earlier call"
+  prune_ggufs $SHAPES
+fi
+# "Nothing pending for this shape"; grep reads all of the dry run (with -q it would stop at the first
+# match, the meter would die of SIGPIPE, and pipefail would turn that into "pending").
+nothing_pending() { "$QE" sweep "$PLAN" --out "$W/raw" --only "$1_server" --dry-run | grep " 0 to run" > /dev/null; }
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"}
 for s in $SHAPES; do
   [ $(( $(date +%s) - T0 )) -ge "$start_by" ] && { say "budget spent: $s not started"; continue; }
-  "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && { say "$s: nothing pending"; continue; }
+  nothing_pending "$s" && { say "$s: nothing pending"; continue; }
   say "GGUFs of $s"
   # A warm machine may still hold them from the last call (kept while jobs were pending); make_gguf
   # renames a finished file into place, so one that exists is whole.
@@ -77,11 +86,12 @@ for s in $SHAPES; do
     "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --limit 1 2>&1 \
       | grep -E "wrote .*basis|mJ/token|FAILED|failed|error|panick"
     bundle
-    "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run" && break
+    nothing_pending "$s" && break
   done
-  # The last shape's files stay while it has jobs pending: the next call on the warm machine
-  # resumes without writing them again (≈ 1 min at 7 B, more at 14 B).
-  if [ "$s" != "${SHAPES##* }" ] || "$QE" sweep "$PLAN" --out "$W/raw" --only "${s}_server" --dry-run | grep -q " 0 to run"; then
+  # A shape's files stay while it has jobs pending (the budget ran out): the next call on the warm
+  # machine resumes without writing them again (≈ 1 min at 7 B, more at 14 B); no later shape starts
+  # in this call, and the next call prunes them if it does not run this shape.
+  if nothing_pending "$s"; then
     rm -f /tmp/gguf/"$s"-*.gguf /dev/shm/"$s"-F16.gguf
   else
     say "$s: jobs pending, its GGUFs kept for the next call"

@@ -20,7 +20,7 @@ run() {  # $1 = label, $2 = kernel-name regex, $3 = how many launches
 run fused 'rope_step|rope_kv|decode_attn|swiglu|add_rms_norm' 400
 case "$fmt" in
   # Float formats: the matmuls are cuBLAS's (gemv/gemm kernels, names vary by size and version).
-  F16|BF16|FP16) run matmul 'gemv|gemm|xmma|cutlass|splitK|reduce' 400 ;;
+  F16|BF16|FP16) run matmul 'gemv|gemm|xmma|cutlass|splitK' 400 ;;
   # GGUF formats: candle's activation → Q8_1 kernel and its MMVQ kernels (`mmvq_gguf_*`: the eighth
   # session's filter, 'mul_mat_vec', missed them).
   *) run quant 'quantize_q8_1|mmvq|mul_mat_vec' 500 ;;

@@ -6,7 +6,11 @@ use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
 /// `data/anchors.csv`, embedded.
+#[cfg(not(feature = "slim-anchors"))]
 pub const ANCHORS_CSV: &str = include_str!("../../../data/anchors.csv");
+/// `data/anchors.csv`, embedded without its `curve_note` text (see build.rs).
+#[cfg(feature = "slim-anchors")]
+pub const ANCHORS_CSV: &str = include_str!(concat!(env!("OUT_DIR"), "/anchors-slim.csv"));
 /// `data/gpus.csv`, embedded.
 pub const GPUS_CSV: &str = include_str!("../../../data/gpus.csv");
 
@@ -401,6 +405,25 @@ pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The landing module's copy (`slim-anchors`, build.rs) is the same rows with an empty
+    /// `curve_note`, and nothing else lost.
+    #[test]
+    fn slim_anchors_are_the_same_rows_without_their_notes() {
+        let slim = include_str!(concat!(env!("OUT_DIR"), "/anchors-slim.csv"));
+        let (full, slim) = (
+            parse_anchors(include_str!("../../../data/anchors.csv")).unwrap(),
+            parse_anchors(slim).unwrap(),
+        );
+        assert_eq!(full.len(), slim.len());
+        assert!(full.iter().any(|a| !a.curve_note.is_empty()));
+        for (f, s) in full.iter().zip(&slim) {
+            assert!(s.curve_note.is_empty(), "{}", s.curve_note);
+            let mut f = f.clone();
+            f.curve_note.clear();
+            assert_eq!(&f, s);
+        }
+    }
 
     #[test]
     fn embedded_dataset_has_the_29_default_curve_rows() {

@@ -15,7 +15,7 @@ use crate::tag::Tag;
 use crate::vram::{
     find_format_on, kv_cache_bytes, param_split, vram, weight_bytes, Stack, WeightFormat,
 };
-use report::Precision;
+use report::{Arch, Precision};
 use serde::Serialize;
 use std::sync::OnceLock;
 
@@ -238,6 +238,9 @@ pub struct PrecisionCalibration {
     /// card's bandwidth: on a card where `bandwidth_efficiency` × bandwidth is above it, the kernels
     /// and not the memory set the pace. `None` where no row shows one.
     pub kernel_ceiling_gbs: Option<f64>,
+    /// The architectures whose rows the ceiling binds, the only ones it is applied to: a kernel's
+    /// rate depends on the card's SMs and clocks, so an H200's is not carried to an A100 or a B200.
+    pub kernel_ceiling_archs: Vec<Arch>,
     /// Where the bandwidth efficiency comes from.
     pub bandwidth_source: String,
     /// Rows of this precision used in the fit.
@@ -423,7 +426,10 @@ impl LatencyCalibration {
         let p = self.precision(fmt.name).or_else(|| self.precision(sibling));
         Efficiency {
             bandwidth: p.map_or(DEFAULT_BANDWIDTH_EFFICIENCY, |p| {
-                capped_efficiency(p.bandwidth_efficiency, p.kernel_ceiling_gbs, gpu)
+                let ceiling = p
+                    .kernel_ceiling_gbs
+                    .filter(|_| p.kernel_ceiling_archs.contains(&gpu.arch));
+                reached_efficiency(p.bandwidth_efficiency, ceiling, gpu.bandwidth_gbs)
             }),
             compute: DEFAULT_COMPUTE_EFFICIENCY,
             launch_ms_per_layer: p.map_or(0.0, |p| p.launch_ms_per_layer) * card,
@@ -431,11 +437,11 @@ impl LatencyCalibration {
     }
 }
 
-/// The share of `gpu`'s bandwidth a format reaches: its efficiency, or less where its kernels'
-/// ceiling is below that share of the card's bandwidth.
-fn capped_efficiency(eff: f64, ceiling_gbs: Option<f64>, gpu: &Gpu) -> f64 {
+/// The share of a card's bandwidth (GB/s) a format reaches: its efficiency, or less where its
+/// kernels' ceiling is below that share of the bandwidth.
+fn reached_efficiency(eff: f64, ceiling_gbs: Option<f64>, bandwidth_gbs: f64) -> f64 {
     match ceiling_gbs {
-        Some(c) if gpu.bandwidth_gbs > 0.0 => eff.min(c / gpu.bandwidth_gbs),
+        Some(c) if bandwidth_gbs > 0.0 => eff.min(c / bandwidth_gbs),
         _ => eff,
     }
 }
@@ -615,6 +621,7 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
             launch_ms_per_layer: *l,
             bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
             kernel_ceiling_gbs: None,
+            kernel_ceiling_archs: Vec::new(),
             bandwidth_source: format!(
                 "upstream 0.70, not identifiable: every measured {p} row is launch-bound (the data only says ≥ {:.2})",
                 bandwidth_lower_bound(&all, p)
@@ -647,8 +654,9 @@ pub fn calibrate_latency(ds: &Dataset) -> LatencyCalibration {
         pooled_median_abs_error_pct: 0.0,
         method: "step = max(layers · launch[precision] · card[gpu], (weights + batch·KV)/(bandwidth · eff), \
                  FLOPs/(FP16 TFLOPS · 0.30)); launch and card factors fitted in log space on transformers rows \
-                 (two-way geometric means), card factors normalised to geometric mean 1; llama.cpp: a floor per \
-                 format and one bandwidth efficiency; candle-graph: floor and bandwidth efficiency per format; \
+                 (two-way geometric means), card factors normalised to geometric mean 1; llama.cpp: a floor and a \
+                 kernel ceiling per format (bytes/min(bandwidth · eff, ceiling), the ceiling only on the \
+                 architectures whose rows bind it) and one bandwidth efficiency; candle-graph: floor and bandwidth efficiency per format; \
                  candle (eager): launch floors per format",
     };
     cal.batch_corrections = batch_step_corrections(&cal, &obs);
@@ -687,6 +695,7 @@ fn candle_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&
                 ),
                 bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
                 kernel_ceiling_gbs: None,
+                kernel_ceiling_archs: Vec::new(),
                 bandwidth_source:
                     "upstream 0.70, not identifiable: candle batch-1 decode is launch-bound"
                         .to_string(),
@@ -700,12 +709,12 @@ fn candle_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&
 /// llama.cpp's constants, one per GGUF format plus `GGUF` pooled over all of them (for formats
 /// without rows), and the rows behind them. Not bandwidth alone: large models are bandwidth-bound
 /// (Llama-3.1-8B on the RTX 4090, at 72–87 % of its bandwidth), but small ones sit on a floor (the
-/// H200 server's 0.5–3B rows decode at 1.3–3.4 ms/token, 3–10× their HBM roofline), and on the H200
-/// the quantized kernels stream far below its bandwidth even at 7B (Q4_0 at ≈ 1.3 TB/s, 27 % of
-/// 4.8): one efficiency could not hold both cards (it missed the H200's 7B Q4 rows by +65 %). So
-/// each format has a floor and a kernel ceiling (GB/s, binding only on a card fast enough), and one
-/// efficiency is shared by every format (Q8_0 and Q4_K have H200 rows only, which pin a ceiling
-/// but not an efficiency of their own).
+/// H200 server's 0.5–3B rows decode at 1.3–3.4 ms/token, 2.6× (3B F16) to 25× (0.5B Q4_0) their
+/// HBM roofline), and on the H200 the quantized kernels stream far below its bandwidth even at 7B
+/// (Q4_0 at ≈ 1.3 TB/s, 27 % of 4.8): one efficiency could not hold both cards (it missed the
+/// H200's 7B Q4 rows by +65 %). So each format has a floor and a kernel ceiling (GB/s, applied only
+/// to the architectures whose rows bind it), and one efficiency is shared by every format (Q8_0 and
+/// Q4_K have H200 rows only, which pin a ceiling but not an efficiency of their own).
 fn llamacpp_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec<&Observation>) {
     let rows: Vec<&Observation> = obs
         .iter()
@@ -722,6 +731,7 @@ fn llamacpp_calibrations(obs: &[Observation]) -> (Vec<PrecisionCalibration>, Vec
         launch_ms_per_layer: fit.floor,
         bandwidth_efficiency: bw,
         kernel_ceiling_gbs: fit.ceiling_gbs,
+        kernel_ceiling_archs: fit.ceiling_archs.clone(),
         bandwidth_source: format!(
             "one efficiency for every GGUF format, fitted on all {total} llama.cpp rows with each \
              format's floor and kernel ceiling (log least squares of max(layers · floor, \
@@ -765,6 +775,7 @@ fn candle_graph_calibrations(
                 launch_ms_per_layer: fits[0].floor,
                 bandwidth_efficiency: bw,
                 kernel_ceiling_gbs: None,
+                kernel_ceiling_archs: Vec::new(),
                 bandwidth_source: format!(
                     "fitted with the floor on {} candle-graph batch-1 rows (log least squares of \
                      max(layers · floor, bytes/(bandwidth · eff)); an unidentified eff stays nearest 0.70)",
@@ -784,6 +795,8 @@ struct KeyFit {
     floor: f64,
     /// Kernel ceiling, GB/s (`None`: no row binds one, or not fitted).
     ceiling_gbs: Option<f64>,
+    /// The architectures of the rows the ceiling binds.
+    ceiling_archs: Vec<Arch>,
 }
 
 /// Launch floors per layer (ms), one per `key` of the rows, and one bandwidth efficiency shared by
@@ -793,7 +806,7 @@ struct KeyFit {
 /// pin a parameter (every row on the floor, or none), the cost is flat in it: eff then stays
 /// nearest upstream's 0.70 and a floor at its smallest value. With `ceilings`, each key also gets
 /// a kernel ceiling (the memory term becomes bytes/min(bandwidth · eff, ceiling)), 100 GB/s–20 TB/s
-/// by 2.3 %, fitted with its floor by coordinate descent; one no row binds stays `None`.
+/// ([`best_ceiling`]), fitted with its floor by coordinate descent; one no row binds stays `None`.
 fn fit_floors_and_bandwidth<'o>(
     rows: &[&'o Observation],
     key: impl Fn(&'o Observation) -> &'o str,
@@ -821,6 +834,7 @@ fn fit_floors_and_bandwidth<'o>(
                         ln_measured: o.measured_step_ms().ln(),
                         layers: o.shape.layers as f64,
                         bandwidth_gbs: o.gpu.bandwidth_gbs,
+                        arch: o.gpu.arch,
                     }
                 })
                 .collect()
@@ -846,16 +860,29 @@ fn fit_floors_and_bandwidth<'o>(
             best = (c, per_key, eff);
         }
     }
+    let eff = best.2;
     let fits = keys
         .into_iter()
         .zip(best.1)
-        .map(|(k, (_, floor, ceiling_gbs))| KeyFit {
-            key: k.to_string(),
-            floor,
-            ceiling_gbs,
+        .zip(&pre)
+        .map(|((k, (_, floor, ceiling_gbs)), rows)| {
+            // Where the ceiling is under the card's eff × bandwidth, it, not the memory, is the pace.
+            let binds = |r: &&FitRow| ceiling_gbs.is_some_and(|c| c < eff * r.bandwidth_gbs);
+            let mut ceiling_archs: Vec<Arch> = Vec::new();
+            for r in rows.iter().filter(binds) {
+                if !ceiling_archs.contains(&r.arch) {
+                    ceiling_archs.push(r.arch);
+                }
+            }
+            KeyFit {
+                key: k.to_string(),
+                floor,
+                ceiling_gbs: ceiling_gbs.filter(|_| !ceiling_archs.is_empty()),
+                ceiling_archs,
+            }
         })
         .collect();
-    (fits, best.2)
+    (fits, eff)
 }
 
 /// One row as [`fit_floors_and_bandwidth`] sees it.
@@ -865,15 +892,13 @@ struct FitRow {
     ln_measured: f64,
     layers: f64,
     bandwidth_gbs: f64,
+    arch: Arch,
 }
 
 fn fit_cost(rows: &[FitRow], floor: f64, eff: f64, ceiling: Option<f64>) -> f64 {
     rows.iter()
         .map(|r| {
-            let reached = match ceiling {
-                Some(c) => eff.min(c / r.bandwidth_gbs),
-                None => eff,
-            };
+            let reached = reached_efficiency(eff, ceiling, r.bandwidth_gbs);
             let step = (r.layers * floor)
                 .max(r.memory_ms / reached)
                 .max(r.compute_ms);
@@ -917,12 +942,12 @@ fn best_floor_and_ceiling(
         if !ceilings {
             break;
         }
+        // Only a strictly better ceiling moves it (the grid need not hold the current one).
         let (c, cc) = best_ceiling(rows, floor, eff);
-        let moved = c != ceiling;
-        (ceiling, cost) = (c, cc.min(fc));
-        if !moved {
+        if c == ceiling || cc >= fc - 1e-12 {
             break;
         }
+        (ceiling, cost) = (c, cc);
     }
     (cost, floor, ceiling)
 }
@@ -1184,8 +1209,8 @@ mod tests {
                 "{p}: {}",
                 g.bandwidth_efficiency
             );
-            // The ceiling binds on the H200 (4.8 TB/s), not on the 4090 (1.0 TB/s).
-            let f = find_format_on(p.strip_prefix("GGUF-").unwrap_or("Q4_0"), "llama.cpp").unwrap();
+            // The ceiling binds on the H200 (4.8 TB/s), not on the 4090 (1.0 TB/s), so it is the
+            // Hopper cards' only: an A800 or a B200 keeps the shared efficiency.
             let c = g
                 .kernel_ceiling_gbs
                 .unwrap_or_else(|| panic!("{p}: no ceiling"));
@@ -1193,11 +1218,22 @@ mod tests {
                 c > rtx4090.bandwidth_gbs && c < h200.bandwidth_gbs,
                 "{p}: {c}"
             );
-            assert!(cal.efficiency(&h200, f).bandwidth < g.bandwidth_efficiency);
-            assert_eq!(
-                cal.efficiency(&rtx4090, f).bandwidth,
-                g.bandwidth_efficiency
+            assert_eq!(g.kernel_ceiling_archs, [Arch::Hopper], "{p}");
+            // Through the format itself, or for the pooled constants a GGUF format without rows.
+            let f = find_format_on(p.strip_prefix("GGUF-").unwrap_or("Q6_K"), "llama.cpp")
+                .unwrap_or_else(|| panic!("{p}: no format"));
+            let used = cal
+                .precision(f.name)
+                .map_or("GGUF", |u| u.precision.as_str());
+            assert_eq!(used, p, "{} is calibrated by {used}", f.name);
+            let reached = |card: &str| cal.efficiency(&gpu(card), f).bandwidth;
+            assert!(
+                (reached("H200") - c / h200.bandwidth_gbs).abs() < 1e-12,
+                "{p}"
             );
+            for card in ["RTX 4090", "A800", "B200"] {
+                assert_eq!(reached(card), g.bandwidth_efficiency, "{p} on {card}");
+            }
         }
     }
 

@@ -86,7 +86,7 @@ impl Sweep<'_> {
         })
     }
 
-    /// `format`'s (batch, ΔE %, interval) at every batch with a ΔE.
+    /// `format`'s (batch, ΔE %, direction) at every batch with a ΔE.
     fn deltas(&self, format: &str) -> Vec<BatchDelta> {
         self.batches
             .iter()
@@ -100,19 +100,24 @@ impl Sweep<'_> {
     /// What a sweep's batch is: the sequences one engine decodes together, or for a server the
     /// concurrent request streams it is sent (it batches them itself).
     pub fn batch_word(&self) -> &'static str {
-        if self.engine == "llama.cpp" {
+        if self.is_server() {
             "streams"
         } else {
             "batch"
         }
     }
 
+    /// The sweep ran a server (llama-server), sent concurrent request streams.
+    pub fn is_server(&self) -> bool {
+        self.engine == "llama.cpp"
+    }
+
     /// "batch 4", or "8 streams" for a server.
     pub fn at(&self, batch: u32) -> String {
-        match (self.batch_word(), batch) {
-            ("streams", 1) => "1 stream".to_string(),
-            ("streams", b) => format!("{b} streams"),
-            (_, b) => format!("batch {b}"),
+        match (self.is_server(), batch) {
+            (true, 1) => "1 stream".to_string(),
+            (true, b) => format!("{b} streams"),
+            (false, b) => format!("batch {b}"),
         }
     }
 
@@ -120,7 +125,12 @@ impl Sweep<'_> {
     /// with both batches — only where both directions are clear of their intervals.
     pub fn flip(&self, format: &str) -> Option<String> {
         let points = self.deltas(format);
-        let batched = || points.iter().filter(|p| p.0 > 1);
+        // Only points with a direction: a single run's extreme ΔE must not hide a clear flip.
+        let batched = || {
+            points
+                .iter()
+                .filter(|p| p.0 > 1 && p.2 != Direction::Neutral)
+        };
         let worst = batched().max_by(|a, b| a.1.total_cmp(&b.1))?;
         let best = batched().min_by(|a, b| a.1.total_cmp(&b.1))?;
         let &(_, d1, d1_dir) = points.iter().find(|p| p.0 == 1)?;
@@ -157,7 +167,7 @@ impl Sweep<'_> {
             .map(|(b, d, _)| format!("{} at {}", signed_pct(*d, 0), self.at(*b)))
             .collect();
         let all = |want: Direction| points.iter().all(|p| p.2 == want);
-        let load = if self.batch_word() == "streams" {
+        let load = if self.is_server() {
             "number of streams"
         } else {
             "batch"
@@ -370,6 +380,34 @@ mod tests {
         assert!(sweep(&s, "Qwen2-7B [candle-graph]")
             .summary("Q8_0")
             .is_none());
+    }
+
+    /// A single run's extreme ΔE has no direction and must not hide a clear flip at another batch:
+    /// Q4_K saves 30 % at batch 1 (n = 3), costs 20 % more at batch 4 (n = 3, CV 1 %), and one run
+    /// at batch 16 says +50 %.
+    #[test]
+    fn a_single_run_does_not_hide_a_clear_flip() {
+        let head = crate::dataset::ANCHORS_CSV.lines().next().unwrap();
+        let row = |p: &str, b: u32, e: f64, f: f64, n: u32, cv: &str| {
+            format!("H200,hopper,M,7.0,{p},{b},{e},{f},,100,300,{n},{cv},gross,s,t,src,0,\n")
+        };
+        let csv = [
+            row("FP16", 1, 1000.0, 1000.0, 3, "1"),
+            row("Q4_K", 1, 700.0, 1000.0, 3, "1"),
+            row("FP16", 4, 300.0, 300.0, 3, "1"),
+            row("Q4_K", 4, 360.0, 300.0, 3, "1"),
+            row("FP16", 16, 100.0, 100.0, 1, ""),
+            row("Q4_K", 16, 150.0, 100.0, 1, ""),
+        ]
+        .concat();
+        let ds = Dataset::parse(&format!("{head}\n{csv}"), crate::dataset::GPUS_CSV).unwrap();
+        let s = card_sweeps(&ds, "H200");
+        let m = sweep(&s, "M");
+        assert_eq!(m.cell(16, "Q4_K").unwrap().direction(), Direction::Neutral);
+        assert_eq!(
+            m.flip("Q4_K").unwrap(),
+            "Q4_K saves 30 % at batch 1 but costs 20 % more at batch 4"
+        );
     }
 
     #[test]

@@ -249,7 +249,10 @@ fn print_calibration(json: bool) -> Result<()> {
     for p in &cal.precisions {
         let ceiling = p
             .kernel_ceiling_gbs
-            .map(|c| format!(", kernel ceiling {c:.0} GB/s"))
+            .map(|c| {
+                let archs: Vec<&str> = p.kernel_ceiling_archs.iter().map(|a| a.as_str()).collect();
+                format!(", kernel ceiling {c:.0} GB/s on {}", archs.join("/"))
+            })
             .unwrap_or_default();
         println!(
             "  {:<10} launch {:.3} ms/layer, bandwidth eff. {:.2}{ceiling}: {} (n = {})",

@@ -66,9 +66,9 @@ fn sweep_html(s: &Sweep) -> String {
     }
     h.push_str(
         "<p class=\"fine sweep-units\">Energy per 1M generated tokens · throughput summed over the \
-         batch · ΔE ± its 95 % interval, points · n = 3 runs a row unless marked</p>",
+         batch · ΔE ± its 95 % interval, points · n ≥ 3 runs a row unless marked</p>",
     );
-    if s.batch_word() == "streams" {
+    if s.is_server() {
         h.push_str(
             "<p class=\"fine\">A server's batch is the number of concurrent request streams sent \
              to it: it batches them itself.</p>",
