@@ -50,6 +50,12 @@ pub struct CheckResult {
     pub agreeing: usize,
     /// First position (0-based, per sequence) where a sequence diverged, if any.
     pub first_divergence: Option<usize>,
+    /// The replayed graph's greedy tokens equal those of the same kernels run op by op, uncaptured:
+    /// what a capture bug (a stale position, a cache write recorded once) would break. The
+    /// comparison with the eager engine above can differ at near-ties by rounding; this one cannot.
+    pub replay_identical: bool,
+    /// First position where the replayed and the op-by-op tokens differ, if any.
+    pub replay_first_divergence: Option<usize>,
     /// Teacher-forced (both engines fed the eager engine's tokens): the largest
     /// max |Δlogit| / max |logit| over all steps.
     pub tf_max_rel_logit_diff: f64,
@@ -75,7 +81,7 @@ impl CheckResult {
     pub fn summary(&self) -> String {
         let r = self;
         format!(
-            "{} {} b{}: tokens {} ({} of {} agree{}); teacher-forced: max rel logit diff {:.2e}, \
+            "{} {} b{}: tokens {} ({} of {} agree{}); replay vs op by op {}; teacher-forced: max rel logit diff {:.2e}, \
              argmax differs {}× (eager top-2 gap ≤ {:.2e}); eager {:.1} tok/s, graph {:.1} tok/s ({:.2}×)",
             r.model,
             crate::candle::engine_name(r.precision),
@@ -86,6 +92,10 @@ impl CheckResult {
             r.first_divergence
                 .map(|f| format!(", first divergence at token {f}"))
                 .unwrap_or_default(),
+            match r.replay_first_divergence {
+                None => "IDENTICAL".to_string(),
+                Some(f) => format!("DIFFER at token {f}"),
+            },
             r.tf_max_rel_logit_diff,
             r.tf_argmax_differs,
             r.tf_max_gap_where_differs,
@@ -186,21 +196,10 @@ fn run_shape(
         };
         let mut g = gf.load_graph(p)?;
         g.ensure_state(b, pl + n)?;
-        g.prefill(&prompt)?;
-        let tok = |g: &GraphDecoder| -> Result<Tensor, DecodeError> {
-            Ok(g.state
-                .as_ref()
-                .ok_or(DecodeError::NoDecodeState)?
-                .tok
-                .copy()?)
-        };
-        let mut toks = vec![tok(&g)?];
-        for _ in 1..n {
-            g.step()?;
-            toks.push(tok(&g)?);
-        }
-        let got = Tensor::cat(&toks, 1)?.to_vec2::<u32>()?;
-        drop(toks);
+        let got = graph_tokens(&mut g, &prompt, n, GraphDecoder::step)?;
+        // The same kernels op by op, never captured (CUDA: the captured graph is kept for later).
+        let ops = graph_tokens(&mut g, &prompt, n, |g| g.step_eager().map(drop))?;
+        let (_, replay_first) = agreement(&ops, &got);
         // Teacher-forced: the static forward (op by op: the kernels the graph replays) fed the
         // eager engine's tokens, logits compared step by step.
         let (mut tf_max, mut tf_diff, mut tf_gap) = (0f64, 0usize, 0f64);
@@ -240,17 +239,7 @@ fn run_shape(
         }
         drop(eager_logits);
         let graph_tok_s = rate(&mut g, a)?;
-        let mut agreeing = 0;
-        let mut first: Option<usize> = None;
-        for (w, g) in want.iter().zip(&got) {
-            for (i, (x, y)) in w.iter().zip(g).enumerate() {
-                if x == y {
-                    agreeing += 1;
-                } else if first.is_none_or(|f| i < f) {
-                    first = Some(i);
-                }
-            }
-        }
+        let (agreeing, first) = agreement(&want, &got);
         let r = CheckResult {
             model: shape.name.clone(),
             precision: p,
@@ -260,6 +249,8 @@ fn run_shape(
             identical: first.is_none(),
             agreeing,
             first_divergence: first,
+            replay_identical: replay_first.is_none(),
+            replay_first_divergence: replay_first,
             tf_max_rel_logit_diff: tf_max,
             tf_argmax_differs: tf_diff,
             tf_max_gap_where_differs: tf_gap,
@@ -275,9 +266,58 @@ fn run_shape(
     Ok(out)
 }
 
+/// Greedy tokens of `n` positions from a fresh prefill of `prompt`, each after one `step` (the
+/// token buffer copied after each, outside any graph).
+fn graph_tokens(
+    g: &mut GraphDecoder,
+    prompt: &Tensor,
+    n: usize,
+    mut step: impl FnMut(&mut GraphDecoder) -> Result<(), DecodeError>,
+) -> Result<Vec<Vec<u32>>, DecodeError> {
+    let tok = |g: &GraphDecoder| -> Result<Tensor, DecodeError> {
+        Ok(g.state
+            .as_ref()
+            .ok_or(DecodeError::NoDecodeState)?
+            .tok
+            .copy()?)
+    };
+    g.prefill(prompt)?;
+    let mut toks = vec![tok(g)?];
+    for _ in 1..n {
+        step(g)?;
+        toks.push(tok(g)?);
+    }
+    Ok(Tensor::cat(&toks, 1)?.to_vec2::<u32>()?)
+}
+
+/// Positions whose tokens agree, and the first (per sequence) where they do not.
+fn agreement(want: &[Vec<u32>], got: &[Vec<u32>]) -> (usize, Option<usize>) {
+    let mut agreeing = 0;
+    let mut first: Option<usize> = None;
+    for (w, g) in want.iter().zip(got) {
+        for (i, (x, y)) in w.iter().zip(g).enumerate() {
+            if x == y {
+                agreeing += 1;
+            } else if first.is_none_or(|f| i < f) {
+                first = Some(i);
+            }
+        }
+    }
+    (agreeing, first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agreement_counts_equal_positions_and_the_earliest_divergence() {
+        let want = vec![vec![1, 2, 3, 4], vec![5, 6, 7, 8]];
+        assert_eq!(agreement(&want, &want), (8, None));
+        // Sequence 0 diverges at 3, sequence 1 at 1: the earliest is 1.
+        let got = vec![vec![1, 2, 3, 9], vec![5, 0, 7, 8]];
+        assert_eq!(agreement(&want, &got), (6, Some(1)));
+    }
 
     #[test]
     fn engine_check_agrees_on_the_cpu() {
@@ -296,6 +336,10 @@ mod tests {
         assert_eq!(seen, 2);
         for r in r {
             assert!(r.identical, "{r:?}");
+            assert!(
+                r.replay_identical && r.replay_first_divergence.is_none(),
+                "{r:?}"
+            );
             assert_eq!(r.agreeing, 3);
             assert!(r.eager_tok_s > 0.0 && r.graph_tok_s > 0.0);
         }
