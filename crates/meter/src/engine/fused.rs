@@ -11,7 +11,10 @@
 //!   F32 throughout, output (b, 1, nh·hd) in the activations' dtype;
 //! * [`SwiGlu`] — silu(gate)·up from the fused gate|up matmul's output;
 //! * [`AddRmsNorm`] — residual add and the following RMSNorm: one output (2, ..) holding the sum
-//!   and the normed sum.
+//!   and the normed sum;
+//! * [`Gemv`] — a float projection at one row (batch 1): a warp per output row streaming the
+//!   weight in 16-byte loads, F32 accumulation. Opt-in (`QE_GEMV=1`, [`gemv_enabled`]) until the
+//!   H200 has measured it against cuBLAS's GEMM (issue 13's 7 B F16 roofline target).
 //!
 //! A layer's cache is one flat tensor in the cache dtype, `[K (b, nkv, ctx, hd) | V (same) | qkv
 //! bias ((nh + 2·nkv)·hd), if any]` (see [`AttnDims`]), so the bias travels with the target.
@@ -433,6 +436,75 @@ impl CustomOp1 for SwiGlu {
     }
 }
 
+/// `x · wᵀ` for one row `x` (.., K) and a weight `w` (N, K), both F16 or both BF16 and
+/// contiguous, K a multiple of 8 (the kernel's 16-byte loads): output (.., N) in their dtype,
+/// accumulated in F32 and rounded once.
+pub struct Gemv;
+
+/// Whether the graph engine's float projections at one row use [`Gemv`] (`QE_GEMV=1`); read once.
+pub fn gemv_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QE_GEMV").is_ok_and(|v| v == "1"))
+}
+
+/// (N, K, output shape) of a one-row matvec.
+fn gemv_dims(xl: &Layout, wl: &Layout) -> Result<(usize, usize, Shape)> {
+    let (n, k) = wl.shape().dims2()?;
+    if xl.shape().elem_count() != k || xl.dims().last() != Some(&k) || !k.is_multiple_of(8) {
+        bail!(
+            "gemv: one row {:?} against a weight {:?} (K a multiple of 8)",
+            xl.shape(),
+            wl.shape()
+        )
+    }
+    if !xl.is_contiguous() || !wl.is_contiguous() {
+        bail!("gemv: inputs must be contiguous")
+    }
+    let mut out = xl.dims().to_vec();
+    *out.last_mut().unwrap_or(&mut 0) = n;
+    Ok((n, k, Shape::from(out)))
+}
+
+impl CustomOp2 for Gemv {
+    fn name(&self) -> &'static str {
+        "gemv"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        xl: &Layout,
+        w: &CpuStorage,
+        wl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (n, k, shape) = gemv_dims(xl, wl)?;
+        let dt = float_dtype(x, "gemv")?;
+        if w.dtype() != dt || dt == DType::F32 {
+            bail!("gemv: x and w must both be F16 or both BF16")
+        }
+        let (xo, wo) = (xl.start_offset(), wl.start_offset());
+        let mut out = zeros(dt, n);
+        for r in 0..n {
+            let acc: f32 = (0..k)
+                .map(|e| get(x, xo + e) * get(w, wo + r * k + e))
+                .sum();
+            put(&mut out, r, acc);
+        }
+        Ok((out, shape))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        w: &CudaStorage,
+        wl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        cuda::gemv(x, xl, w, wl)
+    }
+}
+
 /// `x = a + r` (rounded to the dtype, as the eager model stores the residual) and
 /// `rms_norm(x)·w`, from a, r (.., h) and w (h), all one dtype and contiguous; output (2, ..):
 /// `[0]` the sum, `[1]` the normed sum.
@@ -746,6 +818,41 @@ template <int A> __device__ void add_rms_norm(void* out, const void* a, const vo
         st<A>(out, n + row * h + e, x * inv * ld<A>(w, e));
     }
 }
+// One warp per output row of w (n, k) · x (k): 16-byte non-coherent loads of 8 elements of the row
+// and of x per lane and step, F32 accumulation, one rounding. T: 1 = F16, 2 = BF16.
+__device__ __forceinline__ void ld4(const void* p, unsigned int& a, unsigned int& b,
+                                    unsigned int& c, unsigned int& d) {
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "l"(p));
+}
+template <int T> __device__ __forceinline__ float lo16(unsigned int v) {
+    return T == 1 ? h2f((unsigned short)(v & 0xffffu)) : b2f((unsigned short)(v & 0xffffu));
+}
+template <int T> __device__ __forceinline__ float hi16(unsigned int v) {
+    return T == 1 ? h2f((unsigned short)(v >> 16)) : b2f((unsigned short)(v >> 16));
+}
+template <int T> __device__ void gemv(void* out, const void* w, const void* x, unsigned int n,
+                                      unsigned int k) {
+    const unsigned int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const unsigned int lane = threadIdx.x & 31u;
+    if (row >= n) return;
+    const unsigned short* wr = (const unsigned short*)w + (unsigned long long)row * k;
+    const unsigned short* xv = (const unsigned short*)x;
+    float acc = 0.f;
+    #pragma unroll 4
+    for (unsigned int i = lane * 8u; i < k; i += 256u) {
+        unsigned int a[4], b[4];
+        ld4(wr + i, a[0], a[1], a[2], a[3]);
+        ld4(xv + i, b[0], b[1], b[2], b[3]);
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            acc += lo16<T>(a[j]) * lo16<T>(b[j]);
+            acc += hi16<T>(a[j]) * hi16<T>(b[j]);
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) st<T>(out, row, acc);
+}
 "#;
 
 /// Names of the float dtypes in kernel names, with their template codes.
@@ -775,13 +882,19 @@ pub fn kernel_source() -> String {
              const void* r, const void* w, unsigned int rows, unsigned int h, float eps) {{ \
              add_rms_norm<{ac}>(out, a, r, w, rows, h, eps); }}\n"
         ));
+        if ac != 0 {
+            s.push_str(&format!(
+                "extern \"C\" __global__ void gemv_{a}(void* out, const void* w, const void* x, \
+                 unsigned int n, unsigned int k) {{ gemv<{ac}>(out, w, x, n, k); }}\n"
+            ));
+        }
     }
     s
 }
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::{add_norm_dims, contiguous, swiglu_dims, AttnDims, DecodeAttn};
+    use super::{add_norm_dims, contiguous, gemv_dims, swiglu_dims, AttnDims, DecodeAttn};
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
@@ -963,6 +1076,38 @@ mod cuda {
         b.arg(&op).arg(&sp).arg(&r32).arg(&i32_);
         // SAFETY: one thread per output element; reads its gate and up elements.
         unsafe { b.launch(LaunchConfig::for_num_elems((rows * i) as u32)) }.w()?;
+        Ok((out, shape))
+    }
+
+    pub fn gemv(
+        x: &CudaStorage,
+        xl: &Layout,
+        w: &CudaStorage,
+        wl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let (n, k, shape) = gemv_dims(xl, wl)?;
+        let dt = x.dtype();
+        if w.dtype() != dt || dt == DType::F32 {
+            bail!("gemv: x and w must both be F16 or both BF16")
+        }
+        // 16-byte loads: both rows must start on a 16-byte boundary (K % 8 == 0 keeps w's rows so).
+        if !xl.start_offset().is_multiple_of(8) || !wl.start_offset().is_multiple_of(8) {
+            bail!("gemv: x and w must start 16-byte aligned")
+        }
+        let dev = x.device.clone();
+        let out = alloc(&dev, dt, n)?;
+        let f = dev.get_or_load_custom_func(&format!("gemv_{}", code(dt)?), MODULE, ptx()?)?;
+        let (op, wp, xp) = (
+            ptr(&out, 0)?,
+            ptr(w, wl.start_offset())?,
+            ptr(x, xl.start_offset())?,
+        );
+        let (n32, k32) = (n as u32, k as u32);
+        let mut b = f.builder();
+        b.arg(&op).arg(&wp).arg(&xp).arg(&n32).arg(&k32);
+        // SAFETY: one warp per output row (8 rows a block of 256) reads its w row and x, and
+        // writes its one output; rows past n return at once.
+        unsafe { b.launch(cfg((n.div_ceil(8) as u32, 1), 256)) }.w()?;
         Ok((out, shape))
     }
 

@@ -13,9 +13,13 @@ fn fused_kernel_source_instantiates_every_dtype() {
         "decode_attn_bf16_bf16",
         "swiglu_f32",
         "add_rms_norm_f16",
+        "gemv_f16",
+        "gemv_bf16",
     ] {
         assert!(src.contains(&format!("void {name}(")), "{name}");
     }
+    // The matvec's 16-bit loads have no F32 form: that falls back to cuBLAS.
+    assert!(!src.contains("void gemv_f32("));
     // For checking the source with nvcc (no GPU needed): QE_DUMP_FUSED_KERNELS=path.cu.
     if let Some(p) = std::env::var_os("QE_DUMP_FUSED_KERNELS") {
         std::fs::write(p, src).unwrap();
@@ -277,4 +281,53 @@ fn swiglu_and_add_rms_norm_match_candle_ops() {
             assert!(d <= tol(dt), "rms {dt:?} {rows}×{w}: {d:e}");
         }
     }
+}
+
+/// [`Gemv`] at one row: the F32 matmul of the same rounded inputs, rounded once (F32 summation
+/// order aside), in both 16-bit dtypes and for a (1, 1, K) decode activation; shapes the kernel
+/// cannot take are refused, not miscomputed.
+#[test]
+fn gemv_matches_the_f32_matmul_and_refuses_what_it_cannot_do() {
+    let (n, k) = (40, 96);
+    for dt in [DType::F16, DType::BF16] {
+        let w = rand(&[n, k], 7).to_dtype(dt).unwrap();
+        let x = rand(&[1, 1, k], 8).to_dtype(dt).unwrap();
+        let got = x.apply_op2_no_bwd(&w, &Gemv).unwrap();
+        assert_eq!(got.dims(), [1, 1, n]);
+        assert_eq!(got.dtype(), dt);
+        let f32 = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+        let want = f32(&x)
+            .reshape((1, k))
+            .unwrap()
+            .matmul(&f32(&w).t().unwrap())
+            .unwrap()
+            .reshape((1, 1, n))
+            .unwrap();
+        assert!(
+            rel(&f32(&got), &want) <= tol(dt),
+            "{dt:?}: {}",
+            rel(&f32(&got), &want)
+        );
+        // A wrong row breaks it by far more than the tolerance.
+        let shifted = x
+            .roll(1, D::Minus1)
+            .unwrap()
+            .apply_op2_no_bwd(&w, &Gemv)
+            .unwrap();
+        assert!(rel(&f32(&shifted), &want) > 20.0 * tol(dt));
+    }
+    let w = rand(&[n, k], 7).to_dtype(DType::F16).unwrap();
+    let two_rows = rand(&[2, k], 8).to_dtype(DType::F16).unwrap();
+    assert!(two_rows.apply_op2_no_bwd(&w, &Gemv).is_err());
+    let odd = rand(&[4, 12], 9).to_dtype(DType::F16).unwrap();
+    let odd_x = rand(&[1, 12], 9).to_dtype(DType::F16).unwrap();
+    assert!(
+        odd_x.apply_op2_no_bwd(&odd, &Gemv).is_err(),
+        "K not a multiple of 8"
+    );
+    let f32_w = rand(&[n, k], 7);
+    assert!(
+        rand(&[1, k], 8).apply_op2_no_bwd(&f32_w, &Gemv).is_err(),
+        "F32 is cuBLAS's"
+    );
 }

@@ -48,6 +48,11 @@ impl GraphFactory {
         let weights = self.inner.arm_weights(precision)?;
         let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
         let base = match (model.kind, dev.is_cuda()) {
+            (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true)
+                if super::fused::gemv_enabled() =>
+            {
+                "custom GEMV at one row (QE_GEMV=1), cuBLAS GEMM otherwise"
+            }
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true) => {
                 "cuBLAS GEMM"
             }

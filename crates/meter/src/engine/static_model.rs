@@ -13,7 +13,9 @@
 //! where attention is computed in F32, how the scale is applied, rope vs interleaved rope_i), so
 //! the logits match the eager engine's to rounding (tests in `super::tests`).
 
-use super::fused::{AddRmsNorm, AttnDims, DecodeAttn, RopeKv, RopeStep, SwiGlu};
+use super::fused::{
+    gemv_enabled, AddRmsNorm, AttnDims, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
+};
 use super::ops::KvWrite;
 use crate::candle::ArmWeights;
 use crate::decoder::DecodeError;
@@ -51,7 +53,15 @@ enum Lin {
 
 impl Lin {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_with(x, gemv_enabled())
+    }
+
+    /// The projection, with [`Gemv`] where `gemv` and [`gemv_applies`] allow it.
+    fn forward_with(&self, x: &Tensor, gemv: bool) -> Result<Tensor> {
         Ok(match self {
+            Lin::Float(l) if gemv && gemv_applies(l, x)? => {
+                x.contiguous()?.apply_op2_no_bwd(l.weight(), &Gemv)?
+            }
             Lin::Float(l) => l.forward(x)?,
             Lin::Quant { w, b } => {
                 let y = w.forward(x)?;
@@ -63,12 +73,23 @@ impl Lin {
             Lin::Parts(parts) => {
                 let ys = parts
                     .iter()
-                    .map(|p| p.forward(x))
+                    .map(|p| p.forward_with(x, gemv))
                     .collect::<Result<Vec<_>>>()?;
                 Tensor::cat(&ys, D::Minus1)?
             }
         })
     }
+}
+
+/// Whether [`Gemv`] can replace the projection's GEMM (when opted in: `QE_GEMV=1`): one F16/BF16
+/// row, no bias, K a multiple of 8.
+fn gemv_applies(l: &Linear, x: &Tensor) -> Result<bool> {
+    let (_, k) = l.weight().dims2()?;
+    Ok(l.bias().is_none()
+        && x.elem_count() == k
+        && k.is_multiple_of(8)
+        && matches!(x.dtype(), DType::F16 | DType::BF16)
+        && l.weight().dtype() == x.dtype())
 }
 
 /// Quantized projections as one: their rows concatenated byte-wise when they share one GGML
@@ -763,4 +784,55 @@ impl StaticModel {
 /// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device.
 pub fn argmax(logits: &Tensor) -> Result<Tensor> {
     Ok(logits.argmax_keepdim(D::Minus1)?)
+}
+
+#[cfg(test)]
+mod gemv_tests {
+    use super::*;
+
+    /// With the matvec on, a float projection at one row gives the GEMM's output within the
+    /// dtype's rounding; two rows, a bias or F32 keep the GEMM.
+    #[test]
+    fn float_projections_take_the_matvec_only_where_it_applies() {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 0.1, (24, 64), &dev).unwrap();
+        let lin = |dt: DType, bias: bool| {
+            let b = bias.then(|| Tensor::zeros(24, dt, &dev).unwrap());
+            Lin::Float(Linear::new(w.to_dtype(dt).unwrap(), b))
+        };
+        let x = |rows: usize, dt: DType| {
+            Tensor::randn(0f32, 1.0, (rows, 1, 64), &dev)
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap()
+        };
+        let Lin::Float(plain) = lin(DType::F16, false) else {
+            unreachable!()
+        };
+        assert!(gemv_applies(&plain, &x(1, DType::F16)).unwrap());
+        assert!(!gemv_applies(&plain, &x(2, DType::F16)).unwrap());
+        let Lin::Float(biased) = lin(DType::F16, true) else {
+            unreachable!()
+        };
+        assert!(!gemv_applies(&biased, &x(1, DType::F16)).unwrap());
+        let Lin::Float(f32_lin) = lin(DType::F32, false) else {
+            unreachable!()
+        };
+        assert!(!gemv_applies(&f32_lin, &x(1, DType::F32)).unwrap());
+        for dt in [DType::F16, DType::BF16] {
+            let (l, xs) = (lin(dt, false), x(1, dt));
+            let f32 = |t: Tensor| t.to_dtype(DType::F32).unwrap();
+            let on = f32(l.forward_with(&xs, true).unwrap());
+            let off = f32(l.forward_with(&xs, false).unwrap());
+            assert_eq!(on.dims(), off.dims());
+            let diff = (on - &off).unwrap().abs().unwrap().max_all().unwrap();
+            let scale = off.abs().unwrap().max_all().unwrap();
+            let (d, m) = (
+                diff.to_scalar::<f32>().unwrap(),
+                scale.to_scalar::<f32>().unwrap(),
+            );
+            let tol = if dt == DType::F16 { 4e-3 } else { 3e-2 };
+            assert!(d <= tol * m, "{dt:?}: {d} vs max {m}");
+        }
+    }
 }
