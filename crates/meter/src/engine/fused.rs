@@ -822,7 +822,7 @@ template <int A> __device__ void add_rms_norm(void* out, const void* a, const vo
 // and of x per lane and step, F32 accumulation, one rounding. T: 1 = F16, 2 = BF16.
 __device__ __forceinline__ void ld4(const void* p, unsigned int& a, unsigned int& b,
                                     unsigned int& c, unsigned int& d) {
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "l"(p));
 }
 template <int T> __device__ __forceinline__ float lo16(unsigned int v) {

@@ -49,7 +49,8 @@ impl GraphFactory {
         let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
         let base = match (model.kind, dev.is_cuda()) {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true)
-                if super::fused::gemv_enabled() =>
+                if super::fused::gemv_enabled()
+                    && matches!(precision, Precision::Fp16 | Precision::Bf16) =>
             {
                 "custom GEMV at one row (QE_GEMV=1), cuBLAS GEMM otherwise"
             }

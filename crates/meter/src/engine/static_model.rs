@@ -53,7 +53,8 @@ enum Lin {
 
 impl Lin {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_with(x, gemv_enabled())
+        // On the GPU only: the CPU op is the tests' reference, a loop, not a fast path.
+        self.forward_with(x, gemv_enabled() && x.device().is_cuda())
     }
 
     /// The projection, with [`Gemv`] where `gemv` and [`gemv_applies`] allow it.
@@ -82,12 +83,20 @@ impl Lin {
 }
 
 /// Whether [`Gemv`] can replace the projection's GEMM (when opted in: `QE_GEMV=1`): one F16/BF16
-/// row, no bias, K a multiple of 8.
+/// row, no bias, K a multiple of 8, and both starting 16-byte aligned (what the kernel refuses
+/// falls back to the GEMM instead of failing the step).
 fn gemv_applies(l: &Linear, x: &Tensor) -> Result<bool> {
-    let (_, k) = l.weight().dims2()?;
+    let w = l.weight();
+    let (_, k) = w.dims2()?;
+    // A non-contiguous x is copied to a fresh, aligned buffer first.
+    let x_aligned = !x.is_contiguous() || x.layout().start_offset().is_multiple_of(8);
     Ok(l.bias().is_none()
         && x.elem_count() == k
+        && x.dims().last() == Some(&k)
         && k.is_multiple_of(8)
+        && w.is_contiguous()
+        && w.layout().start_offset().is_multiple_of(8)
+        && x_aligned
         && matches!(x.dtype(), DType::F16 | DType::BF16)
         && l.weight().dtype() == x.dtype())
 }
@@ -819,8 +828,28 @@ mod gemv_tests {
             unreachable!()
         };
         assert!(!gemv_applies(&f32_lin, &x(1, DType::F32)).unwrap());
-        for dt in [DType::F16, DType::BF16] {
-            let (l, xs) = (lin(dt, false), x(1, dt));
+        // The decode path's x is the second half of the fused norm's (2, ..) output: an offset view.
+        let pair = x(2, DType::F16).reshape((2, 1, 1, 64)).unwrap();
+        let second = pair.i(1).unwrap();
+        assert!(second.layout().start_offset() == 64 && gemv_applies(&plain, &second).unwrap());
+        // K 56 (a multiple of 8) but x starting 4 elements in: 8 bytes, not 16-byte aligned.
+        let misaligned = x(1, DType::F16)
+            .flatten_all()
+            .unwrap()
+            .narrow(0, 4, 56)
+            .unwrap();
+        let w56 = w.narrow(1, 0, 56).unwrap().contiguous().unwrap();
+        let narrow = Linear::new(w56.to_dtype(DType::F16).unwrap(), None);
+        assert!(misaligned.is_contiguous() && misaligned.layout().start_offset() == 4);
+        assert!(!gemv_applies(&narrow, &misaligned).unwrap());
+        let moved = misaligned.affine(1.0, 0.0).unwrap(); // a new buffer, offset 0
+        assert!(gemv_applies(&narrow, &moved).unwrap());
+        for (dt, xs) in [
+            (DType::F16, x(1, DType::F16)),
+            (DType::BF16, x(1, DType::BF16)),
+            (DType::F16, second),
+        ] {
+            let l = lin(dt, false);
             let f32 = |t: Tensor| t.to_dtype(DType::F32).unwrap();
             let on = f32(l.forward_with(&xs, true).unwrap());
             let off = f32(l.forward_with(&xs, false).unwrap());
