@@ -311,17 +311,18 @@ impl StackBatchCurve {
         })
     }
 
-    /// Where `factor(batch)` comes from for a model of `params_b`: batch 1 is the reference
-    /// itself; a batch the sweep ran, or one between two it ran, is interpolated for a model within
-    /// the swept sizes; past the sweep's batches or sizes it is extrapolated.
-    pub fn factor_tag(&self, batch: u32, params_b: f64) -> Tag {
+    /// Where `factor(batch)` comes from for `precision` at a model of `params_b`: batch 1 is the
+    /// reference itself; a batch the sweep ran, or one between two it ran, is interpolated for the
+    /// swept precision at a model within the swept sizes; past the sweep's batches or sizes, or for
+    /// a precision that borrows this sweep (BF16 FP16's, Q4_0 Q4_K's), it is extrapolated.
+    pub fn factor_tag(&self, batch: u32, params_b: f64, precision: Precision) -> Tag {
         let last = per_batch_geo_mean(&self.points).last().map_or(1.0, |p| p.0);
         let (lo, hi) = self.swept_b;
         // The shapes' own counts and the rows' rounded sizes differ in the third digit.
         let inside = params_b >= lo * 0.99 && params_b <= hi * 1.01;
         match batch {
             0 | 1 => Tag::Computed,
-            b if b as f64 <= last && inside => Tag::Interpolated,
+            b if b as f64 <= last && inside && precision == self.precision => Tag::Interpolated,
             _ => Tag::Extrapolated,
         }
     }
@@ -357,13 +358,11 @@ pub(crate) fn per_batch_geo_mean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// measured, log-log between the two measured batches around it, `None` outside the measured range.
 pub(crate) fn log_log_inside(points: &[(f64, f64)], b: f64) -> Option<f64> {
     let measured = per_batch_geo_mean(points);
-    let &(x0, r0) = measured.iter().rev().find(|(x, _)| *x <= b)?;
-    let &(x1, r1) = measured.iter().find(|(x, _)| *x >= b)?;
-    if x1 == x0 {
-        return Some(r0);
+    let (first, last) = (measured.first()?.0, measured.last()?.0);
+    if b < first || b > last {
+        return None;
     }
-    let t = (b / x0).ln() / (x1 / x0).ln();
-    Some((r0.ln() + t * (r1 / r0).ln()).exp())
+    crate::estimate::loglog_interp(&measured, b)
 }
 
 /// Per-(engine, precision) batch curves fitted on our own batch sweeps: rows of
@@ -581,7 +580,7 @@ mod tests {
         assert!((c.factor(64) - want).abs() < 1e-12, "{}", c.factor(64));
         assert!(c.factor(17) < c.factor(16) && (c.factor(16) - 0.1).abs() < 1e-12);
         assert_eq!(
-            [1, 4, 8, 16, 64].map(|b| c.factor_tag(b, 3.0)),
+            [1, 4, 8, 16, 64].map(|b| c.factor_tag(b, 3.0, Precision::Q4K)),
             [
                 Tag::Computed,
                 Tag::Interpolated,
@@ -591,9 +590,11 @@ mod tests {
             ]
         );
         // A model outside the swept sizes borrows the curve: extrapolated at every batch > 1.
-        assert_eq!(c.factor_tag(4, 14.8), Tag::Extrapolated);
-        assert_eq!(c.factor_tag(4, 0.5), Tag::Extrapolated);
-        assert_eq!(c.factor_tag(1, 14.8), Tag::Computed);
+        assert_eq!(c.factor_tag(4, 14.8, Precision::Q4K), Tag::Extrapolated);
+        assert_eq!(c.factor_tag(4, 0.5, Precision::Q4K), Tag::Extrapolated);
+        assert_eq!(c.factor_tag(1, 14.8, Precision::Q4K), Tag::Computed);
+        // Q4_0 borrows Q4_K's sweep: extrapolated even at a swept batch and size.
+        assert_eq!(c.factor_tag(4, 3.0, Precision::Q4_0), Tag::Extrapolated);
         assert_eq!(log_log_inside(&c.points, 0.5), None);
         assert_eq!(log_log_inside(&[(1.0, f64::NAN), (2.0, -1.0)], 1.0), None);
     }

@@ -624,10 +624,10 @@ impl Setup<'_> {
     /// format that borrows another's sweep (BF16 FP16's, Q4_0 Q4_K's) is extrapolated.
     fn batch_factor(&self, engine: &str, precision: Precision, batch: u32) -> Tagged<f64> {
         match self.engine_curve(engine, precision) {
-            Some(c) if c.precision != precision && batch > 1 => {
-                Tagged::new(c.factor(batch), Tag::Extrapolated)
-            }
-            Some(c) => Tagged::new(c.factor(batch), c.factor_tag(batch, self.shape.params_b)),
+            Some(c) => Tagged::new(
+                c.factor(batch),
+                c.factor_tag(batch, self.shape.params_b, precision),
+            ),
             None if batch <= 1 => Tagged::new(self.batch.factor(batch), Tag::Computed),
             None => Tagged::new(self.batch.factor(batch), Tag::Modelled),
         }

@@ -4,7 +4,7 @@
 //! engines, Q4_K saves 27–38 % at batch 1 and costs up to 37 % more at batch 4).
 
 use crate::curves::{curve_engine, preference};
-use crate::dataset::{Anchor, Dataset};
+use crate::dataset::{Anchor, Dataset, TARGET_RUNS};
 use crate::verdict::{direction, signed_pct, Direction};
 use report::Precision;
 
@@ -107,9 +107,12 @@ impl Sweep<'_> {
         }
     }
 
-    /// The sweep ran a server (llama-server), sent concurrent request streams.
+    /// The sweep ran an inference server, sent concurrent request streams: its rows' stack says how
+    /// the meter drove it, in the report's own words ([`report::ServingMode::words`]).
     pub fn is_server(&self) -> bool {
-        self.engine == "llama.cpp"
+        [report::ServingMode::Started, report::ServingMode::External]
+            .iter()
+            .any(|m| self.stack.contains(m.words()))
     }
 
     /// "batch 4", or "8 streams" for a server.
@@ -183,10 +186,11 @@ impl Sweep<'_> {
     }
 }
 
-/// " (n = 2)" for a row behind fewer runs than the campaign's n ≥ 3; nothing otherwise.
+/// " (n = 2)" for a row behind fewer runs than the campaign's target ([`TARGET_RUNS`]); nothing
+/// otherwise.
 pub fn below_target(n: Option<u32>) -> String {
     match n {
-        Some(n) if n < 3 => format!(" (n = {n})"),
+        Some(n) if n < TARGET_RUNS => format!(" (n = {n})"),
         _ => String::new(),
     }
 }

@@ -238,7 +238,7 @@ pub struct CampaignTargets {
 impl Default for CampaignTargets {
     fn default() -> Self {
         CampaignTargets {
-            min_runs: 3,
+            min_runs: analysis::dataset::TARGET_RUNS as usize,
             max_cv_pct: 2.0,
             max_counter_trace_gap: 0.02,
         }

@@ -11,7 +11,7 @@
 //! `assets/gate.js` hides the pre-render before the first paint when the link asks for another
 //! view, and the page removes it when its own first chart is painted (same layout: no shift).
 
-use crate::url::Query;
+use crate::url::{form_encode, Query};
 use crate::{AppState, Page};
 use leptos::prelude::*;
 use leptos::tachys::view::RenderHtml;
@@ -40,21 +40,6 @@ pub fn landing_markup() -> String {
         let tick = RwSignal::new(0u32);
         view! { <Page state=state tick=tick/> }.to_html()
     })
-}
-
-/// `application/x-www-form-urlencoded`, as the browser's `URLSearchParams` writes it.
-fn form_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// The query string the page writes into the address bar for the default view (the page keeps

@@ -53,6 +53,22 @@ impl Tab {
     }
 }
 
+/// `application/x-www-form-urlencoded`, as the browser's `URLSearchParams` writes it, without a
+/// browser: the build-time pre-render and the links both modules write.
+pub fn form_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 /// The query string as ordered key/value pairs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Query(pub Vec<(String, String)>);

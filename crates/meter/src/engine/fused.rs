@@ -447,8 +447,11 @@ pub fn gemv_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("QE_GEMV").is_ok_and(|v| v == "1"))
 }
 
-/// (N, K, output shape) of a one-row matvec.
-fn gemv_dims(xl: &Layout, wl: &Layout) -> Result<(usize, usize, Shape)> {
+/// (N, K, output shape) of a one-row matvec of x (dtype `xd`) and w (`wd`).
+fn gemv_dims(xl: &Layout, wl: &Layout, xd: DType, wd: DType) -> Result<(usize, usize, Shape)> {
+    if wd != xd || !matches!(xd, DType::F16 | DType::BF16) {
+        bail!("gemv: x and w must both be F16 or both BF16, not {xd:?} and {wd:?}")
+    }
     let (n, k) = wl.shape().dims2()?;
     if xl.shape().elem_count() != k || xl.dims().last() != Some(&k) || !k.is_multiple_of(8) {
         bail!(
@@ -477,11 +480,8 @@ impl CustomOp2 for Gemv {
         w: &CpuStorage,
         wl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (n, k, shape) = gemv_dims(xl, wl)?;
-        let dt = float_dtype(x, "gemv")?;
-        if w.dtype() != dt || dt == DType::F32 {
-            bail!("gemv: x and w must both be F16 or both BF16")
-        }
+        let (n, k, shape) = gemv_dims(xl, wl, x.dtype(), w.dtype())?;
+        let dt = x.dtype();
         let (xo, wo) = (xl.start_offset(), wl.start_offset());
         let mut out = zeros(dt, n);
         for r in 0..n {
@@ -1085,11 +1085,8 @@ mod cuda {
         w: &CudaStorage,
         wl: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
-        let (n, k, shape) = gemv_dims(xl, wl)?;
+        let (n, k, shape) = gemv_dims(xl, wl, x.dtype(), w.dtype())?;
         let dt = x.dtype();
-        if w.dtype() != dt || dt == DType::F32 {
-            bail!("gemv: x and w must both be F16 or both BF16")
-        }
         // 16-byte loads: both rows must start on a 16-byte boundary (K % 8 == 0 keeps w's rows so).
         if !xl.start_offset().is_multiple_of(8) || !wl.start_offset().is_multiple_of(8) {
             bail!("gemv: x and w must start 16-byte aligned")

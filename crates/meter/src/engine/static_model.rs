@@ -805,9 +805,9 @@ mod gemv_tests {
     fn float_projections_take_the_matvec_only_where_it_applies() {
         let dev = Device::Cpu;
         let w = Tensor::randn(0f32, 0.1, (24, 64), &dev).unwrap();
-        let lin = |dt: DType, bias: bool| {
+        let linear = |dt: DType, bias: bool| {
             let b = bias.then(|| Tensor::zeros(24, dt, &dev).unwrap());
-            Lin::Float(Linear::new(w.to_dtype(dt).unwrap(), b))
+            Linear::new(w.to_dtype(dt).unwrap(), b)
         };
         let x = |rows: usize, dt: DType| {
             Tensor::randn(0f32, 1.0, (rows, 1, 64), &dev)
@@ -815,19 +815,12 @@ mod gemv_tests {
                 .to_dtype(dt)
                 .unwrap()
         };
-        let Lin::Float(plain) = lin(DType::F16, false) else {
-            unreachable!()
-        };
+        let plain = linear(DType::F16, false);
         assert!(gemv_applies(&plain, &x(1, DType::F16)).unwrap());
         assert!(!gemv_applies(&plain, &x(2, DType::F16)).unwrap());
-        let Lin::Float(biased) = lin(DType::F16, true) else {
-            unreachable!()
-        };
+        let biased = linear(DType::F16, true);
         assert!(!gemv_applies(&biased, &x(1, DType::F16)).unwrap());
-        let Lin::Float(f32_lin) = lin(DType::F32, false) else {
-            unreachable!()
-        };
-        assert!(!gemv_applies(&f32_lin, &x(1, DType::F32)).unwrap());
+        assert!(!gemv_applies(&linear(DType::F32, false), &x(1, DType::F32)).unwrap());
         // The decode path's x is the second half of the fused norm's (2, ..) output: an offset view.
         let pair = x(2, DType::F16).reshape((2, 1, 1, 64)).unwrap();
         let second = pair.i(1).unwrap();
@@ -849,7 +842,7 @@ mod gemv_tests {
             (DType::BF16, x(1, DType::BF16)),
             (DType::F16, second),
         ] {
-            let l = lin(dt, false);
+            let l = Lin::Float(linear(dt, false));
             let f32 = |t: Tensor| t.to_dtype(DType::F32).unwrap();
             let on = f32(l.forward_with(&xs, true).unwrap());
             let off = f32(l.forward_with(&xs, false).unwrap());

@@ -324,18 +324,12 @@ fn brief(gpu: &str, model: &str) -> String {
     out
 }
 
-/// A query-string value percent-encoded byte by byte (everything but `A–Z a–z 0–9 - _ . ~`), so a
-/// card name with a space, `&`, `#` or `+` stays one value. The pre-render runs natively: no
-/// browser encoder here.
-fn query_value(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+/// The Optimize tab's batch sweeps of card `gpu`.
+fn sweeps_link(gpu: &str) -> String {
+    format!(
+        "?tab=optimize&gpu={}#batch-sweeps",
+        crate::url::form_encode(gpu)
+    )
 }
 
 /// Rows of this card at batch > 1 (batch sweeps), of one model (any stack) when given: not drawn
@@ -706,7 +700,7 @@ fn EnergyCard() -> impl IntoView {
                     (batched_rows(&g, Some(&m)) > 0).then(|| view! {
                         <p class="fine" id="swept-note">
                             "This model was also measured at batch > 1 on this card, where the answer can change: "
-                            <a href=format!("?tab=optimize&gpu={}#batch-sweeps", query_value(&g))>"its batch sweep"</a>
+                            <a href=sweeps_link(&g)>"its batch sweep"</a>
                             "."
                         </p>
                     })
@@ -802,7 +796,7 @@ fn CrossoverCard() -> impl IntoView {
                     (n > 0).then(|| view! {
                         <p class="fine" id="batched-note">
                             {format!("This card also has {n} rows at batch > 1 (a batch sweep). They are not drawn on these batch-1 views: they feed the optimizer's batch term, and ")}
-                            <a href=format!("?tab=optimize&gpu={}#batch-sweeps", query_value(&g))>"Optimize"</a>
+                            <a href=sweeps_link(&g)>"Optimize"</a>
                             " shows them per model and session, with ΔE vs FP16 at every batch."
                         </p>
                     })
