@@ -437,7 +437,7 @@ mod tests {
             (
                 "llama.cpp",
                 "llama.cpp ",
-                &[("Q8_0", 5), ("Q4_K", 5), ("Q4_0", 5)],
+                &[("Q8_0", 6), ("Q4_K", 6), ("Q4_0", 6)],
             ),
         ];
         for (engine, stack, shapes) in plan {

@@ -1700,15 +1700,16 @@ mod tests {
                 .iter()
                 .all(|c| (c.fp16_energy_mj_per_token.value - want).abs() < 1e-9));
         }
-        // llama.cpp was measured at Qwen2-7B's size (7.6156 B) but not up to 14 B: the first
-        // baseline is the measurement, the second extrapolated, and each says so.
+        // llama.cpp was measured at Qwen2-7B's and Qwen2.5-14B's sizes (7.6156 and 14.77 B), not
+        // beyond: the first two baselines are measurements, a 30 B one extrapolated, and each says so.
         let llama_tag = |params_b: f64| {
             let r = optimize(&req("H200", params_b, Objective::MinEnergy)).unwrap();
             let l = r.feasible_configs.iter().find(|c| c.engine == "llama.cpp");
             l.unwrap().fp16_energy_mj_per_token.tag
         };
         assert_eq!(llama_tag(7.6156), Tag::Measured);
-        assert_eq!(llama_tag(14.77), Tag::Extrapolated);
+        assert_eq!(llama_tag(14.77), Tag::Measured);
+        assert_eq!(llama_tag(30.0), Tag::Extrapolated);
     }
 
     /// At batch 64 the graph engine's Qwen2-7B Q4_K decodes at 4 590 tok/s (n = 3), a quarter of
