@@ -75,6 +75,10 @@ pub struct Anchor {
     pub n: Option<u32>,
     /// Run-to-run CV of the energy, %.
     pub cv_pct: Option<f64>,
+    /// Run-to-run SD of each run's own ΔE vs the FP16 arm of the same run, in percentage points
+    /// (our campaigns; empty for published rows and FP16 rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_fp16_sd_pct: Option<f64>,
     /// `gross` or `idle-subtracted`.
     pub power_accounting: String,
     /// Software stack that ran the model.
@@ -112,15 +116,22 @@ impl Anchor {
         is_candle_stack(&self.stack)
     }
 
-    /// Approximate 95 % half-width of [`Anchor::delta_pct`] in percentage points, from this row's
-    /// and its FP16 row's run-to-run spread: `t · (E/F) · √(CV_E²/n_E + CV_F²/n_F)` with t of the
-    /// smaller sample. It ignores the pairing of arms inside a run, so it errs wide. `None` unless
-    /// both rows have n ≥ 2 and a CV.
+    /// Approximate 95 % half-width of [`Anchor::delta_pct`] in percentage points.
+    ///
+    /// Where the row carries the spread of its runs' own ΔE (each run measures every arm on the
+    /// same card, in one process, minutes apart): the paired `t(n−1) · SD_ΔE / √n`. A card or an
+    /// hour that makes both arms of a run dearer then cancels in that run's ΔE instead of
+    /// widening the interval. Otherwise (published rows) from the two rows' own spreads:
+    /// `t · (E/F) · √(CV_E²/n_E + CV_F²/n_F)` with t of the smaller sample, which ignores any
+    /// pairing and errs wide. `None` unless both rows have n ≥ 2 and a spread.
     pub fn delta_halfwidth_pct(&self, fp16: &Anchor) -> Option<f64> {
         let (e, f) = (self.energy_mj?, fp16.energy_mj?);
         let (ne, nf) = (self.n?, fp16.n?);
         if ne < 2 || nf < 2 || f <= 0.0 {
             return None;
+        }
+        if let Some(sd) = self.vs_fp16_sd_pct {
+            return Some(crate::stats::t95(ne as usize - 1) * sd / f64::from(ne).sqrt());
         }
         let (ce, cf) = (self.cv_pct?, fp16.cv_pct?);
         let se = (ce * ce / ne as f64 + cf * cf / nf as f64).sqrt();
@@ -250,6 +261,9 @@ impl Row<'_> {
             })?;
         Ok(self.record.get(pos).unwrap_or("").trim())
     }
+    fn has(&self, column: &str) -> bool {
+        self.headers.iter().any(|h| h == column)
+    }
     fn err(&self, column: &'static str, message: String) -> DataError {
         DataError::Field {
             file: self.file,
@@ -376,6 +390,12 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                 avg_power_w: r.opt_f64("avg_power_w")?,
                 n: r.opt_u32("n")?,
                 cv_pct: r.opt_f64("cv_pct")?,
+                // Optional column: a file written before it existed has no paired spreads.
+                vs_fp16_sd_pct: if r.has("vs_fp16_sd_pct") {
+                    r.opt_f64("vs_fp16_sd_pct")?
+                } else {
+                    None
+                },
                 power_accounting: r.text("power_accounting")?,
                 stack: r.text("stack")?,
                 session: r.text("session")?,
@@ -471,6 +491,48 @@ mod tests {
             .is_none());
     }
 
+    /// Our campaigns' rows carry the SD of the runs' own ΔE: the interval is the paired one, and
+    /// a spread that both arms of a run share (CV 9 % and 7 % here) no longer widens it.
+    #[test]
+    fn delta_interval_is_paired_where_the_row_has_its_runs_delta_spread() {
+        let row = |e: f64, cv: f64, sd: Option<f64>| Anchor {
+            energy_mj: Some(e),
+            n: Some(3),
+            cv_pct: Some(cv),
+            vs_fp16_sd_pct: sd,
+            ..Dataset::embedded().anchors[0].clone()
+        };
+        let fp16 = row(211.19, 7.0, None);
+        // SD 3.0 points over n = 3 runs: t(2) = 4.303 → 4.303 · 3 / √3 = 7.453 points.
+        let paired = row(185.2, 9.47, Some(3.0))
+            .delta_halfwidth_pct(&fp16)
+            .unwrap();
+        assert!(
+            (paired - 4.303 * 3.0 / 3f64.sqrt()).abs() < 1e-9,
+            "{paired}"
+        );
+        // Unpaired from the same rows: 4.303 · (185.2/211.19) · √((9.47² + 7²)/3) = 25.66.
+        let unpaired = row(185.2, 9.47, None).delta_halfwidth_pct(&fp16).unwrap();
+        assert!((unpaired - 25.656).abs() < 0.001, "{unpaired}");
+        // The committed 7 B llama-server row at 32 streams: per-run ΔE −12.14, −9.31, −15.68 %
+        // (data/measurements/h200/llama/raw, r1–r3) → SD 3.19; its interval excludes zero.
+        let d = Dataset::embedded();
+        let a = d
+            .anchors
+            .iter()
+            .find(|a| {
+                a.model == "Qwen2-7B [llama.cpp]" && a.batch == 32 && a.precision == Precision::Q4K
+            })
+            .unwrap();
+        assert_eq!(a.vs_fp16_sd_pct, Some(3.19));
+        let h = a.delta_halfwidth_pct(d.fp16_row_of(a).unwrap()).unwrap();
+        assert!(
+            a.delta_pct().unwrap() + h < 0.0,
+            "{:?} ± {h}",
+            a.delta_pct()
+        );
+    }
+
     #[test]
     fn delta_is_recomputed_not_copied() {
         let d = Dataset::embedded();
@@ -513,13 +575,13 @@ mod tests {
     #[test]
     fn bad_csv_names_row_and_column() {
         let header = ANCHORS_CSV.lines().next().unwrap();
-        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,gross,s,s,s,0,n\n");
+        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,n\n");
         let err = parse_anchors(&bad).unwrap_err();
         assert_eq!(
             err.to_string(),
             "anchors.csv: row 2: column `params_b`: expected a number, got \"seven\""
         );
-        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,gross,s,s,s,0,n\n");
+        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,n\n");
         assert!(parse_anchors(&neg)
             .unwrap_err()
             .to_string()

@@ -343,11 +343,14 @@ mod tests {
             "Q4_K vs FP16: −52 % at 1 stream, +3 % at 8 streams, −12 % at 32 streams"
         );
         assert!(markdown(l7).contains("| 32 | 211.2 · 984 | 185.2 · 948 |"));
-        // Both streams counts straddle zero (CV 3–9 % between runs): no direction there, a saving
-        // at one stream.
+        // The runs' CV is 3–9 % at 8 and 32 streams, but each run's own ΔE varies less (paired
+        // SD 2.1 and 3.2 points): +2.5 % [−2.8, +7.8] at 8 streams has no direction, −12.3 %
+        // [−20.2, −4.4] at 32 streams is a saving.
         assert!(!c32.single_run && !c8.single_run);
+        let (lo, hi) = c32.interval.unwrap();
+        assert!((lo - -20.2).abs() < 0.05 && (hi - -4.4).abs() < 0.05, "{lo} {hi}");
         assert_eq!(c8.direction(), Direction::Neutral);
-        assert_eq!(c32.direction(), Direction::Neutral);
+        assert_eq!(c32.direction(), Direction::Saves);
         assert_eq!(l7.cell(1, "Q4_K").unwrap().direction(), Direction::Saves);
         let g7 = sweep(&s, "Qwen2-7B [candle-graph]");
         assert_eq!(g7.batches, [1, 4, 16, 64]);
@@ -395,7 +398,7 @@ mod tests {
     fn a_single_run_does_not_hide_a_clear_flip() {
         let head = crate::dataset::ANCHORS_CSV.lines().next().unwrap();
         let row = |p: &str, b: u32, e: f64, f: f64, n: u32, cv: &str| {
-            format!("H200,hopper,M,7.0,{p},{b},{e},{f},,100,300,{n},{cv},gross,s,t,src,0,\n")
+            format!("H200,hopper,M,7.0,{p},{b},{e},{f},,100,300,{n},{cv},,gross,s,t,src,0,\n")
         };
         let csv = [
             row("FP16", 1, 1000.0, 1000.0, 3, "1"),

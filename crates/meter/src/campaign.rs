@@ -196,6 +196,10 @@ pub struct AnchorRow {
     pub stack: String,
     /// Run-to-run coefficient of variation of the energy, % (NaN with n = 1).
     pub cv_pct: f64,
+    /// Standard deviation over runs of each run's own ΔE vs its FP16 arm, in percentage points:
+    /// the arms of a run share its card, process and hour, so this is the spread the ΔE interval
+    /// needs (`None` for FP16 rows, with n < 2, or when a run lacks its FP16 arm).
+    pub paired_delta_sd_pct: Option<f64>,
     /// Mean of the runs' power-trace energies (the counter is the primary figure).
     pub trace_mj: Option<f64>,
     /// Mean counter ÷ trace ratio over the runs.
@@ -370,6 +374,9 @@ pub struct AnchorsCsvRow {
     /// Run-to-run CV, % (empty with n = 1).
     #[serde(serialize_with = "dp2_opt")]
     pub cv_pct: Option<f64>,
+    /// Run-to-run SD of the paired ΔE vs FP16, percentage points (empty when not defined).
+    #[serde(serialize_with = "dp2_opt")]
+    pub vs_fp16_sd_pct: Option<f64>,
     /// `gross`: idle power is not subtracted.
     pub power_accounting: &'static str,
     /// The software stack.
@@ -462,6 +469,7 @@ impl AnchorsCsvRow {
             avg_power_w: r.power_w,
             n: r.n,
             cv_pct: r.cv_pct.is_finite().then_some(r.cv_pct),
+            vs_fp16_sd_pct: r.paired_delta_sd_pct,
             power_accounting: "gross",
             stack: prov.stack.clone().unwrap_or_else(|| r.stack.clone()),
             session: r
@@ -788,7 +796,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Aggregation> {
 fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Option<AnchorRow> {
     let these: Vec<&RunArm> = arms.iter().filter(|a| a.key == *key).collect();
     let runs: Vec<&String> = these.iter().map(|a| &a.run).collect();
-    let fp16: Vec<f64> = arms
+    let fp16_arms: Vec<&RunArm> = arms
         .iter()
         .filter(|a| {
             a.key.model == key.model
@@ -798,11 +806,11 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
                 && a.key.batch == key.batch
                 && runs.contains(&&a.run)
         })
-        .map(|a| a.energy)
         .collect();
-    if fp16.is_empty() {
+    if fp16_arms.is_empty() {
         return None;
     }
+    let fp16: Vec<f64> = fp16_arms.iter().map(|a| a.energy).collect();
     let e: Vec<f64> = these.iter().map(|a| a.energy).collect();
     let distinct = |f: fn(&RunArm) -> &str| {
         let mut v: Vec<&str> = these.iter().map(|a| f(a)).collect();
@@ -840,6 +848,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         session: key.session.clone(),
         stack: key.stack.clone(),
         cv_pct: analysis::stats::cv_pct(&e).unwrap_or(f64::NAN),
+        paired_delta_sd_pct: paired_delta_sd_pct(key, &these, &fp16_arms),
         trace_mj: all(these.iter().map(|a| a.trace).collect()),
         counter_over_trace: all(these.iter().map(|a| a.ratio).collect()),
         iteration_cv_max_pct: these
@@ -848,6 +857,22 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
             .collect::<Option<Vec<f64>>>()
             .and_then(|v| v.into_iter().reduce(f64::max)),
     })
+}
+
+/// The SD over runs of each run's ΔE vs the FP16 arm of the same run, in percentage points;
+/// `None` for the FP16 row, below two runs, or when a run has no FP16 arm (then no pairing).
+fn paired_delta_sd_pct(key: &ConfigKey, these: &[&RunArm], fp16: &[&RunArm]) -> Option<f64> {
+    if key.precision == Precision::Fp16 || these.len() < 2 {
+        return None;
+    }
+    let deltas: Vec<f64> = these
+        .iter()
+        .map(|a| {
+            let f = fp16.iter().find(|f| f.run == a.run)?;
+            (f.energy > 0.0).then(|| (a.energy / f.energy - 1.0) * 100.0)
+        })
+        .collect::<Option<_>>()?;
+    analysis::stats::sample_sd(&deltas)
 }
 
 #[cfg(test)]
@@ -910,6 +935,50 @@ mod tests {
             rows[0].stack,
             "candle 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A card or hour that makes every arm of a run dearer (here ±10 %) is run-to-run spread
+    /// (CV) but cancels in that run's own ΔE: the row carries the SD of those paired ΔE.
+    #[test]
+    fn the_delta_spread_is_over_each_runs_own_fp16_arm() {
+        let scaled = |i: u32, all: f64, q4k: f64| {
+            let mut v = run(i, Some("s1"), "node-a", "candle");
+            for arm in v["protocol"]["arms"].as_array_mut().unwrap() {
+                let f = if arm["precision"] == "Q4_K" {
+                    all * q4k
+                } else {
+                    all
+                };
+                let e = arm["energy_per_token_mj"].as_f64().unwrap();
+                arm["energy_per_token_mj"] = json!(e * f);
+            }
+            v
+        };
+        let dir = dir_of(
+            "paired",
+            &[
+                scaled(1, 1.0, 1.0),
+                scaled(2, 1.1, 1.0),
+                scaled(3, 0.9, 1.02),
+            ],
+        );
+        let agg = aggregate_anchors(&dir).unwrap();
+        let (q, f) = (
+            q4k(&agg.rows)[0],
+            agg.rows.iter().find(|r| r.is_fp16()).unwrap(),
+        );
+        // The committed run: Q4_K 2296.639, FP16 3217.65 mJ/token.
+        let d = (2296.639 / 3217.65 - 1.0) * 100.0;
+        let d3 = (2296.639 * 1.02 / 3217.65 - 1.0) * 100.0;
+        let want = analysis::stats::sample_sd(&[d, d, d3]).unwrap();
+        assert!((q.paired_delta_sd_pct.unwrap() - want).abs() < 1e-9);
+        assert!(
+            q.cv_pct > 9.0 && want < 1.0,
+            "CV {} vs paired SD {want}",
+            q.cv_pct
+        );
+        assert_eq!(f.paired_delta_sd_pct, None, "FP16 has no ΔE");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
