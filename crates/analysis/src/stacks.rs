@@ -16,7 +16,7 @@ pub struct StackCell {
     pub energy_mj: f64,
     /// ΔE vs this session's FP16 arm, %; `None` for the FP16 arm itself.
     pub delta_pct: Option<f64>,
-    /// 95 % interval of `delta_pct` from both arms' run-to-run spread (n ≥ 2 each).
+    /// 95 % interval of `delta_pct` (n ≥ 2 each; [`Anchor::delta_halfwidth_pct`]: paired where the row has its runs' ΔE spread).
     pub interval: Option<(f64, f64)>,
     /// Independent runs behind the figure.
     pub n: Option<u32>,

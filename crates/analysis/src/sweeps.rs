@@ -39,7 +39,7 @@ pub struct SweepCell {
     pub n: Option<u32>,
     /// ΔE vs FP16 at the same batch, % (`None` for the FP16 row).
     pub delta_pct: Option<f64>,
-    /// 95 % interval of `delta_pct` from both rows' run-to-run spread.
+    /// 95 % interval of `delta_pct` ([`Anchor::delta_halfwidth_pct`]: paired where the row has its runs' ΔE spread).
     pub interval: Option<(f64, f64)>,
     /// This row or the FP16 row of its batch is a single run: no spread, so no direction.
     pub single_run: bool,
@@ -348,7 +348,10 @@ mod tests {
         // [−20.2, −4.4] at 32 streams is a saving.
         assert!(!c32.single_run && !c8.single_run);
         let (lo, hi) = c32.interval.unwrap();
-        assert!((lo - -20.2).abs() < 0.05 && (hi - -4.4).abs() < 0.05, "{lo} {hi}");
+        assert!(
+            (lo - -20.2).abs() < 0.05 && (hi - -4.4).abs() < 0.05,
+            "{lo} {hi}"
+        );
         assert_eq!(c8.direction(), Direction::Neutral);
         assert_eq!(c32.direction(), Direction::Saves);
         assert_eq!(l7.cell(1, "Q4_K").unwrap().direction(), Direction::Saves);

@@ -419,13 +419,20 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
                 continue;
             }
             for &b in &r.batch {
-                // A different seed per configuration and repeat, so arm orders differ across the
-                // campaign (the first H200 session used the repeat number alone: one order per repeat).
+                // A different seed per configuration and repeat (prompt and weights draw on it; the
+                // first H200 session used the repeat number alone). The arm order is counterbalanced
+                // instead of drawn per run: the configuration's shuffle, rotated by the repeat.
                 let seed = i as u64 * 1000 + rep as u64;
                 let mut j = match &r.server_cmd {
                     Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
                     None => job(d, r, b, rep, seed, out),
                 };
+                j.args.extend([
+                    "--order-seed".into(),
+                    (i as u64 * 1000).to_string(),
+                    "--order-repeat".into(),
+                    rep.to_string(),
+                ]);
                 if let Some(s) = &plan.session {
                     j.args.extend(["--session".into(), s.clone()]);
                     j.what.session = Some(s.clone());
@@ -667,6 +674,11 @@ repeats = 1
             .windows(2)
             .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
         assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
+        // The arm order is the configuration's (order seed 0 for the first run spec), rotated by
+        // the repeat.
+        assert!(js[0].args.windows(2).any(|w| w == ["--order-seed", "0"]));
+        assert!(js[3].args.windows(2).any(|w| w == ["--order-repeat", "2"]));
+        assert!(js[2].args.windows(2).any(|w| w == ["--order-seed", "1000"]));
         // A plan without `engine` keeps the campaign's eager engine.
         assert!(js[0].args.windows(2).any(|w| w == ["--engine", "eager"]));
         assert_eq!(

@@ -70,6 +70,40 @@ pub struct ProtocolConfig {
     /// The measurement session the run belongs to (a sweep plan's `session`), recorded in every
     /// report so that `aggregate` never pools sessions.
     pub session: Option<String>,
+    /// How the run's arms are ordered.
+    pub order: ArmOrder,
+}
+
+/// The order of a run's arms. Drawn at random per run, a few repeats can all put the same arm
+/// first (the H200's six llama-server streams runs all ran Q4_K first): a sweep counterbalances.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub enum ArmOrder {
+    /// A shuffle seeded by the protocol's `seed`: each run its own order.
+    #[default]
+    Seeded,
+    /// Counterbalanced over a configuration's repeats: one shuffle seeded by `seed` (the same for
+    /// every repeat), rotated left by `repeat − 1`, so that over as many repeats as there are arms
+    /// each arm runs once in every position.
+    Rotated {
+        /// The configuration's order seed.
+        seed: u64,
+        /// The repeat, from 1.
+        repeat: usize,
+    },
+}
+
+impl ArmOrder {
+    /// `arms` put in this order (`run_seed` for [`ArmOrder::Seeded`]).
+    pub fn apply(self, arms: &mut [Precision], run_seed: u64) {
+        let seed = match self {
+            ArmOrder::Seeded => run_seed,
+            ArmOrder::Rotated { seed, .. } => seed,
+        };
+        arms.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+        if let (ArmOrder::Rotated { repeat, .. }, false) = (self, arms.is_empty()) {
+            arms.rotate_left(repeat.saturating_sub(1) % arms.len());
+        }
+    }
 }
 
 /// The quality check: teacher-forced perplexity on a fixed text, scored after the energy window
@@ -156,6 +190,7 @@ impl Default for ProtocolConfig {
             vram_fraction: 0.95,
             perplexity: None,
             session: None,
+            order: ArmOrder::Seeded,
         }
     }
 }
@@ -548,8 +583,7 @@ pub fn run(
     });
     let idle_w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
     let idle_c = meter.temperature_c().ok();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
-    arms.shuffle(&mut rng);
+    cfg.order.apply(&mut arms, cfg.seed);
     tracing::info!(?arms, idle_w, "arm order");
 
     let mut results = Vec::new();
@@ -786,4 +820,60 @@ pub fn metered_window<T, E: From<WindowError>>(
                 .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+
+    /// Each arm leads once, and takes every position once, over as many repeats as arms; the
+    /// order seed, not the repeat, picks the cycle.
+    #[test]
+    fn rotated_orders_are_counterbalanced_over_the_repeats() {
+        let arms = [
+            Precision::Fp16,
+            Precision::Q8_0,
+            Precision::Q4K,
+            Precision::Q4_0,
+        ];
+        let order = |repeat: usize| {
+            let mut a = arms;
+            ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, 99);
+            a
+        };
+        let orders: Vec<[Precision; 4]> = (1..=4).map(order).collect();
+        for pos in 0..4 {
+            let mut at: Vec<Precision> = orders.iter().map(|o| o[pos]).collect();
+            at.sort_by_key(|p| p.as_str());
+            let mut all = arms;
+            all.sort_by_key(|p| p.as_str());
+            assert_eq!(at, all, "position {pos} over the repeats: {orders:?}");
+        }
+        assert_eq!(order(5), order(1), "the cycle repeats");
+        // Two arms alternate: FP16 first in one repeat, the other first in the next.
+        let two = |repeat: usize| {
+            let mut a = [Precision::Fp16, Precision::Q4K];
+            ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, repeat as u64);
+            a[0]
+        };
+        assert_ne!(two(1), two(2));
+        assert_eq!(two(1), two(3));
+    }
+
+    /// Without a sweep the order is the run seed's shuffle, as every earlier report recorded it.
+    #[test]
+    fn seeded_order_is_the_run_seeds_shuffle() {
+        let mut a = [
+            Precision::Fp16,
+            Precision::Q8_0,
+            Precision::Q4K,
+            Precision::Q4_0,
+        ];
+        let mut b = a;
+        ArmOrder::Seeded.apply(&mut a, 4001);
+        b.shuffle(&mut rand::rngs::StdRng::seed_from_u64(4001));
+        assert_eq!(a, b);
+    }
 }

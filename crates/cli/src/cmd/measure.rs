@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::Args;
 use meter::engine::Engine;
-use meter::protocol::{CooldownConfig, PerplexityConfig, ProtocolConfig};
+use meter::protocol::{ArmOrder, CooldownConfig, PerplexityConfig, ProtocolConfig};
 use meter::session::{MeasureOptions, ModelSpec};
 use report::Precision;
 use std::path::PathBuf;
@@ -65,6 +65,14 @@ pub struct MeasureArgs {
     /// Seed for the arm order and synthetic weights.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Counterbalance the arm order over a configuration's repeats (a sweep passes it): one
+    /// shuffle seeded by this, rotated by `--order-repeat` − 1, so each arm leads equally often.
+    /// Without it each run's order is a shuffle seeded by `--seed`.
+    #[arg(long)]
+    pub order_seed: Option<u64>,
+    /// The repeat, from 1, whose rotation of `--order-seed`'s order this run takes.
+    #[arg(long, requires = "order_seed", value_parser = clap::value_parser!(u64).range(1..))]
+    pub order_repeat: Option<u64>,
     /// Power-trace sampling rate.
     #[arg(long, default_value_t = 50.0)]
     pub sample_hz: f64,
@@ -165,6 +173,13 @@ impl MeasureArgs {
                 PerplexityConfig::embedded(self.ppl_tokens as usize, self.ppl_seq_len as usize)
             }),
             session: self.session.clone(),
+            order: match self.order_seed {
+                Some(seed) => ArmOrder::Rotated {
+                    seed,
+                    repeat: self.order_repeat.unwrap_or(1) as usize,
+                },
+                None => ArmOrder::Seeded,
+            },
             ..ProtocolConfig::default()
         }
     }

@@ -25,7 +25,7 @@ pub fn batch_sweeps(gpu: RwSignal<String>) -> impl IntoView {
                 "<h2 class=\"card-title\">Measured on the {}: what batching does to ΔE</h2><p class=\"sub\">One \
                  table per model and session: energy per 1M generated tokens of FP16 and of each format swept, at \
                  every batch measured, and ΔE vs the FP16 arm measured alongside it at that batch (± its 95 % \
-                 interval from the run-to-run spread; where the FP16 row pools more runs than that arm, ΔE \
+                 interval from the spread of each run's own ΔE, since every run measures both arms; where the FP16 row pools more runs than that arm, ΔE \
                  can differ from the two energies shown by a point or two). The optimizer's batch term for this card's own stacks is read off \
                  these rows; a saving at batch 1 is not a saving at every batch.</p>{}",
                 esc(&g),

@@ -817,6 +817,8 @@ struct Bar {
     delta: Option<f64>,
     /// 95 % interval of `delta` from the run-to-run spread.
     interval: Option<(f64, f64)>,
+    /// The interval is the paired one (the row has its runs' own ΔE spread).
+    paired: bool,
     n: Option<u32>,
     cv: Option<f64>,
     baseline: bool,
@@ -832,8 +834,14 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
         (false, None) => "—".into(),
     };
     let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
-    let delta_title = half
-        .map(|h| format!("95 % interval ±{h:.1} points from the run-to-run spread of both arms"));
+    let delta_title = half.map(|h| {
+        let from = if b.paired {
+            "the spread of each run's own ΔE (both arms of a run on one card, minutes apart)"
+        } else {
+            "the run-to-run spread of both arms"
+        };
+        format!("95 % interval ±{h:.1} points from {from}")
+    });
     let cls = match b.delta.map(|d| direction(d, b.interval)) {
         Some(Direction::Saves) => "delta good",
         Some(Direction::Costs) => "delta bad",
@@ -853,7 +861,10 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
             </span>
             <span class=cls title=delta_title>
                 {delta_txt}
-                {half.map(|h| view! { <span class="sub">{format!("±{h:.0} pts")}</span> })}
+                {half.map(|h| {
+                    let digits = if h < 1.0 { 1 } else { 0 };
+                    view! { <span class="sub">{format!("±{h:.digits$} pts")}</span> }
+                })}
             </span>
             <NChip n=b.n cv=b.cv/>
         </div>
@@ -889,6 +900,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
             e: b,
             delta: None,
             interval: None,
+            paired: false,
             n: fp16_row.and_then(|a| a.n).or(first.and_then(|a| a.n)),
             cv: fp16_row.and_then(|a| a.cv_pct),
             baseline: true,
@@ -910,6 +922,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
             e,
             delta: a.delta_pct(),
             interval: interval(a),
+            paired: a.vs_fp16_sd_pct.is_some(),
             n: a.n,
             cv: a.cv_pct,
             baseline: false,
