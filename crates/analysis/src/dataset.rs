@@ -131,7 +131,7 @@ impl Anchor {
             return None;
         }
         if let Some(sd) = self.vs_fp16_sd_pct {
-            return Some(crate::stats::t95(ne as usize - 1) * sd / f64::from(ne).sqrt());
+            return crate::stats::paired_halfwidth(sd, ne as usize);
         }
         let (ce, cf) = (self.cv_pct?, fp16.cv_pct?);
         let se = (ce * ce / ne as f64 + cf * cf / nf as f64).sqrt();

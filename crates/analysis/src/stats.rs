@@ -28,6 +28,12 @@ pub fn sample_sd(v: &[f64]) -> Option<f64> {
     Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
 }
 
+/// 95 % half-width of a mean of `n` paired differences with sample SD `sd`: `t(n−1) · sd / √n`
+/// (`None` below two).
+pub fn paired_halfwidth(sd: f64, n: usize) -> Option<f64> {
+    (n >= 2).then(|| t95(n - 1) * sd / (n as f64).sqrt())
+}
+
 /// Coefficient of variation (sample SD / mean) in %, `None` below two values.
 pub fn cv_pct(v: &[f64]) -> Option<f64> {
     sample_sd(v).map(|sd| sd / mean(v) * 100.0)

@@ -514,7 +514,7 @@ pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
             .then(a.precision.display_rank().cmp(&b.precision.display_rank()))
     });
     let mut out = format!(
-        "| model | params B | batch | precision | n | cards | nodes | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < {}) | ΔE vs FP16 % |\n\
+        "| model | params B | batch | precision | n | cards | nodes | mJ/tok counter | mJ/tok trace | counter/trace | tok/s | avg W | CV % (target < {}) | ΔE vs FP16 % [95 %, paired] |\n\
          |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         targets.max_cv_pct
     );
@@ -532,7 +532,14 @@ pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
         let delta = if r.is_fp16() {
             "–".to_string()
         } else {
-            format!("{:+.1}", r.delta_pct())
+            let d = r.delta_pct();
+            match r
+                .paired_delta_sd_pct
+                .and_then(|sd| analysis::stats::paired_halfwidth(sd, r.n))
+            {
+                Some(h) => format!("{d:+.1} [{:+.1}, {:+.1}]", d - h, d + h),
+                None => format!("{d:+.1}"),
+            }
         };
         let _ = writeln!(
             out,
