@@ -198,7 +198,9 @@ pub struct AnchorRow {
     pub cv_pct: f64,
     /// Standard deviation over runs of each run's own ΔE vs its FP16 arm, in percentage points:
     /// the arms of a run share its card, process and hour, so this is the spread the ΔE interval
-    /// needs (`None` for FP16 rows, with n < 2, or when a run lacks its FP16 arm).
+    /// needs (`None` for FP16 rows, with n < 2, or when a run lacks its FP16 arm). The interval is
+    /// centred on [`AnchorRow::delta_pct`], the ratio of the mean energies, not on the mean of the
+    /// runs' own ΔE; the two differ by well under the half-width (≤ 0.8 points in our rows).
     pub paired_delta_sd_pct: Option<f64>,
     /// Mean of the runs' power-trace energies (the counter is the primary figure).
     pub trace_mj: Option<f64>,
@@ -374,8 +376,9 @@ pub struct AnchorsCsvRow {
     /// Run-to-run CV, % (empty with n = 1).
     #[serde(serialize_with = "dp2_opt")]
     pub cv_pct: Option<f64>,
-    /// Run-to-run SD of the paired ΔE vs FP16, percentage points (empty when not defined).
-    #[serde(serialize_with = "dp2_opt")]
+    /// Run-to-run SD of the paired ΔE vs FP16, percentage points (empty when not defined), to 3
+    /// significant figures: a tight row's SD of 0.03 must not lose a third of itself to rounding.
+    #[serde(serialize_with = "sig3_opt")]
     pub vs_fp16_sd_pct: Option<f64>,
     /// `gross`: idle power is not subtracted.
     pub power_accounting: &'static str,
@@ -396,6 +399,16 @@ fn dp1<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
 }
 fn dp2<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{v:.2}"))
+}
+fn sig3_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) if *x > 0.0 => {
+            let decimals = (2 - x.log10().floor() as i32).max(2) as usize;
+            s.serialize_str(&format!("{x:.decimals$}"))
+        }
+        Some(x) => s.serialize_str(&format!("{x:.2}")),
+        None => s.serialize_str(""),
+    }
 }
 fn dp2_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&v.map(|x| format!("{x:.2}")).unwrap_or_default())
@@ -897,7 +910,11 @@ mod tests {
 
     /// A run of the committed report: its own time stamp (so its own run), session, node, engine.
     fn run(i: u32, session: Option<&str>, node: &str, engine: &str) -> Value {
-        let mut v = committed();
+        run_of(committed(), i, session, node, engine)
+    }
+
+    /// `v` made run `i` (as [`run`] does to the committed Q4_K report).
+    fn run_of(mut v: Value, i: u32, session: Option<&str>, node: &str, engine: &str) -> Value {
         v["timestamp_utc"] = json!(format!("2026-12-01T00:00:{i:02}Z"));
         v["stack"]["engine"] = json!(engine);
         v["environment"]["slurm"] = json!({"job_id": format!("{i}"), "node": node});
@@ -986,6 +1003,53 @@ mod tests {
             q.cv_pct
         );
         assert_eq!(f.paired_delta_sd_pct, None, "FP16 has no ΔE");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Pairing is per run: a run whose Q4_K arm failed adds to FP16's n, not to Q4_K's SD; a run
+    /// whose FP16 arm failed leaves Q4_K with no pairing, hence no SD (the row keeps the unpaired
+    /// interval) rather than one over fewer runs than its n.
+    #[test]
+    fn the_delta_spread_pairs_only_arms_of_the_same_run() {
+        // The same run's Q8_0 report, whose own arm ran: it lists the failed arm with the others.
+        let failing = |i: u32, precision: &str| {
+            let q8: Value = serde_json::from_str(include_str!(
+                "../../../data/measurements/h200/raw/qwen2-7b_b1_r1_Q8_0.json"
+            ))
+            .unwrap();
+            let mut v = run_of(q8, i, Some("s1"), "node-a", "candle");
+            for arm in v["protocol"]["arms"].as_array_mut().unwrap() {
+                if arm["precision"] == precision {
+                    arm["status"] = json!("failed");
+                    arm["error"] = json!("out of memory");
+                }
+            }
+            if precision == "FP16" {
+                v["results"]["fp16_energy_per_token_mj"] = Value::Null;
+                v["results"]["vs_fp16_energy_pct"] = Value::Null;
+            }
+            v
+        };
+        let plain = |i: u32| run(i, Some("s1"), "node-a", "candle");
+        let dir = dir_of("pairing", &[plain(1), plain(2), failing(3, "Q4_K")]);
+        let agg = aggregate_anchors(&dir).unwrap();
+        let (q, f) = (
+            q4k(&agg.rows)[0],
+            agg.rows.iter().find(|r| r.is_fp16()).unwrap(),
+        );
+        assert_eq!((q.n, f.n), (2, 3), "FP16 pools the run whose Q4_K failed");
+        // Runs 1 and 2 are the same report: their own ΔE agree exactly.
+        assert!(q.paired_delta_sd_pct.unwrap().abs() < 1e-9);
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let dir = dir_of("unpaired", &[plain(1), plain(2), failing(3, "FP16")]);
+        let agg = aggregate_anchors(&dir).unwrap();
+        let q = q4k(&agg.rows)[0];
+        assert_eq!(q.n, 3);
+        assert_eq!(
+            q.paired_delta_sd_pct, None,
+            "run 3 has no FP16 arm to pair with"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -53,7 +53,7 @@ pub struct ProtocolConfig {
     pub batch: usize,
     /// Prompt length, tokens.
     pub prompt_len: usize,
-    /// Seed for the arm order and the prompt.
+    /// Seed for the prompt, synthetic weights and (with [`ArmOrder::Seeded`]) the arm order.
     pub seed: u64,
     /// Power-trace sample rate, Hz.
     pub sample_hz: f64,
@@ -75,15 +75,20 @@ pub struct ProtocolConfig {
 }
 
 /// The order of a run's arms. Drawn at random per run, a few repeats can all put the same arm
-/// first (the H200's six llama-server streams runs all ran Q4_K first): a sweep counterbalances.
+/// first (the H200's three seeded llama-server streams repeats all ran Q4_K first): a sweep
+/// counterbalances instead.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub enum ArmOrder {
     /// A shuffle seeded by the protocol's `seed`: each run its own order.
     #[default]
     Seeded,
     /// Counterbalanced over a configuration's repeats: one shuffle seeded by `seed` (the same for
-    /// every repeat), rotated left by `repeat − 1`, so that over as many repeats as there are arms
-    /// each arm runs once in every position.
+    /// every repeat) relabels the arms, and repeat r takes row r of a Williams design over them.
+    /// Over a full cycle (as many repeats as arms, twice that for an odd number of arms) every arm
+    /// runs once in every position and follows every other arm equally often, so neither a first
+    /// arm's cold card nor the heat an arm leaves to the next one favours a format. A plan whose
+    /// repeats are not a whole cycle is balanced only as far as it goes (3 repeats of 4 arms: three
+    /// arms lead once each, one never; of 2 arms: one leads twice).
     Rotated {
         /// The configuration's order seed.
         seed: u64,
@@ -100,10 +105,51 @@ impl ArmOrder {
             ArmOrder::Rotated { seed, .. } => seed,
         };
         arms.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-        if let (ArmOrder::Rotated { repeat, .. }, false) = (self, arms.is_empty()) {
-            arms.rotate_left(repeat.saturating_sub(1) % arms.len());
+        if let ArmOrder::Rotated { repeat, .. } = self {
+            let base = arms.to_vec();
+            for (slot, i) in arms
+                .iter_mut()
+                .zip(williams_row(base.len(), repeat.saturating_sub(1)))
+            {
+                *slot = base[i];
+            }
         }
     }
+
+    /// The repeats that make one balanced cycle of `arms` arms (see [`ArmOrder::Rotated`]).
+    pub fn cycle(arms: usize) -> usize {
+        if arms.is_multiple_of(2) {
+            arms
+        } else {
+            2 * arms
+        }
+    }
+}
+
+/// Row `r` of a Williams design over `n` treatments: the first row is 0, 1, n−1, 2, n−2, …, row r
+/// adds r (mod n); for odd n the rows from n on are the first n mirrored.
+fn williams_row(n: usize, r: usize) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let (mut lo, mut hi) = (1, n - 1);
+    let first = (0..n).map(|k| match k {
+        0 => 0,
+        k if k % 2 == 1 => {
+            lo += 1;
+            lo - 1
+        }
+        _ => {
+            hi -= 1;
+            hi + 1
+        }
+    });
+    let r = r % ArmOrder::cycle(n);
+    let mut row: Vec<usize> = first.map(|x| (x + r) % n).collect();
+    if r >= n {
+        row.reverse();
+    }
+    row
 }
 
 /// The quality check: teacher-forced perplexity on a fixed text, scored after the energy window
@@ -828,38 +874,53 @@ mod tests {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
 
-    /// Each arm leads once, and takes every position once, over as many repeats as arms; the
-    /// order seed, not the repeat, picks the cycle.
+    /// Over one cycle every arm takes every position once (twice for an odd count) and follows
+    /// every other arm equally often; the order seed, not the repeat, picks the labels.
     #[test]
-    fn rotated_orders_are_counterbalanced_over_the_repeats() {
-        let arms = [
+    fn rotated_orders_are_a_williams_design_over_the_repeats() {
+        let all = [
             Precision::Fp16,
+            Precision::Bf16,
             Precision::Q8_0,
             Precision::Q4K,
             Precision::Q4_0,
         ];
-        let order = |repeat: usize| {
-            let mut a = arms;
-            ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, 99);
-            a
-        };
-        let orders: Vec<[Precision; 4]> = (1..=4).map(order).collect();
-        for pos in 0..4 {
-            let mut at: Vec<Precision> = orders.iter().map(|o| o[pos]).collect();
-            at.sort_by_key(|p| p.as_str());
-            let mut all = arms;
-            all.sort_by_key(|p| p.as_str());
-            assert_eq!(at, all, "position {pos} over the repeats: {orders:?}");
+        for n in 2..=5 {
+            let arms = &all[..n];
+            let order = |repeat: usize| {
+                let mut a = arms.to_vec();
+                ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, repeat as u64);
+                a
+            };
+            let cycle = ArmOrder::cycle(n);
+            let orders: Vec<Vec<Precision>> = (1..=cycle).map(order).collect();
+            let per_arm = cycle / n;
+            for pos in 0..n {
+                for p in arms {
+                    let k = orders.iter().filter(|o| o[pos] == *p).count();
+                    assert_eq!(k, per_arm, "n = {n}: {p} at position {pos} in {orders:?}");
+                }
+            }
+            // Ordered neighbours (a, b): n(n−1) pairs, each cycle·(n−1)/(n(n−1)) = cycle/n times.
+            for a in arms {
+                for b in arms.iter().filter(|b| *b != a) {
+                    let k = orders
+                        .iter()
+                        .filter(|o| o.windows(2).any(|w| w[0] == *a && w[1] == *b))
+                        .count();
+                    assert_eq!(k, per_arm, "n = {n}: {a} then {b} in {orders:?}");
+                }
+            }
+            assert_eq!(order(cycle + 1), order(1), "n = {n}: the cycle repeats");
         }
-        assert_eq!(order(5), order(1), "the cycle repeats");
-        // Two arms alternate: FP16 first in one repeat, the other first in the next.
-        let two = |repeat: usize| {
+        // Two arms alternate: one first in repeat 1, the other in repeat 2.
+        let first = |repeat: usize| {
             let mut a = [Precision::Fp16, Precision::Q4K];
-            ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, repeat as u64);
+            ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, 0);
             a[0]
         };
-        assert_ne!(two(1), two(2));
-        assert_eq!(two(1), two(3));
+        assert_ne!(first(1), first(2));
+        assert_eq!(first(1), first(3));
     }
 
     /// Without a sweep the order is the run seed's shuffle, as every earlier report recorded it.

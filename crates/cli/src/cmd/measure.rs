@@ -62,12 +62,14 @@ pub struct MeasureArgs {
     pub batch: usize,
     #[arg(long, default_value_t = 16)]
     pub prompt_len: usize,
-    /// Seed for the arm order and synthetic weights.
+    /// Seed for the prompt, synthetic weights and (without `--order-seed`) the arm order.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Counterbalance the arm order over a configuration's repeats (a sweep passes it): one
-    /// shuffle seeded by this, rotated by `--order-repeat` − 1, so each arm leads equally often.
-    /// Without it each run's order is a shuffle seeded by `--seed`.
+    /// Counterbalance the arm order over a configuration's repeats (a sweep passes it): a shuffle
+    /// seeded by this labels the arms, and `--order-repeat` picks the row of a Williams design, so
+    /// that over a full cycle (as many repeats as arms; twice that for an odd count) each arm runs
+    /// once in every position and after every other. Without it each run's order is a shuffle
+    /// seeded by `--seed`.
     #[arg(long)]
     pub order_seed: Option<u64>,
     /// The repeat, from 1, whose rotation of `--order-seed`'s order this run takes.

@@ -155,7 +155,7 @@ fn delta_bar(h: &mut String, c: SweepCell, scale: f64) {
     if let Some((lo, hi)) = interval {
         h.push_str("<span class=\"sub inline\"> ±");
         let half = (hi - lo) / 2.0;
-        h.push_str(&num(half, if half < 1.0 { 1 } else { 0 }));
+        h.push_str(&num(half, if half < 0.95 { 1 } else { 0 }));
         h.push_str("</span>");
     } else if c.single_run {
         h.push_str("<span class=\"sub inline\"> one run: no interval</span>");

@@ -263,14 +263,21 @@ fn stacks_headline(lead: &[SessionRows]) -> Option<String> {
     ))
 }
 
-/// The 95 % interval of a row's Δ from its and its session's FP16 row's run-to-run spread.
+/// The 95 % interval of a row's Δ ([`Anchor::delta_halfwidth_pct`]: paired where the row has its
+/// runs' own ΔE spread, else from its and its session's FP16 row's run-to-run spread).
 fn interval(a: &Anchor) -> Option<(f64, f64)> {
     let (d, h) = (a.delta_pct()?, a.delta_halfwidth_pct(ds().fp16_row_of(a)?)?);
     Some((d - h, d + h))
 }
 
-fn verdict(precision: &str, d: f64, interval: Option<(f64, f64)>) -> String {
-    analysis::verdict::verdict(precision, d, interval, "run-to-run spread")
+/// The sentence under a session's bars; `paired` names where its interval comes from.
+fn verdict(precision: &str, d: f64, interval: Option<(f64, f64)>, paired: bool) -> String {
+    let source = if paired {
+        "spread of its runs' own ΔE"
+    } else {
+        "run-to-run spread"
+    };
+    analysis::verdict::verdict(precision, d, interval, source)
 }
 
 fn arch_label(arch: &str) -> String {
@@ -298,7 +305,12 @@ fn brief(gpu: &str, model: &str) -> String {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(&a.precision_label(), d, interval(a)),
+                    verdict(
+                        &a.precision_label(),
+                        d,
+                        interval(a),
+                        a.vs_fp16_sd_pct.is_some()
+                    ),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -815,7 +827,7 @@ struct Bar {
     col: &'static str,
     e: f64,
     delta: Option<f64>,
-    /// 95 % interval of `delta` from the run-to-run spread.
+    /// 95 % interval of `delta` ([`interval`]).
     interval: Option<(f64, f64)>,
     /// The interval is the paired one (the row has its runs' own ΔE spread).
     paired: bool,
@@ -862,7 +874,8 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
             <span class=cls title=delta_title>
                 {delta_txt}
                 {half.map(|h| {
-                    let digits = if h < 1.0 { 1 } else { 0 };
+                    // One decimal only where it rounds to under one point.
+                    let digits = if h < 0.95 { 1 } else { 0 };
                     view! { <span class="sub">{format!("±{h:.digits$} pts")}</span> }
                 })}
             </span>
@@ -932,8 +945,10 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
         .iter()
         .filter(|b| !b.baseline && !b.label.contains("(run"))
         .filter_map(|b| {
-            b.delta
-                .map(|d| (verdict(&b.label, d, b.interval), direction(d, b.interval)))
+            b.delta.map(|d| {
+                let v = verdict(&b.label, d, b.interval, b.paired);
+                (v, direction(d, b.interval))
+            })
         })
         .collect();
 
