@@ -402,6 +402,39 @@ impl Plan {
     }
 }
 
+/// One line per run whose repeats are not a whole number of arm-order cycles
+/// ([`crate::protocol::ArmOrder::Rotated`]): its order is then only partly counterbalanced. A
+/// sweep prints them, so that a plan cut to 3 repeats of 4 arms says so before it runs.
+pub fn order_balance_notes(plan: &Plan) -> Vec<String> {
+    let d = &plan.defaults;
+    plan.runs
+        .iter()
+        .filter_map(|r| {
+            let mut arms = r.precisions.clone();
+            let baseline = r.baseline.unwrap_or(d.baseline);
+            if !arms.contains(&baseline) {
+                arms.push(baseline);
+            }
+            let cycle = crate::protocol::ArmOrder::cycle(arms.len());
+            let repeats = r.repeats.unwrap_or(d.repeats);
+            let name = r.synthetic.clone().unwrap_or_else(|| {
+                r.model
+                    .as_ref()
+                    .map(|m| m.display().to_string())
+                    .unwrap_or_default()
+            });
+            (arms.len() > 1 && repeats % cycle != 0).then(|| {
+                format!(
+                    "{name}: {} arms over {repeats} repeats; their order is balanced (every arm \
+                     equally often in every position and after every other) over whole cycles of \
+                     {cycle} repeats, so only partly here",
+                    arms.len()
+                )
+            })
+        })
+        .collect()
+}
+
 /// The plan's processes, breadth first: repeat 1 of every configuration, then repeat 2, … — so a
 /// campaign cut short by its time budget still covers every configuration.
 pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
@@ -700,6 +733,24 @@ server_cmd = "llama-server -m {model} --port {port} -ngl 999 -c 16384 -np {concu
 model_files = "gguf/{name}-{precision}.gguf"
 api = "llama"
 "#;
+
+    /// The llama-server plan's shape: 4 arms (3 formats and F16) over 3 repeats is a partial
+    /// cycle and says so; 2 arms over 2 repeats is a whole one.
+    #[test]
+    fn plans_say_where_the_arm_order_is_only_partly_balanced() {
+        let three = SERVER_PLAN
+            .replace("repeats = 2", "repeats = 3")
+            .replace(r#"["Q8_0", "Q4_K"]"#, r#"["F16", "Q8_0", "Q4_K", "Q4_0"]"#);
+        let notes = order_balance_notes(&parse_plan(&three).unwrap());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("qwen2-7b: 4 arms over 3 repeats"),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains("cycles of 4 repeats"), "{notes:?}");
+        let two = SERVER_PLAN.replace(r#"["Q8_0", "Q4_K"]"#, r#"["F16", "Q4_K"]"#);
+        assert!(order_balance_notes(&parse_plan(&two).unwrap()).is_empty());
+    }
 
     #[test]
     fn a_server_run_is_one_measure_server_cmd_per_concurrency_and_repeat() {

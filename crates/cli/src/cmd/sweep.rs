@@ -88,6 +88,8 @@ struct Loaded {
     plan_path: PathBuf,
     out: PathBuf,
     jobs: Vec<Job>,
+    /// Runs whose arm order is only partly counterbalanced (`plan::order_balance_notes`).
+    order_notes: Vec<String>,
 }
 
 fn load(opts: &SweepArgs) -> Result<Loaded> {
@@ -107,6 +109,7 @@ fn load(opts: &SweepArgs) -> Result<Loaded> {
         plan_path,
         out,
         jobs,
+        order_notes: meter::plan::order_balance_notes(&plan),
     })
 }
 
@@ -180,6 +183,11 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
             String::new()
         }
     );
+    if !pending.is_empty() {
+        for note in &l.order_notes {
+            println!("  arm order: {note}");
+        }
+    }
     if opts.dry_run {
         for (i, (j, s)) in l.jobs.iter().zip(&states).enumerate() {
             println!("  {i:>4} {:<40} {}", j.stem, state_words(s));
