@@ -122,9 +122,8 @@ impl Anchor {
     /// same card, in one process, minutes apart): the paired `t(n−1) · SD_ΔE / √n`, around
     /// [`Anchor::delta_pct`] — the ratio of the mean energies, which differs from the mean of the
     /// runs' own ΔE by at most 0.8 points in our rows (0.07 on the llama-server streams rows), far
-    /// inside the half-width. A card or an
-    /// hour that makes both arms of a run dearer then cancels in that run's ΔE instead of
-    /// widening the interval. Otherwise (published rows) from the two rows' own spreads:
+    /// inside the half-width. A card or an hour that makes both arms of a run dearer then cancels
+    /// in that run's ΔE instead of widening the interval. Otherwise (published rows) from the two rows' own spreads:
     /// `t · (E/F) · √(CV_E²/n_E + CV_F²/n_F)` with t of the smaller sample, which ignores any
     /// pairing and errs wide. `None` unless both rows have n ≥ 2 and a spread.
     pub fn delta_halfwidth_pct(&self, fp16: &Anchor) -> Option<f64> {
@@ -139,6 +138,16 @@ impl Anchor {
         let (ce, cf) = (self.cv_pct?, fp16.cv_pct?);
         let se = (ce * ce / ne as f64 + cf * cf / nf as f64).sqrt();
         Some(crate::stats::t95(ne.min(nf) as usize - 1) * e / f * se)
+    }
+
+    /// What [`Anchor::delta_halfwidth_pct`] reads for this row, in words for a sentence ("within
+    /// the …"): the spread of its runs' own ΔE where it carries one, else the run-to-run spread.
+    pub fn interval_source(&self) -> &'static str {
+        if self.vs_fp16_sd_pct.is_some() {
+            "spread of its runs' own ΔE"
+        } else {
+            "run-to-run spread"
+        }
     }
 
     /// Replicated in the site's sense (drawn with a filled marker).

@@ -167,6 +167,27 @@ impl RunSpec {
     pub fn is_server(&self) -> bool {
         self.server_cmd.is_some()
     }
+
+    /// The run's name: its synthetic shape, else its model path.
+    fn name(&self) -> String {
+        self.synthetic.clone().unwrap_or_else(|| {
+            self.model
+                .as_ref()
+                .map(|m| m.display().to_string())
+                .unwrap_or_default()
+        })
+    }
+
+    /// Every arm a job of this run measures: the baseline first, then the other precisions.
+    fn arms(&self, d: &Defaults) -> Vec<Precision> {
+        let mut arms = vec![self.baseline.unwrap_or(d.baseline)];
+        for p in &self.precisions {
+            if !arms.contains(p) {
+                arms.push(*p);
+            }
+        }
+        arms
+    }
 }
 
 fn one_batch() -> Vec<usize> {
@@ -403,32 +424,22 @@ impl Plan {
 }
 
 /// One line per run whose repeats are not a whole number of arm-order cycles
-/// ([`crate::protocol::ArmOrder::Rotated`]): its order is then only partly counterbalanced. A
+/// ([`crate::protocol::ArmOrder::Balanced`]): its order is then only partly counterbalanced. A
 /// sweep prints them, so that a plan cut to 3 repeats of 4 arms says so before it runs.
 pub fn order_balance_notes(plan: &Plan) -> Vec<String> {
     let d = &plan.defaults;
     plan.runs
         .iter()
         .filter_map(|r| {
-            let mut arms = r.precisions.clone();
-            let baseline = r.baseline.unwrap_or(d.baseline);
-            if !arms.contains(&baseline) {
-                arms.push(baseline);
-            }
-            let cycle = crate::protocol::ArmOrder::cycle(arms.len());
+            let arms = r.arms(d).len();
+            let cycle = crate::protocol::ArmOrder::cycle(arms);
             let repeats = r.repeats.unwrap_or(d.repeats);
-            let name = r.synthetic.clone().unwrap_or_else(|| {
-                r.model
-                    .as_ref()
-                    .map(|m| m.display().to_string())
-                    .unwrap_or_default()
-            });
-            (arms.len() > 1 && repeats % cycle != 0).then(|| {
+            (arms > 1 && repeats % cycle != 0).then(|| {
                 format!(
-                    "{name}: {} arms over {repeats} repeats; their order is balanced (every arm \
+                    "{}: {arms} arms over {repeats} repeats; their order is balanced (every arm \
                      equally often in every position and after every other) over whole cycles of \
                      {cycle} repeats, so only partly here",
-                    arms.len()
+                    r.name()
                 )
             })
         })
@@ -454,7 +465,7 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
             for &b in &r.batch {
                 // A different seed per configuration and repeat (prompt and weights draw on it; the
                 // first H200 session used the repeat number alone). The arm order is counterbalanced
-                // instead of drawn per run: the configuration's shuffle, rotated by the repeat.
+                // instead of drawn per run: row `rep` of the configuration's Williams design.
                 let seed = i as u64 * 1000 + rep as u64;
                 let mut j = match &r.server_cmd {
                     Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
@@ -478,12 +489,7 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
 }
 
 fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -> Job {
-    let name = r.synthetic.clone().unwrap_or_else(|| {
-        r.model
-            .as_ref()
-            .map(|m| m.display().to_string())
-            .unwrap_or_default()
-    });
+    let name = r.name();
     // Every report file is `<shape>_b<batch>_r<repeat>_<precision>.json`: a one-precision run
     // carries its precision in the stem, a several-precision run gets it appended per report.
     let mut stem = format!("{}_b{b}_r{rep}", crate::files::safe_name(&name));
@@ -589,12 +595,7 @@ fn server_job(
 ) -> Job {
     let name = r.synthetic.clone().unwrap_or_default();
     let stem = format!("{}_server_b{b}_r{rep}", crate::files::safe_name(&name));
-    let mut arms = vec![r.baseline.unwrap_or(d.baseline)];
-    for p in &r.precisions {
-        if !arms.contains(p) {
-            arms.push(*p);
-        }
-    }
+    let arms = r.arms(d);
     let template = r.model_files.as_deref().unwrap_or_default();
     // `{concurrency}` is the plan's to fill (llama-server's `-np` slots); `{model}` and `{port}`
     // are the meter's, per arm.
@@ -707,8 +708,8 @@ repeats = 1
             .windows(2)
             .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
         assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
-        // The arm order is the configuration's (order seed 0 for the first run spec), rotated by
-        // the repeat.
+        // The arm order is the configuration's design (order seed 0 for the first run spec), its
+        // row the repeat.
         assert!(js[0].args.windows(2).any(|w| w == ["--order-seed", "0"]));
         assert!(js[3].args.windows(2).any(|w| w == ["--order-repeat", "2"]));
         assert!(js[2].args.windows(2).any(|w| w == ["--order-seed", "1000"]));

@@ -89,7 +89,7 @@ pub enum ArmOrder {
     /// arm's cold card nor the heat an arm leaves to the next one favours a format. A plan whose
     /// repeats are not a whole cycle is balanced only as far as it goes (3 repeats of 4 arms: three
     /// arms lead once each, one never; of 2 arms: one leads twice).
-    Rotated {
+    Balanced {
         /// The configuration's order seed.
         seed: u64,
         /// The repeat, from 1.
@@ -102,10 +102,10 @@ impl ArmOrder {
     pub fn apply(self, arms: &mut [Precision], run_seed: u64) {
         let seed = match self {
             ArmOrder::Seeded => run_seed,
-            ArmOrder::Rotated { seed, .. } => seed,
+            ArmOrder::Balanced { seed, .. } => seed,
         };
         arms.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-        if let ArmOrder::Rotated { repeat, .. } = self {
+        if let ArmOrder::Balanced { repeat, .. } = self {
             let base = arms.to_vec();
             for (slot, i) in arms
                 .iter_mut()
@@ -116,7 +116,7 @@ impl ArmOrder {
         }
     }
 
-    /// The repeats that make one balanced cycle of `arms` arms (see [`ArmOrder::Rotated`]).
+    /// The repeats that make one balanced cycle of `arms` arms (see [`ArmOrder::Balanced`]).
     pub fn cycle(arms: usize) -> usize {
         if arms.is_multiple_of(2) {
             arms
@@ -132,20 +132,12 @@ fn williams_row(n: usize, r: usize) -> Vec<usize> {
     if n == 0 {
         return Vec::new();
     }
-    let (mut lo, mut hi) = (1, n - 1);
-    let first = (0..n).map(|k| match k {
-        0 => 0,
-        k if k % 2 == 1 => {
-            lo += 1;
-            lo - 1
-        }
-        _ => {
-            hi -= 1;
-            hi + 1
-        }
-    });
     let r = r % ArmOrder::cycle(n);
-    let mut row: Vec<usize> = first.map(|x| (x + r) % n).collect();
+    // First row at k: ⌈k / 2⌉ for odd k, n − k / 2 for even k (n ≡ 0 at k = 0).
+    let mut row: Vec<usize> = (0..n)
+        .map(|k| if k % 2 == 1 { k.div_ceil(2) } else { n - k / 2 })
+        .map(|x| (x + r) % n)
+        .collect();
     if r >= n {
         row.reverse();
     }
@@ -889,7 +881,7 @@ mod tests {
             let arms = &all[..n];
             let order = |repeat: usize| {
                 let mut a = arms.to_vec();
-                ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, repeat as u64);
+                ArmOrder::Balanced { seed: 6000, repeat }.apply(&mut a, repeat as u64);
                 a
             };
             let cycle = ArmOrder::cycle(n);
@@ -916,7 +908,7 @@ mod tests {
         // Two arms alternate: one first in repeat 1, the other in repeat 2.
         let first = |repeat: usize| {
             let mut a = [Precision::Fp16, Precision::Q4K];
-            ArmOrder::Rotated { seed: 6000, repeat }.apply(&mut a, 0);
+            ArmOrder::Balanced { seed: 6000, repeat }.apply(&mut a, 0);
             a[0]
         };
         assert_ne!(first(1), first(2));

@@ -11,6 +11,11 @@ pub fn num(x: f64, dp: usize) -> String {
     s.replacen('-', "−", 1)
 }
 
+/// A 95 % half-width in points as `±4`, or `±0.4` where it rounds to under one point.
+pub fn plus_minus(half: f64) -> String {
+    format!("±{}", num(half, if half < 0.95 { 1 } else { 0 }))
+}
+
 /// Energy per generated token (mJ) as energy per one million tokens: `3.38 MJ (0.94 kWh)`.
 /// 1 mJ/token × 10⁶ tokens = 1 kJ.
 pub fn per_million(mj_per_token: f64) -> (String, String) {

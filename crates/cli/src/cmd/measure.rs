@@ -72,7 +72,7 @@ pub struct MeasureArgs {
     /// seeded by `--seed`.
     #[arg(long)]
     pub order_seed: Option<u64>,
-    /// The repeat, from 1, whose rotation of `--order-seed`'s order this run takes.
+    /// The repeat, from 1: the row of `--order-seed`'s design this run takes.
     #[arg(long, requires = "order_seed", value_parser = clap::value_parser!(u64).range(1..))]
     pub order_repeat: Option<u64>,
     /// Power-trace sampling rate.
@@ -176,7 +176,7 @@ impl MeasureArgs {
             }),
             session: self.session.clone(),
             order: match self.order_seed {
-                Some(seed) => ArmOrder::Rotated {
+                Some(seed) => ArmOrder::Balanced {
                     seed,
                     repeat: self.order_repeat.unwrap_or(1) as usize,
                 },

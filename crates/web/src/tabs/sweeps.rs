@@ -13,7 +13,7 @@ use leptos::prelude::*;
 
 use super::tested::base_model;
 use crate::chart::surface::esc;
-use crate::util::{num, pct, per_million, size_b};
+use crate::util::{num, pct, per_million, plus_minus, size_b};
 
 /// Every batch sweep measured on the card `gpu` names: one card, or nothing when it has none.
 pub fn batch_sweeps(gpu: RwSignal<String>) -> impl IntoView {
@@ -153,9 +153,8 @@ fn delta_bar(h: &mut String, c: SweepCell, scale: f64) {
         h.push_str(part);
     }
     if let Some((lo, hi)) = interval {
-        h.push_str("<span class=\"sub inline\"> ±");
-        let half = (hi - lo) / 2.0;
-        h.push_str(&num(half, if half < 0.95 { 1 } else { 0 }));
+        h.push_str("<span class=\"sub inline\"> ");
+        h.push_str(&plus_minus((hi - lo) / 2.0));
         h.push_str("</span>");
     } else if c.single_run {
         h.push_str("<span class=\"sub inline\"> one run: no interval</span>");

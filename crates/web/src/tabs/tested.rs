@@ -10,7 +10,7 @@ use report::Precision;
 use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
 use crate::url::Query;
-use crate::util::{pct, per_million, size_b};
+use crate::util::{pct, per_million, plus_minus, size_b};
 use analysis::verdict::{direction, Direction};
 
 #[derive(Clone, Copy)]
@@ -270,13 +270,9 @@ fn interval(a: &Anchor) -> Option<(f64, f64)> {
     Some((d - h, d + h))
 }
 
-/// The sentence under a session's bars; `paired` names where its interval comes from.
-fn verdict(precision: &str, d: f64, interval: Option<(f64, f64)>, paired: bool) -> String {
-    let source = if paired {
-        "spread of its runs' own ΔE"
-    } else {
-        "run-to-run spread"
-    };
+/// The sentence under a session's bars; `source` says where its interval comes from
+/// ([`Anchor::interval_source`]).
+fn verdict(precision: &str, d: f64, interval: Option<(f64, f64)>, source: &str) -> String {
     analysis::verdict::verdict(precision, d, interval, source)
 }
 
@@ -305,12 +301,7 @@ fn brief(gpu: &str, model: &str) -> String {
             if let Some(d) = a.delta_pct() {
                 out.push_str(&format!(
                     "• {}: {} vs FP16 ({:.0} vs {:.0} mJ/token), measured, n = {}{}, session {}\n",
-                    verdict(
-                        &a.precision_label(),
-                        d,
-                        interval(a),
-                        a.vs_fp16_sd_pct.is_some()
-                    ),
+                    verdict(&a.precision_label(), d, interval(a), a.interval_source()),
                     pct(d, 1),
                     a.energy_mj.unwrap_or(f64::NAN),
                     a.fp16_energy_mj.unwrap_or(f64::NAN),
@@ -829,8 +820,8 @@ struct Bar {
     delta: Option<f64>,
     /// 95 % interval of `delta` ([`interval`]).
     interval: Option<(f64, f64)>,
-    /// The interval is the paired one (the row has its runs' own ΔE spread).
-    paired: bool,
+    /// Where the interval comes from ([`Anchor::interval_source`]).
+    source: &'static str,
     n: Option<u32>,
     cv: Option<f64>,
     baseline: bool,
@@ -846,14 +837,7 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
         (false, None) => "—".into(),
     };
     let half = b.interval.map(|(lo, hi)| (hi - lo) / 2.0);
-    let delta_title = half.map(|h| {
-        let from = if b.paired {
-            "the spread of each run's own ΔE (both arms of a run on one card, minutes apart)"
-        } else {
-            "the run-to-run spread of both arms"
-        };
-        format!("95 % interval ±{h:.1} points from {from}")
-    });
+    let delta_title = half.map(|h| format!("95 % interval ±{h:.1} points from the {}", b.source));
     let cls = match b.delta.map(|d| direction(d, b.interval)) {
         Some(Direction::Saves) => "delta good",
         Some(Direction::Costs) => "delta bad",
@@ -873,11 +857,7 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
             </span>
             <span class=cls title=delta_title>
                 {delta_txt}
-                {half.map(|h| {
-                    // One decimal only where it rounds to under one point.
-                    let digits = if h < 0.95 { 1 } else { 0 };
-                    view! { <span class="sub">{format!("±{h:.digits$} pts")}</span> }
-                })}
+                {half.map(|h| view! { <span class="sub">{format!("{} pts", plus_minus(h))}</span> })}
             </span>
             <NChip n=b.n cv=b.cv/>
         </div>
@@ -913,7 +893,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
             e: b,
             delta: None,
             interval: None,
-            paired: false,
+            source: "",
             n: fp16_row.and_then(|a| a.n).or(first.and_then(|a| a.n)),
             cv: fp16_row.and_then(|a| a.cv_pct),
             baseline: true,
@@ -935,7 +915,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
             e,
             delta: a.delta_pct(),
             interval: interval(a),
-            paired: a.vs_fp16_sd_pct.is_some(),
+            source: a.interval_source(),
             n: a.n,
             cv: a.cv_pct,
             baseline: false,
@@ -946,7 +926,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
         .filter(|b| !b.baseline && !b.label.contains("(run"))
         .filter_map(|b| {
             b.delta.map(|d| {
-                let v = verdict(&b.label, d, b.interval, b.paired);
+                let v = verdict(&b.label, d, b.interval, b.source);
                 (v, direction(d, b.interval))
             })
         })
