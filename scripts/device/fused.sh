@@ -6,7 +6,9 @@
 #                                        (CUDA build of the carried llama.cpp tree) at 1.5 B and 7 B
 #   bash scripts/device/fused.sh f16     candle-graph vs torch.compile (reduce-overhead) at 0.5/1.5/7 B,
 #                                        and the 0.5 B GGUF arms
-# Carry .ship/quantenergy.gz (scripts/build-cuda.sh) and, for `quant`, .ship/llama.cpp.tar.xz. Everything
+#   bash scripts/device/fused.sh step    correctness, then llama-bench vs candle-graph at 1.5 B, 7 B F16,
+#                                        and A/B timings of the Q8_1 activations and the folded KV write
+# Carry .ship/quantenergy.gz (scripts/build-cuda.sh) and, for `quant` and `step`, .ship/llama.cpp.tar.xz. Everything
 # it writes comes back as $OUT/fused-<phase>.tgz plus the log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,8 +40,8 @@ graph() {
 case $phase in
 quant)
   # Smoke first: a broken kernel must not cost the whole call.
-  say "smoke: engine-check qwen2-0.5b F16, 32 steps"
-  if ! timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16 --tokens 32 --timing-runs 1 \
+  say "smoke: engine-check qwen2-0.5b F16 and Q4_0, 32 steps"
+  if ! timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16,Q4_0 --tokens 32 --timing-runs 1 \
       --json "$R/smoke.json" > "$R/smoke.log" 2>&1; then
     tail -30 "$R/smoke.log"; say "smoke failed: stopping"; exit 1
   fi
@@ -67,6 +69,52 @@ quant)
       echo "rc $?" >> "$R/bench-$shape-$t.log"; tail -2 "$R/bench-$shape-$t.log"; bundle
     done
     graph "$shape" Q4_K,Q4_0
+  done
+  ;;
+step)
+  # Issue 13, fourteenth session: the step with Q8_1 activations from the fused ops and the KV
+  # write folded into attention. Correctness first (a broken fold falls back: QE_FOLD_KV=0), the
+  # llama.cpp build on the CPU meanwhile; then, nothing else running, llama-bench vs our engine
+  # at 1.5 B (the missed Q4_0 ratio), 7 B F16 (the roofline), and one-switch-off A/B timings.
+  say "smoke: engine-check qwen2-0.5b F16 and Q4_0, 32 steps"
+  if ! timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16,Q4_0 --tokens 32 --timing-runs 1 \
+      --json "$R/smoke.json" > "$R/smoke.log" 2>&1; then
+    tail -8 "$R/smoke.log"; say "smoke failed: again without the folded KV write"
+    export QE_FOLD_KV=0
+    timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16,Q4_0 --tokens 32 --timing-runs 1 \
+      --json "$R/smoke0.json" > "$R/smoke0.log" 2>&1 || { tail -8 "$R/smoke0.log"; exit 1; }
+  fi
+  grep -E "b1:" "$R/smoke.log" "$R/smoke0.log" 2>/dev/null
+  (SHAPES="qwen2-1.5b" FORMATS="Q4_K Q4_0" OUT="$R/prep" WORK=/tmp/peers \
+    bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
+  prep=$!
+  for shape in qwen2-0.5b tinyllama-1.1b; do
+    say "engine-check $shape, every format, 256 steps"
+    timeout 150 "$QE" engine-check --synthetic "$shape" --precision F16,BF16,Q8_0,Q4_K,Q4_0 --tokens 256 \
+      --timing-runs 1 --json "$R/check_$shape.json" > "$R/check_$shape.log" 2>&1
+    echo "rc $?" >> "$R/check_$shape.log"; grep -E "b1:|^rc" "$R/check_$shape.log"; bundle
+  done
+  wait "$prep"; tail -2 "$R/prep.log"
+  for t in Q4_K Q4_0; do
+    say "llama-bench qwen2-1.5b $t"
+    LLAMA_BIN=/tmp/peers/llama-build-cuda/bin NVML_INDEX=0 COOLDOWN_MAX_S=10 \
+      timeout 120 scripts/peers/llama_bench.sh "/tmp/peers/gguf/qwen2-1.5b-$t.gguf" qwen2-1.5b "$t" \
+      "$R/bench-qwen2-1.5b-$t.json" bench > "$R/bench-qwen2-1.5b-$t.log" 2>&1
+    echo "rc $?" >> "$R/bench-qwen2-1.5b-$t.log"; tail -2 "$R/bench-qwen2-1.5b-$t.log"; bundle
+  done
+  graph qwen2-1.5b Q4_K,Q4_0
+  say "candle-graph qwen2-7b F16"
+  timeout 150 "$QE" measure --synthetic qwen2-7b --precision F16 --engine graph --iterations 10 --tokens 256 \
+    --warmup 2 --cooldown-max-s 10 --out "$R/graph" --name qwen2-7b-f16 > "$R/graph-qwen2-7b-f16.log" 2>&1
+  echo "rc $?" >> "$R/graph-qwen2-7b-f16.log"; grep -E "tok/s|roofline|rc " "$R/graph-qwen2-7b-f16.log" | tail -4; bundle
+  # A/B of this session's two changes, one switched off at a time (engine-check's graph tok/s,
+  # median of 3 timed runs of 256 tokens; no metering).
+  for ab in "QE_Q8=1 QE_FOLD_KV=1" "QE_Q8=0 QE_FOLD_KV=1" "QE_Q8=1 QE_FOLD_KV=0"; do
+    late 540 && break
+    say "A/B $ab: engine-check qwen2-1.5b Q4_0"
+    env $ab timeout 60 "$QE" engine-check --synthetic qwen2-1.5b --precision Q4_0 --tokens 256 --timing-runs 3 \
+      --json "$R/ab-${ab// /_}.json" > "$R/ab-${ab// /_}.log" 2>&1
+    grep -E "b1:" "$R/ab-${ab// /_}.log"; bundle
   done
   ;;
 f16)

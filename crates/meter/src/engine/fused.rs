@@ -8,10 +8,13 @@
 //!   position (replaces 3 bias adds, 3 transposes, 2 rotaries, 2 casts, 2 KV writes);
 //! * [`DecodeAttn`] — per layer, one query position: bias + rotary of q, q·Kᵀ over positions
 //!   0..=pos (the length comes from the device, so no mask), scale, softmax, ·V, grouped-query,
-//!   F32 throughout, output (b, 1, nh·hd) in the activations' dtype;
+//!   F32 throughout, output (b, 1, nh·hd) in the activations' dtype; on the GPU it also does
+//!   [`RopeKv`]'s work (`fold_kv`), so a layer's attention is one launch;
 //! * [`SwiGlu`] — silu(gate)·up from the fused gate|up matmul's output;
 //! * [`AddRmsNorm`] — residual add and the following RMSNorm: one output (2, ..) holding the sum
 //!   and the normed sum;
+//! * with `q8`, the norm, attention and SwiGLU also append the Q8_1 blocks of what the next
+//!   quantized projection reads ([`super::q8`]), so it needs no quantize kernel of its own;
 //! * [`Gemv`] — a float projection at one row (batch 1): a warp per output row streaming the
 //!   weight in 16-byte loads, F32 accumulation. Opt-in (`QE_GEMV=1`, [`gemv_enabled`]) until the
 //!   H200 has measured it against cuBLAS's GEMM (issue 13's 7 B F16 roofline target).
@@ -138,6 +141,30 @@ fn zeros(dt: DType, n: usize) -> CpuStorage {
 }
 
 /// The step row (hd + 1 F32: cos, sin, position bits) and the position.
+/// An op's CPU output, with the Q8_1 blocks of `out[from..from + n]` appended when `q8` (then
+/// flat: F32 values, then the blocks' words); as it is with `shape` otherwise.
+fn with_q8(
+    out: CpuStorage,
+    from: usize,
+    n: usize,
+    q8: bool,
+    shape: impl Into<Shape>,
+) -> Result<(CpuStorage, Shape)> {
+    if !q8 {
+        return Ok((out, shape.into()));
+    }
+    let CpuStorage::F32(mut v) = out else {
+        bail!("Q8_1 blocks are written from F32 activations only")
+    };
+    if !n.is_multiple_of(super::q8::QK) {
+        bail!("Q8_1 blocks: {n} values are not whole blocks of 32")
+    }
+    let words = super::q8::encode(&v[from..from + n]);
+    v.extend_from_slice(&words);
+    let len = v.len();
+    Ok((CpuStorage::F32(v), Shape::from(len)))
+}
+
 fn step_row<'a>(
     s: &'a CpuStorage,
     l: &Layout,
@@ -312,6 +339,14 @@ pub struct DecodeAttn {
     pub dims: AttnDims,
     /// Score scale.
     pub scale: f32,
+    /// Also write the output's Q8_1 blocks after it (see [`q8`](super::q8)); the output is then
+    /// flat.
+    pub q8: bool,
+    /// Also do [`RopeKv`]'s work (GPU only): the kernel computes the position's K and V rows,
+    /// attends to them, and writes them into the layer buffer — an input, which the op then
+    /// changes (the buffer is the decode state's; nothing else reads it within the op). One
+    /// launch per layer less. The CPU op refuses it: there [`RopeKv`] runs first.
+    pub fold_kv: bool,
 }
 
 impl CustomOp3 for DecodeAttn {
@@ -330,6 +365,9 @@ impl CustomOp3 for DecodeAttn {
     ) -> Result<(CpuStorage, Shape)> {
         let d = &self.dims;
         d.check()?;
+        if self.fold_kv {
+            bail!("decode-attn: the CPU op does not write the cache (run RopeKv first)")
+        }
         let hd = d.head_dim;
         let bo = contiguous(bl, d.buf_len(), "decode-attn: the layer buffer")?;
         let qo = contiguous(ql, d.batch * d.qkv_width(), "decode-attn: q|k|v")?;
@@ -370,7 +408,13 @@ impl CustomOp3 for DecodeAttn {
                 }
             }
         }
-        Ok((out, Shape::from((d.batch, 1, d.heads * hd))))
+        with_q8(
+            out,
+            0,
+            d.batch * d.heads * hd,
+            self.q8,
+            (d.batch, 1, d.heads * hd),
+        )
     }
 
     #[cfg(feature = "cuda")]
@@ -389,7 +433,10 @@ impl CustomOp3 for DecodeAttn {
 
 /// silu(gate)·up from a contiguous (.., 2·I) gate|up tensor → (.., I) of its dtype. silu's steps
 /// are rounded to the dtype as candle's CPU op rounds them, so F16/BF16 match the eager model.
-pub struct SwiGlu;
+pub struct SwiGlu {
+    /// Also write the output's Q8_1 blocks after it (flat output, see [`q8`](super::q8)).
+    pub q8: bool,
+}
 
 /// (rows, I) of a gate|up layout, and the output shape.
 fn swiglu_dims(l: &Layout) -> Result<(usize, usize, Shape)> {
@@ -427,12 +474,12 @@ impl CustomOp1 for SwiGlu {
                 put(&mut out, r * i + j, silu * u);
             }
         }
-        Ok((out, shape))
+        with_q8(out, 0, rows * i, self.q8, shape)
     }
 
     #[cfg(feature = "cuda")]
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
-        cuda::swiglu(s, l)
+        cuda::swiglu(s, l, self.q8)
     }
 }
 
@@ -511,6 +558,8 @@ impl CustomOp2 for Gemv {
 pub struct AddRmsNorm {
     /// The norm's ε.
     pub eps: f32,
+    /// Also write the normed sum's Q8_1 blocks after both (flat output, see [`q8`](super::q8)).
+    pub q8: bool,
 }
 
 /// (rows, h, output shape) of an add-norm.
@@ -572,7 +621,7 @@ impl CustomOp3 for AddRmsNorm {
                 );
             }
         }
-        Ok((out, shape))
+        with_q8(out, n, n, self.q8, shape)
     }
 
     #[cfg(feature = "cuda")]
@@ -585,7 +634,7 @@ impl CustomOp3 for AddRmsNorm {
         w: &CudaStorage,
         wl: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
-        cuda::add_rms_norm(self.eps, a, al, r, rl, w, wl)
+        cuda::add_rms_norm(self, a, al, r, rl, w, wl)
     }
 }
 
@@ -632,6 +681,20 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+// One Q8_1 block (ggml's block_q8_1: half2 {d, sum}, 32 int8) of the 32 values a warp holds, lane
+// i value i, block `blk` of `q8`: what candle's quantize_q8_1 kernel writes from the same F32 values
+// (same reductions, same division), so the MMVQ matmul reading it sees the bytes it would have.
+__device__ __forceinline__ void q8_put(void* q8, unsigned long long blk, float x) {
+    float amax = warp_max(fabsf(x)), sum = warp_sum(x);
+    float d = amax / 127.0f;
+    int q = amax == 0.0f ? 0 : (int)roundf(x / d);
+    unsigned char* b = (unsigned char*)q8 + blk * 36ull;
+    ((signed char*)b)[4 + (threadIdx.x & 31)] = (signed char)q;
+    if ((threadIdx.x & 31) == 0) {
+        ((unsigned short*)b)[0] = f2h(d);
+        ((unsigned short*)b)[1] = f2h(sum);
+    }
 }
 // Block-wide sum / max of blockDim.x (a multiple of 32, ≤ 1024) threads; every thread gets it.
 __device__ float block_sum(float v, float* red) {
@@ -710,25 +773,49 @@ template <int A, int C> __device__ void rope_kv(void* buf, const void* qkv, cons
 }
 // One block of NT threads per (query head, sequence); positions in chunks of CH with an online
 // softmax, so any context fits in fixed shared memory.
-template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, const void* buf,
+// With `fold`, the block also does rope_kv's work for its KV head (one launch less per layer):
+// it computes the position's K and V rows as rope_kv would store them, uses them for that
+// position instead of reading the cache, and the first query head of the group writes them to
+// the cache (no other block reads that row in this launch; the next step's launch does).
+template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, void* buf,
         const float* step, unsigned int b, unsigned int nh, unsigned int nkv, unsigned int hd,
-        unsigned int ctx, int bias, int inter, float scale) {
+        unsigned int ctx, int bias, int inter, float scale, void* q8, int fold) {
     __shared__ float qs[256];
+    __shared__ float kn[256];
+    __shared__ float vn[256];
     __shared__ float sc[CH];
     __shared__ float red[32];
     __shared__ float part[NT];
     unsigned int h = blockIdx.x, bi = blockIdx.y, tid = threadIdx.x;
     unsigned int lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
-    unsigned int len = __float_as_uint(step[hd]) + 1;
+    unsigned int pos = __float_as_uint(step[hd]);
+    unsigned int len = pos + 1;
     if (len > ctx) len = ctx;
+    // The row that is the kernel's own (kn, vn): none without fold or past the cache.
+    unsigned int own = fold && pos < ctx ? pos : 0xffffffffu;
     unsigned long long cache = (unsigned long long)b * nkv * ctx * hd;
     unsigned long long nq = (unsigned long long)(nh + 2 * nkv) * hd;
-    if (tid < hd)
+    unsigned int kvh = h / (nh / nkv);
+    unsigned long long kb = ((unsigned long long)bi * nkv + kvh) * ctx * hd;
+    unsigned long long vb = cache + kb;
+    if (tid < hd) {
         qs[tid] = rotated<A, C>(qkv, buf, bi * nq + (unsigned long long)h * hd,
                                 2 * cache + (unsigned long long)h * hd, bias, step, hd, tid, inter);
+        if (own != 0xffffffffu) {
+            unsigned long long kc = (unsigned long long)(nh + kvh) * hd;
+            unsigned long long vc = (unsigned long long)(nh + nkv + kvh) * hd;
+            float k = rnd<C>(rotated<A, C>(qkv, buf, bi * nq + kc, 2 * cache + kc, bias, step,
+                                           hd, tid, inter));
+            float v = rnd<C>(head_elem<A, C>(qkv, buf, bi * nq + vc, 2 * cache + vc, bias, tid));
+            kn[tid] = k;
+            vn[tid] = v;
+            if (h % (nh / nkv) == 0) {
+                st<C>(buf, kb + (unsigned long long)pos * hd + tid, k);
+                st<C>(buf, vb + (unsigned long long)pos * hd + tid, v);
+            }
+        }
+    }
     __syncthreads();
-    unsigned long long kb = ((unsigned long long)bi * nkv + h / (nh / nkv)) * ctx * hd;
-    unsigned long long vb = cache + kb;
     unsigned int groups = blockDim.x / hd, g = tid / hd, d = tid % hd;
     float m = NEG_INF, l = 0.0f, acc = 0.0f;
     for (unsigned int c0 = 0; c0 < len; c0 += CH) {
@@ -737,13 +824,19 @@ template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, 
         // hundred rows per head), so independent loads in flight are what makes it fast.
         for (unsigned int t0 = warp; t0 < n; t0 += 4 * nw) {
             float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            // The four rows' loads of one element are independent, so they issue together.
+            const float* kr[4];
+            unsigned long long ko[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 unsigned int t = t0 + u * nw;
-                if (t < n) {
-                    unsigned long long k = kb + (unsigned long long)(c0 + t) * hd;
-                    for (unsigned int e = lane; e < hd; e += 32) s[u] += qs[e] * ld<C>(buf, k + e);
-                }
+                kr[u] = t < n && c0 + t == own ? kn : nullptr;
+                ko[u] = kb + (unsigned long long)(c0 + (t < n ? t : 0)) * hd;
+            }
+            for (unsigned int e = lane; e < hd; e += 32) {
+                float q = qs[e];
+#pragma unroll
+                for (int u = 0; u < 4; u++) s[u] += q * (kr[u] ? kr[u][e] : ld<C>(buf, ko[u] + e));
             }
 #pragma unroll
             for (int u = 0; u < 4; u++) {
@@ -767,55 +860,101 @@ template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, 
         l = l * alpha + sum;
         acc *= alpha;
         if (g < groups) {
-            // Four rows per iteration, four partial sums: loads in flight, as above.
+            // Eight rows per iteration, eight partial sums: loads in flight, as above (with four,
+            // this phase was a chain of ≈ 8 load latencies at 1.5 B's 12 heads and 260 rows).
             float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            float a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
             unsigned long long vd = vb + (unsigned long long)c0 * hd + d;
+            // The kernel's own row (fold) comes from vn, in its place in the sum.
+            unsigned int mine = own - c0 < n ? own - c0 : 0xffffffffu;
             unsigned int t = g;
-            for (; t + 3 * groups < n; t += 4 * groups) {
-                a0 += sc[t] * ld<C>(buf, vd + (unsigned long long)t * hd);
-                a1 += sc[t + groups] * ld<C>(buf, vd + (unsigned long long)(t + groups) * hd);
-                a2 += sc[t + 2 * groups] * ld<C>(buf, vd + (unsigned long long)(t + 2 * groups) * hd);
-                a3 += sc[t + 3 * groups] * ld<C>(buf, vd + (unsigned long long)(t + 3 * groups) * hd);
+#define VROW(r) (sc[r] * ((r) == mine ? vn[d] : ld<C>(buf, vd + (unsigned long long)(r) * hd)))
+            for (; t + 7 * groups < n; t += 8 * groups) {
+                a0 += VROW(t);
+                a1 += VROW(t + groups);
+                a2 += VROW(t + 2 * groups);
+                a3 += VROW(t + 3 * groups);
+                a4 += VROW(t + 4 * groups);
+                a5 += VROW(t + 5 * groups);
+                a6 += VROW(t + 6 * groups);
+                a7 += VROW(t + 7 * groups);
             }
-            for (; t < n; t += groups) a0 += sc[t] * ld<C>(buf, vd + (unsigned long long)t * hd);
-            acc += (a0 + a1) + (a2 + a3);
+            for (; t < n; t += groups) a0 += VROW(t);
+#undef VROW
+            acc += ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
         }
         m = mn;
         __syncthreads();
     }
     part[tid] = g < groups ? acc : 0.0f;
     __syncthreads();
-    if (tid < hd) {
+    if (tid < hd) {  // whole warps: hd is a multiple of 32
         float o = 0.0f;
         for (unsigned int j = 0; j < groups; j++) o += part[j * hd + tid];
-        st<A>(out, ((unsigned long long)bi * nh + h) * hd + tid, o / l);
+        unsigned long long i = ((unsigned long long)bi * nh + h) * hd + tid;
+        st<A>(out, i, o / l);
+        if (q8) q8_put(q8, i / 32, rnd<A>(o / l));
     }
 }
 template <int A> __device__ void swiglu(void* out, const void* gu, unsigned int rows,
-        unsigned int inter) {
+        unsigned int inter, void* q8) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    // Whole warps return here when q8 is asked for (rows · inter is then a multiple of 32).
     if (i >= rows * inter) return;
     unsigned long long r = i / inter, j = i % inter;
     float g = ld<A>(gu, r * 2 * inter + j), u = ld<A>(gu, r * 2 * inter + inter + j);
     // silu rounded as candle's ops store its steps in A, then the product.
     float silu = rnd<A>(g / rnd<A>(1.0f + rnd<A>(expf(-g))));
     st<A>(out, i, silu * u);
+    if (q8) q8_put(q8, i / 32, rnd<A>(silu * u));
 }
-// One block of NT threads per row.
+// One block of NT threads per row. Rows up to NR · NT wide are read once, every load issued
+// before the first store (in flight together: a single block is latency-bound), and kept in
+// registers; wider rows take a second pass over the inputs.
+#define NR 8
 template <int A> __device__ void add_rms_norm(void* out, const void* a, const void* r,
-        const void* w, unsigned int rows, unsigned int h, float eps) {
+        const void* w, unsigned int rows, unsigned int h, float eps, void* q8) {
     __shared__ float red[32];
-    unsigned long long row = blockIdx.x, n = (unsigned long long)rows * h;
+    unsigned long long row = blockIdx.x, n = (unsigned long long)rows * h, o = row * h;
+    const unsigned int nt = blockDim.x;
     float ss = 0.0f;
-    for (unsigned int e = threadIdx.x; e < h; e += blockDim.x) {
-        float x = rnd<A>(ld<A>(a, row * h + e) + ld<A>(r, row * h + e));
-        st<A>(out, row * h + e, x);
+    if (h <= NR * nt) {
+        float xs[NR], ws[NR];
+#pragma unroll
+        for (int j = 0; j < NR; j++) {
+            unsigned int e = threadIdx.x + j * nt;
+            xs[j] = e < h ? ld<A>(a, o + e) + ld<A>(r, o + e) : 0.0f;
+            ws[j] = e < h ? ld<A>(w, e) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NR; j++) {
+            unsigned int e = threadIdx.x + j * nt;
+            xs[j] = rnd<A>(xs[j]);
+            if (e < h) st<A>(out, o + e, xs[j]);
+            ss += xs[j] * xs[j];
+        }
+        float inv = rsqrtf(block_sum(ss, red) / (float)h + eps);
+#pragma unroll
+        for (int j = 0; j < NR; j++) {
+            unsigned int e = threadIdx.x + j * nt;
+            // Whole warps: with q8, h is a multiple of 32.
+            if (e < h) {
+                st<A>(out, n + o + e, xs[j] * inv * ws[j]);
+                if (q8) q8_put(q8, (o + e) / 32, rnd<A>(xs[j] * inv * ws[j]));
+            }
+        }
+        return;
+    }
+    for (unsigned int e = threadIdx.x; e < h; e += nt) {
+        float x = rnd<A>(ld<A>(a, o + e) + ld<A>(r, o + e));
+        st<A>(out, o + e, x);
         ss += x * x;
     }
     float inv = rsqrtf(block_sum(ss, red) / (float)h + eps);
-    for (unsigned int e = threadIdx.x; e < h; e += blockDim.x) {
-        float x = rnd<A>(ld<A>(a, row * h + e) + ld<A>(r, row * h + e));
-        st<A>(out, n + row * h + e, x * inv * ld<A>(w, e));
+    for (unsigned int e = threadIdx.x; e < h; e += nt) {
+        float x = rnd<A>(ld<A>(a, o + e) + ld<A>(r, o + e));
+        st<A>(out, n + o + e, x * inv * ld<A>(w, e));
+        if (q8) q8_put(q8, (o + e) / 32, rnd<A>(x * inv * ld<A>(w, e)));
     }
 }
 // One warp per output row of w (n, k) · x (k): 16-byte non-coherent loads of 8 elements of the row
@@ -858,7 +997,9 @@ template <int T> __device__ void gemv(void* out, const void* w, const void* x, u
 /// Names of the float dtypes in kernel names, with their template codes.
 const DTYPES: [(&str, u8); 3] = [("f32", 0), ("f16", 1), ("bf16", 2)];
 
-/// [`SRC`] with an `extern "C"` instantiation per dtype (pair).
+/// [`SRC`] with an `extern "C"` instantiation per dtype (pair). The kernels launched with NT
+/// (1024) threads say so (`__launch_bounds__(NT, 1)`, so at most 64 registers a thread): the norm
+/// with its row in registers took 66 without it, and its launch failed on the H200.
 pub fn kernel_source() -> String {
     let mut s = SRC.to_string();
     for (a, ac) in DTYPES {
@@ -868,19 +1009,22 @@ pub fn kernel_source() -> String {
                  const float* step, unsigned int b, unsigned int nh, unsigned int nkv, \
                  unsigned int hd, unsigned int ctx, int bias, int inter) {{ \
                  rope_kv<{ac}, {cc}>(buf, qkv, step, b, nh, nkv, hd, ctx, bias, inter); }}\n\
-                 extern \"C\" __global__ void decode_attn_{a}_{c}(void* out, const void* qkv, \
+                 extern \"C\" __global__ void __launch_bounds__(NT, 1) decode_attn_{a}_{c}(\
+                 void* out, const void* qkv, \
                  const void* buf, const float* step, unsigned int b, unsigned int nh, \
                  unsigned int nkv, unsigned int hd, unsigned int ctx, int bias, int inter, \
-                 float scale) {{ decode_attn<{ac}, {cc}>(out, qkv, buf, step, b, nh, nkv, hd, \
-                 ctx, bias, inter, scale); }}\n"
+                 float scale, void* q8, int fold) {{ decode_attn<{ac}, {cc}>(out, qkv, \
+                 (void*)buf, step, b, nh, nkv, hd, ctx, bias, inter, scale, q8, fold); }}\n"
             ));
         }
         s.push_str(&format!(
             "extern \"C\" __global__ void swiglu_{a}(void* out, const void* gu, \
-             unsigned int rows, unsigned int inter) {{ swiglu<{ac}>(out, gu, rows, inter); }}\n\
-             extern \"C\" __global__ void add_rms_norm_{a}(void* out, const void* a, \
-             const void* r, const void* w, unsigned int rows, unsigned int h, float eps) {{ \
-             add_rms_norm<{ac}>(out, a, r, w, rows, h, eps); }}\n"
+             unsigned int rows, unsigned int inter, void* q8) {{ \
+             swiglu<{ac}>(out, gu, rows, inter, q8); }}\n\
+             extern \"C\" __global__ void __launch_bounds__(NT, 1) add_rms_norm_{a}(void* out, \
+             const void* a, \
+             const void* r, const void* w, unsigned int rows, unsigned int h, float eps, \
+             void* q8) {{ add_rms_norm<{ac}>(out, a, r, w, rows, h, eps, q8); }}\n"
         ));
         if ac != 0 {
             s.push_str(&format!(
@@ -894,7 +1038,9 @@ pub fn kernel_source() -> String {
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::{add_norm_dims, contiguous, gemv_dims, swiglu_dims, AttnDims, DecodeAttn};
+    use super::{
+        add_norm_dims, contiguous, gemv_dims, swiglu_dims, AddRmsNorm, AttnDims, DecodeAttn,
+    };
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
@@ -956,6 +1102,28 @@ mod cuda {
                 dt => bail!("fused kernels: no output of {dt:?}"),
             }
         })
+    }
+
+    /// An output of `n` values of `dt`, with room for their Q8_1 blocks after them when `q8`
+    /// (F32 only): (storage, address of the blocks or 0, shape: `shape`, or flat with blocks).
+    fn alloc_out(
+        dev: &CudaDevice,
+        dt: DType,
+        keep: usize,
+        n: usize,
+        q8: bool,
+        shape: Shape,
+    ) -> Result<(CudaStorage, u64, Shape)> {
+        if !q8 {
+            return Ok((alloc(dev, dt, keep)?, 0, shape));
+        }
+        if dt != DType::F32 || !n.is_multiple_of(crate::engine::q8::QK) {
+            bail!("Q8_1 blocks are written from F32 activations in whole blocks of 32, not {n} {dt:?}")
+        }
+        let len = keep + crate::engine::q8::words(n);
+        let out = alloc(dev, dt, len)?;
+        let q = ptr(&out, keep)?;
+        Ok((out, q, Shape::from(len)))
     }
 
     fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -1048,7 +1216,9 @@ mod cuda {
         let so = contiguous(sl, d.head_dim + 1, "decode-attn: the step row")?;
         let name = format!("decode_attn_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
         let dev = buf.device.clone();
-        let out = alloc(&dev, qkv.dtype(), d.batch * d.heads * d.head_dim)?;
+        let n = d.batch * d.heads * d.head_dim;
+        let shape = Shape::from((d.batch, 1, d.heads * d.head_dim));
+        let (out, q8, shape) = alloc_out(&dev, qkv.dtype(), n, n, op.q8, shape)?;
         let f = dev.get_or_load_custom_func(&name, MODULE, ptx()?)?;
         let (op_, qp, bp, sp) = (ptr(&out, 0)?, ptr(qkv, qo)?, ptr(buf, bo)?, ptr(step, so)?);
         let a = dim_args(d);
@@ -1057,24 +1227,28 @@ mod cuda {
         for x in &a {
             b.arg(x);
         }
-        b.arg(&op.scale);
+        let fold = i32::from(op.fold_kv);
+        b.arg(&op.scale).arg(&q8).arg(&fold);
         // SAFETY: one block per (head, sequence) reads its q row and KV head's first pos + 1
-        // rows (clamped to ctx) and writes its head's hd outputs.
+        // rows (clamped to ctx) and writes its head's hd outputs (and their hd / 32 Q8_1 blocks);
+        // with fold_kv the first head of each KV group also writes that head's K and V row at
+        // pos (< ctx) inside the buffer, a row no block of this launch reads from memory.
         unsafe { b.launch(cfg((d.heads as u32, d.batch as u32), NT)) }.w()?;
-        Ok((out, Shape::from((d.batch, 1, d.heads * d.head_dim))))
+        Ok((out, shape))
     }
 
-    pub fn swiglu(s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
+    pub fn swiglu(s: &CudaStorage, l: &Layout, q8: bool) -> Result<(CudaStorage, Shape)> {
         let (rows, i, shape) = swiglu_dims(l)?;
         let dev = s.device.clone();
-        let out = alloc(&dev, s.dtype(), rows * i)?;
+        let (out, q8, shape) = alloc_out(&dev, s.dtype(), rows * i, rows * i, q8, shape)?;
         let f =
             dev.get_or_load_custom_func(&format!("swiglu_{}", code(s.dtype())?), MODULE, ptx()?)?;
         let (op, sp) = (ptr(&out, 0)?, ptr(s, l.start_offset())?);
         let (r32, i32_) = (rows as u32, i as u32);
         let mut b = f.builder();
-        b.arg(&op).arg(&sp).arg(&r32).arg(&i32_);
-        // SAFETY: one thread per output element; reads its gate and up elements.
+        b.arg(&op).arg(&sp).arg(&r32).arg(&i32_).arg(&q8);
+        // SAFETY: one thread per output element; reads its gate and up elements (a warp writes
+        // one Q8_1 block).
         unsafe { b.launch(LaunchConfig::for_num_elems((rows * i) as u32)) }.w()?;
         Ok((out, shape))
     }
@@ -1109,7 +1283,7 @@ mod cuda {
     }
 
     pub fn add_rms_norm(
-        eps: f32,
+        norm: &AddRmsNorm,
         a: &CudaStorage,
         al: &Layout,
         r: &CudaStorage,
@@ -1123,7 +1297,8 @@ mod cuda {
             bail!("add-rms-norm: inputs of several dtypes")
         }
         let dev = a.device.clone();
-        let out = alloc(&dev, dt, 2 * rows * h)?;
+        let n = rows * h;
+        let (out, q8, shape) = alloc_out(&dev, dt, 2 * n, n, norm.q8, shape)?;
         let f =
             dev.get_or_load_custom_func(&format!("add_rms_norm_{}", code(dt)?), MODULE, ptx()?)?;
         let (op, ap) = (ptr(&out, 0)?, ptr(a, al.start_offset())?);
@@ -1136,8 +1311,10 @@ mod cuda {
             .arg(&wp)
             .arg(&r32)
             .arg(&h32)
-            .arg(&eps);
-        // SAFETY: one block per row reads its a, r rows and w, writes its sum and normed rows.
+            .arg(&norm.eps)
+            .arg(&q8);
+        // SAFETY: one block per row reads its a, r rows and w, writes its sum and normed rows
+        // (and the normed rows' Q8_1 blocks).
         unsafe { b.launch(cfg((rows as u32, 1), NT)) }.w()?;
         Ok((out, shape))
     }

@@ -16,7 +16,18 @@ fn fused_kernel_source_instantiates_every_dtype() {
         "gemv_f16",
         "gemv_bf16",
     ] {
-        assert!(src.contains(&format!("void {name}(")), "{name}");
+        assert!(src.contains(&format!(" {name}(")), "{name}");
+    }
+    // 1024-thread kernels are compiled for 1024 threads (≤ 64 registers), or cannot launch.
+    for name in [
+        "add_rms_norm_f32",
+        "add_rms_norm_bf16",
+        "decode_attn_f32_f16",
+    ] {
+        assert!(
+            src.contains(&format!("__launch_bounds__(NT, 1) {name}(")),
+            "{name}"
+        );
     }
     // The matvec's 16-bit loads have no F32 form: that falls back to cuBLAS.
     assert!(!src.contains("void gemv_f32("));
@@ -100,6 +111,8 @@ fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
     let op = DecodeAttn {
         dims,
         scale: 1.0 / (hd as f32).sqrt(),
+        q8: false,
+        fold_kv: false,
     };
     let out = q_in.apply_op3_no_bwd(&buf, &step, &op).unwrap();
     assert_eq!((out.dims(), out.dtype()), (&[b, 1, nh * hd][..], act));
@@ -252,7 +265,7 @@ fn swiglu_and_add_rms_norm_match_candle_ops() {
                 .unwrap()
                 .to_dtype(dt)
                 .unwrap();
-            let got = gu.apply_op1_no_bwd(&SwiGlu).unwrap();
+            let got = gu.apply_op1_no_bwd(&SwiGlu { q8: false }).unwrap();
             let want = (gu.narrow(D::Minus1, 0, w).unwrap().silu().unwrap()
                 * gu.narrow(D::Minus1, w, w).unwrap())
             .unwrap();
@@ -271,7 +284,14 @@ fn swiglu_and_add_rms_norm_match_candle_ops() {
                 .unwrap();
             let nw = rand(&[w], 10).to_dtype(dt).unwrap();
             let y = a
-                .apply_op3_no_bwd(&r, &nw, &AddRmsNorm { eps: 1e-6 })
+                .apply_op3_no_bwd(
+                    &r,
+                    &nw,
+                    &AddRmsNorm {
+                        eps: 1e-6,
+                        q8: false,
+                    },
+                )
                 .unwrap();
             assert_eq!(y.dims(), &[2, rows, 1, w]);
             let sum = (&a + &r).unwrap();
@@ -330,4 +350,81 @@ fn gemv_matches_the_f32_matmul_and_refuses_what_it_cannot_do() {
         rand(&[1, k], 8).apply_op2_no_bwd(&f32_w, &Gemv).is_err(),
         "F32 is cuBLAS's"
     );
+}
+
+/// With `q8`, AddRmsNorm, SwiGlu and DecodeAttn return their usual values (bit for bit) and then
+/// the Q8_1 blocks of the values a projection reads next (the normed sum, the product, the heads).
+#[test]
+fn fused_ops_append_the_q8_1_blocks_of_what_the_next_projection_reads() {
+    let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let check = |plain: &Tensor, with: &Tensor, from: usize, n: usize, what: &str| {
+        let (p, w) = (flat(plain), flat(with));
+        assert_eq!(w.len(), p.len() + super::q8::words(n), "{what}");
+        assert_eq!(&w[..p.len()], &p[..], "{what}: values");
+        let want = super::q8::encode(&p[from..from + n]);
+        assert!(
+            want.iter()
+                .zip(&w[p.len()..])
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{what}: blocks"
+        );
+    };
+    let (rows, w) = (2, 96);
+    let gu = rand(&[rows, 1, 2 * w], 7).affine(4.0, 0.0).unwrap();
+    let plain = gu.apply_op1_no_bwd(&SwiGlu { q8: false }).unwrap();
+    let with = gu.apply_op1_no_bwd(&SwiGlu { q8: true }).unwrap();
+    check(&plain, &with, 0, rows * w, "swiglu");
+
+    let (a, r, nw) = (
+        rand(&[rows, 1, w], 8),
+        rand(&[rows, 1, w], 9),
+        rand(&[w], 10),
+    );
+    let norm = |q8| {
+        a.apply_op3_no_bwd(&r, &nw, &AddRmsNorm { eps: 1e-6, q8 })
+            .unwrap()
+    };
+    check(
+        &norm(false),
+        &norm(true),
+        rows * w,
+        rows * w,
+        "add-rms-norm",
+    );
+
+    let dims = AttnDims {
+        batch: 2,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 32,
+        ctx: 6,
+        bias: false,
+        interleaved: false,
+    };
+    let buf = rand(&[dims.buf_len()], 11);
+    let qkv = rand(&[2, 1, dims.qkv_width()], 12);
+    let mut step = vec![1f32; 33];
+    step[32] = f32::from_bits(3);
+    let step = Tensor::from_vec(step, 33, &Device::Cpu).unwrap();
+    let attn = |q8| {
+        let op = DecodeAttn {
+            dims,
+            scale: 0.2,
+            q8,
+            fold_kv: false,
+        };
+        qkv.apply_op3_no_bwd(&buf, &step, &op).unwrap()
+    };
+    // The CPU op does not write the cache: asked to, it refuses instead of attending to stale rows.
+    let fold = DecodeAttn {
+        dims,
+        scale: 0.2,
+        q8: false,
+        fold_kv: true,
+    };
+    assert!(qkv.apply_op3_no_bwd(&buf, &step, &fold).is_err());
+    check(&attn(false), &attn(true), 0, 2 * 4 * 32, "decode-attn");
+    // 16-bit activations have no Q8_1 form here (the GGUF path runs in F32).
+    let h = rand(&[1, 1, 2 * w], 13).to_dtype(DType::F16).unwrap();
+    assert!(h.apply_op1_no_bwd(&SwiGlu { q8: true }).is_err());
 }

@@ -57,6 +57,10 @@ impl GraphFactory {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true) => {
                 "cuBLAS GEMM"
             }
+            (_, true) if static_model::q8_enabled() => {
+                "GGUF quantized matmul (candle's MMVQ CUDA kernels, fed Q8_1 activations by the \
+                 fused norm, attention and SwiGLU up to batch 8)"
+            }
             (_, true) => "GGUF quantized matmul (candle CUDA kernels)",
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, false) => "CPU gemm",
             (_, false) => "GGUF quantized matmul (CPU)",

@@ -21,6 +21,8 @@ mod graph;
 #[cfg(feature = "candle")]
 pub mod ops;
 #[cfg(feature = "candle")]
+pub mod q8;
+#[cfg(feature = "candle")]
 pub mod static_model;
 #[cfg(all(test, feature = "candle"))]
 mod tests;

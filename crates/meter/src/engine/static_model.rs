@@ -17,6 +17,7 @@ use super::fused::{
     gemv_enabled, AddRmsNorm, AttnDims, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
 };
 use super::ops::KvWrite;
+use super::q8::{self, QMatVec};
 use crate::candle::ArmWeights;
 use crate::decoder::DecodeError;
 use analysis::ModelShape;
@@ -55,6 +56,41 @@ impl Lin {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         // On the GPU only: the CPU op is the tests' reference, a loop, not a fast path.
         self.forward_with(x, gemv_enabled() && x.device().is_cuda())
+    }
+
+    /// The width of the projection's input (K).
+    fn in_width(&self) -> Result<usize> {
+        Ok(match self {
+            Lin::Float(l) => l.weight().dim(1)?,
+            Lin::Quant { w, .. } => match w {
+                QMatMul::QTensor(t) => t.shape().dims2()?.1,
+                QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.dim(1)?,
+            },
+            Lin::Parts(p) => p.first().map_or(Ok(0), |l| l.in_width())?,
+        })
+    }
+
+    /// The projection of `x` from `blocks`, the Q8_1 blocks of `x` a fused op wrote (see
+    /// [`q8`]), where it is one quantized weight that candle's MMVQ kernels take and has no bias;
+    /// else the projection of `x`.
+    fn forward_q8(&self, x: &Tensor, blocks: Option<&Tensor>) -> Result<Tensor> {
+        match (self, blocks) {
+            (
+                Lin::Quant {
+                    w: QMatMul::QTensor(w),
+                    b: None,
+                },
+                Some(blocks),
+            ) if q8::supported(w.dtype()) => {
+                let k = x.dim(D::Minus1)?;
+                let rows = x.elem_count() / k;
+                let y = blocks.apply_op1_no_bwd(&QMatVec { w: w.clone(), rows })?;
+                let mut dims = x.dims().to_vec();
+                *dims.last_mut().unwrap_or(&mut 0) = y.dim(1)?;
+                Ok(y.reshape(dims)?)
+            }
+            _ => self.forward(x),
+        }
     }
 
     /// The projection, with [`Gemv`] where `gemv` and [`gemv_applies`] allow it.
@@ -230,6 +266,11 @@ pub struct StaticModel {
     /// Decode steps (s = 1) run the fused ops (else the op-by-op path prefill uses). Off when
     /// the shapes do not fit them, or with `QE_GRAPH_UNFUSED` set (A/B on the GPU).
     pub fused: bool,
+    /// Widths of the activations quantized projections read: hidden, heads · head_dim, and the
+    /// MLP's intermediate size (for [`q8`]'s whole blocks).
+    widths: [usize; 3],
+    /// Take the [`q8`] path on the CPU too (tests: its CPU reference against the eager models).
+    pub(crate) q8_on_cpu: bool,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -314,6 +355,8 @@ impl StaticModel {
             && head_dim <= 256
             && heads.is_multiple_of(kv_heads)
             && std::env::var_os("QE_GRAPH_UNFUSED").is_none();
+        let inter = layers.first().map_or(Ok(0), |l| l.down.in_width())?;
+        let widths = [norm.w.elem_count(), heads * head_dim, inter];
         Ok(StaticModel {
             kind,
             embed,
@@ -324,6 +367,8 @@ impl StaticModel {
             sin,
             cos_sin,
             fused,
+            widths,
+            q8_on_cpu: false,
             heads,
             kv_heads,
             head_dim,
@@ -640,7 +685,7 @@ impl StaticModel {
             });
         }
         if s == 1 && self.fused {
-            return self.forward_fused(ids, st);
+            return self.forward_fused(ids, st, self.q8_applies(b));
         }
         // Positions of this chunk, on the device.
         let p = if s == 1 {
@@ -675,30 +720,70 @@ impl StaticModel {
         self.head(&x, s)
     }
 
+    /// Whether a decode step of `batch` sequences feeds its quantized projections the Q8_1 blocks
+    /// the fused ops write ([`q8`]): on the GPU, for GGUF arms (F32 activations) of up to 8
+    /// sequences whose widths are whole blocks; not with `QE_Q8=0` (A/B on the GPU).
+    pub fn q8_applies(&self, batch: usize) -> bool {
+        (self.device.is_cuda() || self.q8_on_cpu) && q8_enabled() && self.q8_fits(batch)
+    }
+
+    /// [`Self::q8_applies`] but the device and the switch.
+    fn q8_fits(&self, batch: usize) -> bool {
+        matches!(self.kind, Kind::QuantQwen2 | Kind::QuantLlama)
+            && self.dtype == DType::F32
+            && (1..=8).contains(&batch)
+            && self.widths.iter().all(|w| w.is_multiple_of(q8::QK))
+    }
+
     /// The decode step (s = 1) through the fused ops: per layer q|k|v matmul, [`RopeKv`],
     /// [`DecodeAttn`], o matmul, [`AddRmsNorm`], gate|up matmul, [`SwiGlu`], down matmul, and
-    /// the next [`AddRmsNorm`] (the next layer's input norm, or the final one).
-    fn forward_fused(&self, ids: &Tensor, st: &DecodeState) -> Result<Tensor> {
+    /// the next [`AddRmsNorm`] (the next layer's input norm, or the final one). With `use_q8`
+    /// the norms, attention and SwiGLU also write their output's Q8_1 blocks, which the
+    /// quantized projections read instead of quantizing their input again.
+    fn forward_fused(&self, ids: &Tensor, st: &DecodeState, use_q8: bool) -> Result<Tensor> {
         let step = self.cos_sin.apply_op2_no_bwd(&st.pos, &RopeStep)?;
         let attn = DecodeAttn {
             dims: st.dims,
             scale: (1f64 / (self.head_dim as f64).sqrt()) as f32,
+            q8: use_q8,
+            fold_kv: self.device.is_cuda() && fold_kv_enabled(),
         };
-        let add_norm = |a: &Tensor, r: &Tensor, n: &Norm| -> Result<(Tensor, Tensor)> {
-            let y = a.apply_op3_no_bwd(r, &n.w, &AddRmsNorm { eps: n.eps })?;
-            Ok((y.i(0)?, y.i(1)?))
+        let add_norm = |a: &Tensor, r: &Tensor, n: &Norm| -> Result<(Tensor, Tensor, Blocks)> {
+            let y = a.apply_op3_no_bwd(
+                r,
+                &n.w,
+                &AddRmsNorm {
+                    eps: n.eps,
+                    q8: use_q8,
+                },
+            )?;
+            if !use_q8 {
+                return Ok((y.i(0)?, y.i(1)?, None));
+            }
+            let len = a.elem_count();
+            let (h, blocks) = split_blocks(&y.narrow(0, len, y.dim(0)? - len)?, a.dims())?;
+            Ok((y.narrow(0, 0, len)?.reshape(a.dims())?, h, blocks))
         };
         let mut x = self.embed.forward(ids)?;
         let mut h = self.layers[0].ln1.forward(&x)?;
+        let mut hq: Blocks = None;
         for (i, (layer, buf)) in self.layers.iter().zip(&st.bufs).enumerate() {
-            let qkv = layer.qkv.forward(&h)?;
-            buf.inplace_op3(&qkv, &step, &RopeKv(st.dims))?;
-            let a = layer.o.forward(&qkv.apply_op3_no_bwd(buf, &step, &attn)?)?;
-            let (x1, h1) = add_norm(&a, &x, &layer.ln2)?;
-            let gu = layer.gate_up.forward(&h1)?;
-            let m = layer.down.forward(&gu.apply_op1_no_bwd(&SwiGlu)?)?;
+            let qkv = layer.qkv.forward_q8(&h, hq.as_ref())?;
+            if !attn.fold_kv {
+                buf.inplace_op3(&qkv, &step, &RopeKv(st.dims))?;
+            }
+            let a = qkv.apply_op3_no_bwd(buf, &step, &attn)?;
+            let (a, aq) = blocks_of(a, use_q8, &[st.batch, 1, self.heads * self.head_dim])?;
+            let a = layer.o.forward_q8(&a, aq.as_ref())?;
+            let (x1, h1, h1q) = add_norm(&a, &x, &layer.ln2)?;
+            let gu = layer.gate_up.forward_q8(&h1, h1q.as_ref())?;
+            let mut g_dims = gu.dims().to_vec();
+            *g_dims.last_mut().unwrap_or(&mut 0) /= 2;
+            let g = gu.apply_op1_no_bwd(&SwiGlu { q8: use_q8 })?;
+            let (g, gq) = blocks_of(g, use_q8, &g_dims)?;
+            let m = layer.down.forward_q8(&g, gq.as_ref())?;
             let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.ln1);
-            (x, h) = add_norm(&m, &x1, next)?;
+            (x, h, hq) = add_norm(&m, &x1, next)?;
         }
         self.head(&h, 1)
     }
@@ -788,6 +873,40 @@ impl StaticModel {
             .to_dtype(self.dtype)?;
         layer.o.forward(&y)
     }
+}
+
+/// A fused op's Q8_1 blocks of its output, when it wrote them.
+type Blocks = Option<Tensor>;
+
+/// A flat fused-op output — `dims`' values, then their Q8_1 blocks — split into the values
+/// (shaped `dims`) and the blocks.
+fn split_blocks(y: &Tensor, dims: &[usize]) -> Result<(Tensor, Blocks)> {
+    let n: usize = dims.iter().product();
+    let values = y.narrow(0, 0, n)?.reshape(dims)?;
+    Ok((values, Some(y.narrow(0, n, q8::words(n))?)))
+}
+
+/// [`split_blocks`] of an op's output when it wrote blocks (`q8`), else the output as it is.
+fn blocks_of(y: Tensor, q8: bool, dims: &[usize]) -> Result<(Tensor, Blocks)> {
+    if q8 {
+        split_blocks(&y, dims)
+    } else {
+        Ok((y, None))
+    }
+}
+
+/// Whether the GPU's decode attention writes the K/V cache itself ([`DecodeAttn::fold_kv`];
+/// `QE_FOLD_KV=0` turns it off, for A/B on the GPU); read once.
+pub fn fold_kv_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QE_FOLD_KV").map_or(true, |v| v != "0"))
+}
+
+/// Whether quantized projections may read fused ops' Q8_1 blocks (`QE_Q8=0` turns it off); read
+/// once.
+pub fn q8_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QE_Q8").map_or(true, |v| v != "0"))
 }
 
 /// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device.
