@@ -347,6 +347,38 @@ pub struct DecodeAttn {
     /// changes (the buffer is the decode state's; nothing else reads it within the op). One
     /// launch per layer less. The CPU op refuses it: there [`RopeKv`] runs first.
     pub fold_kv: bool,
+    /// Split each head's positions over several blocks (GPU only, opt-in: see [`AttnSplit`]);
+    /// `None`: one 1024-thread block per head. The CPU op computes the same attention either way.
+    pub split: Option<AttnSplit>,
+}
+
+/// Split attention ("flash-decoding"): `splits` blocks per (head, sequence) each attend to a share
+/// of the positions; the last to finish combines the shares (an atomic count per head in
+/// `counters`, which every launch leaves at zero). Opt-in (`QE_ATTN_SPLIT=1`,
+/// [`attn_split_enabled`]) until the H200 has measured it: the one-block kernel uses 12 or 28 of the
+/// card's 132 SMs at 1.5 / 7 B and was the step's largest fixed cost (issue 13).
+#[derive(Clone)]
+pub struct AttnSplit {
+    /// Blocks per (head, sequence), ≥ 2.
+    pub splits: usize,
+    /// (batch · heads) u32 zeros on the device, kept by the decode state.
+    pub counters: candle_core::Tensor,
+}
+
+impl AttnSplit {
+    /// Blocks per head for `heads · batch` heads over a `ctx`-position cache: about 256 blocks in
+    /// all (two per SM of an H100/H200), at least 32 positions a block, at most 32 blocks a head.
+    pub fn splits_for(heads: usize, batch: usize, ctx: usize) -> usize {
+        let by_sm = (256 / (heads * batch).max(1)).max(1);
+        ctx.div_ceil(32).min(by_sm).clamp(1, 32)
+    }
+}
+
+/// Whether the GPU's decode attention splits its positions over blocks (`QE_ATTN_SPLIT=1`); read
+/// once.
+pub fn attn_split_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QE_ATTN_SPLIT").is_ok_and(|v| v == "1"))
 }
 
 impl CustomOp3 for DecodeAttn {
@@ -896,6 +928,162 @@ template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, 
         if (q8) q8_put(q8, i / 32, rnd<A>(o / l));
     }
 }
+// Split attention ("flash-decoding", opt-in: QE_ATTN_SPLIT=1): grid (heads, sequences, splits),
+// NS threads a block. Block `sp` attends to its share of positions 0..=pos, writes its running max,
+// sum and unnormalized ·V row to `part`, and the last block of its head to finish (an atomic count,
+// left at 0 again for the next launch) combines the shares into the output — one launch, and
+// heads × splits blocks instead of one 1024-thread block per head (12 or 28 of 132 SMs).
+// Same fold (the block holding pos attends to kn/vn; split 0 of the group's first head writes the
+// row) and Q8_1 output as decode_attn.
+#define NS 256
+template <int A, int C> __device__ void decode_attn_split(void* out, const void* qkv, void* buf,
+        const float* step, unsigned int b, unsigned int nh, unsigned int nkv, unsigned int hd,
+        unsigned int ctx, int bias, int inter, float scale, void* q8, int fold,
+        unsigned int splits, float* part, unsigned int* cnt) {
+    __shared__ float qs[256];
+    __shared__ float kn[256];
+    __shared__ float vn[256];
+    __shared__ float sc[CH];
+    __shared__ float red[32];
+    __shared__ float pacc[NS];
+    __shared__ unsigned int last;
+    unsigned int h = blockIdx.x, bi = blockIdx.y, sp = blockIdx.z, tid = threadIdx.x;
+    unsigned int lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    unsigned int pos = __float_as_uint(step[hd]);
+    unsigned int len = pos + 1;
+    if (len > ctx) len = ctx;
+    unsigned int own = fold && pos < ctx ? pos : 0xffffffffu;
+    unsigned long long cache = (unsigned long long)b * nkv * ctx * hd;
+    unsigned long long nq = (unsigned long long)(nh + 2 * nkv) * hd;
+    unsigned int kvh = h / (nh / nkv);
+    unsigned long long kb = ((unsigned long long)bi * nkv + kvh) * ctx * hd;
+    unsigned long long vb = cache + kb;
+    // This block's positions: [t_begin, t_end), possibly none.
+    unsigned int per = (len + splits - 1) / splits;
+    unsigned int t_begin = sp * per < len ? sp * per : len;
+    unsigned int t_end = t_begin + per < len ? t_begin + per : len;
+    if (tid < hd) {
+        qs[tid] = rotated<A, C>(qkv, buf, bi * nq + (unsigned long long)h * hd,
+                                2 * cache + (unsigned long long)h * hd, bias, step, hd, tid, inter);
+        if (own != 0xffffffffu) {
+            unsigned long long kc = (unsigned long long)(nh + kvh) * hd;
+            unsigned long long vc = (unsigned long long)(nh + nkv + kvh) * hd;
+            float k = rnd<C>(rotated<A, C>(qkv, buf, bi * nq + kc, 2 * cache + kc, bias, step,
+                                           hd, tid, inter));
+            float v = rnd<C>(head_elem<A, C>(qkv, buf, bi * nq + vc, 2 * cache + vc, bias, tid));
+            kn[tid] = k;
+            vn[tid] = v;
+            if (sp == 0 && h % (nh / nkv) == 0) {
+                st<C>(buf, kb + (unsigned long long)pos * hd + tid, k);
+                st<C>(buf, vb + (unsigned long long)pos * hd + tid, v);
+            }
+        }
+    }
+    __syncthreads();
+    unsigned int groups = blockDim.x / hd, g = tid / hd, d = tid % hd;
+    float m = NEG_INF, l = 0.0f, acc = 0.0f;
+    for (unsigned int c0 = t_begin; c0 < t_end; c0 += CH) {
+        unsigned int n = t_end - c0 < CH ? t_end - c0 : CH;
+        for (unsigned int t0 = warp; t0 < n; t0 += 4 * nw) {
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const float* kr[4];
+            unsigned long long ko[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                unsigned int t = t0 + u * nw;
+                kr[u] = t < n && c0 + t == own ? kn : nullptr;
+                ko[u] = kb + (unsigned long long)(c0 + (t < n ? t : 0)) * hd;
+            }
+            for (unsigned int e = lane; e < hd; e += 32) {
+                float q = qs[e];
+#pragma unroll
+                for (int u = 0; u < 4; u++) s[u] += q * (kr[u] ? kr[u][e] : ld<C>(buf, ko[u] + e));
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                float v = warp_sum(s[u]);
+                unsigned int t = t0 + u * nw;
+                if (lane == 0 && t < n) sc[t] = v * scale;
+            }
+        }
+        __syncthreads();
+        float mx = NEG_INF;
+        for (unsigned int t = tid; t < n; t += blockDim.x) mx = fmaxf(mx, sc[t]);
+        float mn = fmaxf(m, block_max(mx, red));
+        float sum = 0.0f;
+        for (unsigned int t = tid; t < n; t += blockDim.x) {
+            float p = expf(sc[t] - mn);
+            sc[t] = p;
+            sum += p;
+        }
+        sum = block_sum(sum, red);
+        float alpha = expf(m - mn);
+        l = l * alpha + sum;
+        acc *= alpha;
+        if (g < groups) {
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            float a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+            unsigned long long vd = vb + (unsigned long long)c0 * hd + d;
+            unsigned int mine = own - c0 < n ? own - c0 : 0xffffffffu;
+            unsigned int t = g;
+#define VROW(r) (sc[r] * ((r) == mine ? vn[d] : ld<C>(buf, vd + (unsigned long long)(r) * hd)))
+            for (; t + 7 * groups < n; t += 8 * groups) {
+                a0 += VROW(t);
+                a1 += VROW(t + groups);
+                a2 += VROW(t + 2 * groups);
+                a3 += VROW(t + 3 * groups);
+                a4 += VROW(t + 4 * groups);
+                a5 += VROW(t + 5 * groups);
+                a6 += VROW(t + 6 * groups);
+                a7 += VROW(t + 7 * groups);
+            }
+            for (; t < n; t += groups) a0 += VROW(t);
+#undef VROW
+            acc += ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+        }
+        m = mn;
+        __syncthreads();
+    }
+    // This block's share: [max, sum, ·V row (hd)] at part[((bi · nh + h) · splits + sp) · (hd + 2)].
+    pacc[tid] = g < groups ? acc : 0.0f;
+    __syncthreads();
+    unsigned long long hb = ((unsigned long long)bi * nh + h) * splits * (hd + 2);
+    float* mine_p = part + hb + (unsigned long long)sp * (hd + 2);
+    if (tid < hd) {
+        float o = 0.0f;
+        for (unsigned int j = 0; j < groups; j++) o += pacc[j * hd + tid];
+        mine_p[2 + tid] = o;
+    }
+    if (tid == 0) {
+        mine_p[0] = m;
+        mine_p[1] = l;
+    }
+    // Publish the share, then count it; the block that counts last reads every share.
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(cnt + bi * nh + h, 1u) == splits - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const volatile float* all = part + hb;
+    if (tid < hd) {  // whole warps: with q8, hd is a multiple of 32
+        float mm = NEG_INF;
+        for (unsigned int j = 0; j < splits; j++) mm = fmaxf(mm, all[j * (hd + 2)]);
+        float ll = 0.0f, o = 0.0f;
+        for (unsigned int j = 0; j < splits; j++) {
+            float lj = all[j * (hd + 2) + 1];
+            if (lj > 0.0f) {
+                float w = expf(all[j * (hd + 2)] - mm);
+                ll += lj * w;
+                o += all[j * (hd + 2) + 2 + tid] * w;
+            }
+        }
+        unsigned long long i = ((unsigned long long)bi * nh + h) * hd + tid;
+        st<A>(out, i, o / ll);
+        if (q8) q8_put(q8, i / 32, rnd<A>(o / ll));
+    }
+    if (tid == 0) cnt[bi * nh + h] = 0;
+}
 template <int A> __device__ void swiglu(void* out, const void* gu, unsigned int rows,
         unsigned int inter, void* q8) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -1014,7 +1202,13 @@ pub fn kernel_source() -> String {
                  const void* buf, const float* step, unsigned int b, unsigned int nh, \
                  unsigned int nkv, unsigned int hd, unsigned int ctx, int bias, int inter, \
                  float scale, void* q8, int fold) {{ decode_attn<{ac}, {cc}>(out, qkv, \
-                 (void*)buf, step, b, nh, nkv, hd, ctx, bias, inter, scale, q8, fold); }}\n"
+                 (void*)buf, step, b, nh, nkv, hd, ctx, bias, inter, scale, q8, fold); }}\n\
+                 extern \"C\" __global__ void __launch_bounds__(NS) decode_attn_split_{a}_{c}(\
+                 void* out, const void* qkv, const void* buf, const float* step, unsigned int b, \
+                 unsigned int nh, unsigned int nkv, unsigned int hd, unsigned int ctx, int bias, \
+                 int inter, float scale, void* q8, int fold, unsigned int splits, float* part, \
+                 unsigned int* cnt) {{ decode_attn_split<{ac}, {cc}>(out, qkv, (void*)buf, step, \
+                 b, nh, nkv, hd, ctx, bias, inter, scale, q8, fold, splits, part, cnt); }}\n"
             ));
         }
         s.push_str(&format!(
@@ -1051,6 +1245,8 @@ mod cuda {
     /// Threads of the per-head and per-row kernels (the source's NT): a whole SM's worth, since
     /// these kernels have one block per head or row and are latency-bound.
     const NT: u32 = 1024;
+    /// Threads of a split-attention block (the source's NS).
+    const NS: u32 = 256;
 
     /// The PTX of the fused kernels, compiled once per process by NVRTC.
     fn ptx() -> Result<&'static str> {
@@ -1200,6 +1396,34 @@ mod cuda {
         Ok(())
     }
 
+    /// A split attention's extra arguments: the shares' scratch (kept alive by the caller until
+    /// the launch), its address, the counters' address, and the block count per head.
+    fn split_args(
+        d: &AttnDims,
+        split: &super::AttnSplit,
+        dev: &CudaDevice,
+    ) -> Result<(CudaStorage, u64, u64, u32)> {
+        let splits = split.splits;
+        let heads = d.batch * d.heads;
+        if splits < 2 || split.counters.elem_count() != heads {
+            bail!(
+                "split attention: {splits} splits, {} counters for {heads} heads",
+                split.counters.elem_count()
+            )
+        }
+        let part = alloc(dev, DType::F32, heads * splits * (d.head_dim + 2))?;
+        let pp = ptr(&part, 0)?;
+        let (cs, cl) = split.counters.storage_and_layout();
+        let candle_core::Storage::Cuda(c) = &*cs else {
+            bail!("split attention: the counters are not on the GPU")
+        };
+        if c.dtype() != DType::U32 {
+            bail!("split attention: u32 counters, not {:?}", c.dtype())
+        }
+        let cp = ptr(c, cl.start_offset())?;
+        Ok((part, pp, cp, splits as u32))
+    }
+
     pub fn decode_attn(
         op: &DecodeAttn,
         qkv: &CudaStorage,
@@ -1214,7 +1438,12 @@ mod cuda {
         let bo = contiguous(bl, d.buf_len(), "decode-attn: the layer buffer")?;
         let qo = contiguous(ql, d.batch * d.qkv_width(), "decode-attn: q|k|v")?;
         let so = contiguous(sl, d.head_dim + 1, "decode-attn: the step row")?;
-        let name = format!("decode_attn_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
+        let kernel = if op.split.is_some() {
+            "decode_attn_split"
+        } else {
+            "decode_attn"
+        };
+        let name = format!("{kernel}_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
         let dev = buf.device.clone();
         let n = d.batch * d.heads * d.head_dim;
         let shape = Shape::from((d.batch, 1, d.heads * d.head_dim));
@@ -1229,11 +1458,32 @@ mod cuda {
         }
         let fold = i32::from(op.fold_kv);
         b.arg(&op.scale).arg(&q8).arg(&fold);
+        let split = op
+            .split
+            .as_ref()
+            .map(|s| split_args(d, s, &dev))
+            .transpose()?;
+        let launch = match &split {
+            Some((_part, pp, cp, splits)) => {
+                b.arg(splits).arg(pp).arg(cp);
+                LaunchConfig {
+                    grid_dim: (d.heads as u32, d.batch as u32, *splits),
+                    block_dim: (NS, 1, 1),
+                    shared_mem_bytes: 0,
+                }
+            }
+            None => cfg((d.heads as u32, d.batch as u32), NT),
+        };
         // SAFETY: one block per (head, sequence) reads its q row and KV head's first pos + 1
         // rows (clamped to ctx) and writes its head's hd outputs (and their hd / 32 Q8_1 blocks);
         // with fold_kv the first head of each KV group also writes that head's K and V row at
-        // pos (< ctx) inside the buffer, a row no block of this launch reads from memory.
-        unsafe { b.launch(cfg((d.heads as u32, d.batch as u32), NT)) }.w()?;
+        // pos (< ctx) inside the buffer, a row no block of this launch reads from memory. Split:
+        // each of a head's blocks does so over its share of the positions, writes its share
+        // (hd + 2 floats) into the scratch sized for every block, and counts it in its head's
+        // counter; the last one reads the shares, writes the outputs and zeroes the counter (the
+        // decode state's, used by nothing else).
+        unsafe { b.launch(launch) }.w()?;
+        drop(split);
         Ok((out, shape))
     }
 

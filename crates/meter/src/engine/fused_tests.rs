@@ -11,6 +11,7 @@ fn fused_kernel_source_instantiates_every_dtype() {
         "rope_step",
         "rope_kv_f16_f32",
         "decode_attn_bf16_bf16",
+        "decode_attn_split_f32_f32",
         "swiglu_f32",
         "add_rms_norm_f16",
         "gemv_f16",
@@ -113,6 +114,7 @@ fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
         scale: 1.0 / (hd as f32).sqrt(),
         q8: false,
         fold_kv: false,
+        split: None,
     };
     let out = q_in.apply_op3_no_bwd(&buf, &step, &op).unwrap();
     assert_eq!((out.dims(), out.dtype()), (&[b, 1, nh * hd][..], act));
@@ -412,6 +414,7 @@ fn fused_ops_append_the_q8_1_blocks_of_what_the_next_projection_reads() {
             scale: 0.2,
             q8,
             fold_kv: false,
+            split: None,
         };
         qkv.apply_op3_no_bwd(&buf, &step, &op).unwrap()
     };
@@ -421,10 +424,27 @@ fn fused_ops_append_the_q8_1_blocks_of_what_the_next_projection_reads() {
         scale: 0.2,
         q8: false,
         fold_kv: true,
+        split: None,
     };
     assert!(qkv.apply_op3_no_bwd(&buf, &step, &fold).is_err());
     check(&attn(false), &attn(true), 0, 2 * 4 * 32, "decode-attn");
     // 16-bit activations have no Q8_1 form here (the GGUF path runs in F32).
     let h = rand(&[1, 1, 2 * w], 13).to_dtype(DType::F16).unwrap();
     assert!(h.apply_op1_no_bwd(&SwiGlu { q8: true }).is_err());
+}
+
+/// How many blocks a split attention gives each head: about 256 blocks in all, at least 32
+/// positions a block, at most 32 a head (worked numbers for the shapes the H200 runs).
+#[test]
+fn split_attention_divides_heads_by_cache_and_card() {
+    // Qwen2-1.5B (12 heads) and 7B (28) at the protocol's 272 positions: 9 blocks a head.
+    assert_eq!(AttnSplit::splits_for(12, 1, 272), 9);
+    assert_eq!(AttnSplit::splits_for(28, 1, 272), 9);
+    // A long cache: 256 / 12 = 21 blocks a head; a short one is not split.
+    assert_eq!(AttnSplit::splits_for(12, 1, 4096), 21);
+    assert_eq!(AttnSplit::splits_for(14, 1, 20), 1);
+    // Many sequences already fill the card.
+    assert_eq!(AttnSplit::splits_for(28, 8, 4096), 1);
+    // Few heads: capped at 32 a head.
+    assert_eq!(AttnSplit::splits_for(1, 1, 1 << 20), 32);
 }

@@ -65,6 +65,11 @@ impl GraphFactory {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, false) => "CPU gemm",
             (_, false) => "GGUF quantized matmul (CPU)",
         };
+        let base_kernel = if dev.is_cuda() && super::fused::attn_split_enabled() {
+            format!("{base}; decode attention split over blocks (QE_ATTN_SPLIT=1)")
+        } else {
+            base.to_string()
+        };
         tracing::info!(
             %precision,
             seconds = t0.elapsed().as_secs_f64(),
@@ -75,7 +80,7 @@ impl GraphFactory {
             model,
             device: dev,
             precision,
-            base_kernel: base.to_string(),
+            base_kernel,
             notes,
             state: None,
             #[cfg(feature = "cuda")]

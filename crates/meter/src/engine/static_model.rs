@@ -14,7 +14,8 @@
 //! the logits match the eager engine's to rounding (tests in `super::tests`).
 
 use super::fused::{
-    gemv_enabled, AddRmsNorm, AttnDims, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
+    attn_split_enabled, gemv_enabled, AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv,
+    RopeStep, SwiGlu,
 };
 use super::ops::KvWrite;
 use super::q8::{self, QMatVec};
@@ -222,6 +223,8 @@ pub struct DecodeState {
     pub bufs: Vec<Tensor>,
     /// The fused ops' shapes.
     pub dims: AttnDims,
+    /// How a split decode attention divides each head (used with `QE_ATTN_SPLIT=1` on the GPU).
+    pub attn_split: AttnSplit,
     /// (1, ctx) u32: 0..ctx.
     arange_ctx: Tensor,
     /// Scalars in the attention dtype: 0 and −∞.
@@ -244,6 +247,7 @@ impl DecodeState {
             v.push(vv);
         }
         v.extend(&self.bufs);
+        v.push(&self.attn_split.counters);
         v
     }
 }
@@ -667,6 +671,10 @@ impl StaticModel {
             kv,
             bufs,
             dims,
+            attn_split: AttnSplit {
+                splits: AttnSplit::splits_for(self.heads, batch, ctx),
+                counters: Tensor::zeros(batch * self.heads, DType::U32, dev)?,
+            },
             arange_ctx: Tensor::arange(0u32, ctx as u32, dev)?.reshape((1, ctx))?,
             zero: Tensor::zeros((), ad, dev)?,
             neg_inf: Tensor::new(f32::NEG_INFINITY, dev)?.to_dtype(ad)?,
@@ -733,6 +741,8 @@ impl StaticModel {
             && self.dtype == DType::F32
             && (1..=8).contains(&batch)
             && self.widths.iter().all(|w| w.is_multiple_of(q8::QK))
+            // Attention writes a head's blocks from its own warps: whole blocks per head.
+            && self.head_dim.is_multiple_of(q8::QK)
     }
 
     /// The decode step (s = 1) through the fused ops: per layer q|k|v matmul, [`RopeKv`],
@@ -747,6 +757,8 @@ impl StaticModel {
             scale: (1f64 / (self.head_dim as f64).sqrt()) as f32,
             q8: use_q8,
             fold_kv: self.device.is_cuda() && fold_kv_enabled(),
+            split: (self.device.is_cuda() && attn_split_enabled() && st.attn_split.splits > 1)
+                .then(|| st.attn_split.clone()),
         };
         let add_norm = |a: &Tensor, r: &Tensor, n: &Norm| -> Result<(Tensor, Tensor, Blocks)> {
             let y = a.apply_op3_no_bwd(
