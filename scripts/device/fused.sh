@@ -37,6 +37,31 @@ graph() {
   bundle  # after every step: a call stopped at its limit still returns what ran
 }
 
+# llama.cpp builds on the CPU (and the given shapes' Q4_K/Q4_0 GGUFs are written) while the GPU runs
+# the correctness checks — graph vs eager, every format, 256 steps (they time nothing that counts).
+prep_and_check() {
+  (SHAPES="$1" FORMATS="Q4_K Q4_0" OUT="$R/prep" WORK=/tmp/peers \
+    bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
+  local prep=$! shape
+  for shape in qwen2-0.5b tinyllama-1.1b; do
+    say "engine-check $shape, every format, 256 steps"
+    timeout 150 "$QE" engine-check --synthetic "$shape" --precision F16,BF16,Q8_0,Q4_K,Q4_0 --tokens 256 \
+      --timing-runs 1 --json "$R/check_$shape.json" > "$R/check_$shape.log" 2>&1
+    echo "rc $?" >> "$R/check_$shape.log"; grep -E "b1:|^rc" "$R/check_$shape.log"; bundle
+  done
+  wait "$prep"; tail -2 "$R/prep.log"
+}
+
+# llama-bench, one shape and format, from the GGUFs and build of `server_campaign.sh prep`.
+bench() {
+  local shape=$1 t=$2
+  say "llama-bench $shape $t"
+  LLAMA_BIN=/tmp/peers/llama-build-cuda/bin NVML_INDEX=0 COOLDOWN_MAX_S=10 \
+    timeout 120 scripts/peers/llama_bench.sh "/tmp/peers/gguf/$shape-$t.gguf" "$shape" "$t" \
+    "$R/bench-$shape-$t.json" bench > "$R/bench-$shape-$t.log" 2>&1
+  echo "rc $?" >> "$R/bench-$shape-$t.log"; tail -2 "$R/bench-$shape-$t.log"; bundle
+}
+
 case $phase in
 quant)
   # Smoke first: a broken kernel must not cost the whole call.
@@ -46,27 +71,12 @@ quant)
     tail -30 "$R/smoke.log"; say "smoke failed: stopping"; exit 1
   fi
   tail -5 "$R/smoke.log"
-  # llama.cpp builds on the CPU while the GPU runs the correctness checks (they time nothing that counts).
-  export WORK=/tmp/peers OUT_PREP="$R/prep"
-  (SHAPES="qwen2-1.5b qwen2-7b" FORMATS="Q4_K Q4_0" OUT="$R/prep" WORK=/tmp/peers \
-    bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
-  prep=$!
-  for shape in qwen2-0.5b tinyllama-1.1b; do
-    say "engine-check $shape, every format, 256 steps"
-    timeout 150 "$QE" engine-check --synthetic "$shape" --precision F16,BF16,Q8_0,Q4_K,Q4_0 --tokens 256 \
-      --timing-runs 1 --json "$R/check_$shape.json" > "$R/check_$shape.log" 2>&1
-    echo "rc $?" >> "$R/check_$shape.log"; tail -12 "$R/check_$shape.log"; bundle
-  done
-  wait "$prep"; tail -3 "$R/prep.log"
+  prep_and_check "qwen2-1.5b qwen2-7b"
   # The comparison, shape by shape, nothing else running: llama-bench then our engine.
   for shape in qwen2-1.5b qwen2-7b; do
     for t in Q4_K Q4_0; do
       late 470 && break
-      say "llama-bench $shape $t"
-      LLAMA_BIN=/tmp/peers/llama-build-cuda/bin NVML_INDEX=0 COOLDOWN_MAX_S=10 \
-        timeout 120 scripts/peers/llama_bench.sh "/tmp/peers/gguf/$shape-$t.gguf" "$shape" "$t" \
-        "$R/bench-$shape-$t.json" bench > "$R/bench-$shape-$t.log" 2>&1
-      echo "rc $?" >> "$R/bench-$shape-$t.log"; tail -2 "$R/bench-$shape-$t.log"; bundle
+      bench "$shape" "$t"
     done
     graph "$shape" Q4_K,Q4_0
   done
@@ -85,23 +95,8 @@ step)
       --json "$R/smoke0.json" > "$R/smoke0.log" 2>&1 || { tail -8 "$R/smoke0.log"; exit 1; }
   fi
   grep -E "b1:" "$R/smoke.log" "$R/smoke0.log" 2>/dev/null
-  (SHAPES="qwen2-1.5b" FORMATS="Q4_K Q4_0" OUT="$R/prep" WORK=/tmp/peers \
-    bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
-  prep=$!
-  for shape in qwen2-0.5b tinyllama-1.1b; do
-    say "engine-check $shape, every format, 256 steps"
-    timeout 150 "$QE" engine-check --synthetic "$shape" --precision F16,BF16,Q8_0,Q4_K,Q4_0 --tokens 256 \
-      --timing-runs 1 --json "$R/check_$shape.json" > "$R/check_$shape.log" 2>&1
-    echo "rc $?" >> "$R/check_$shape.log"; grep -E "b1:|^rc" "$R/check_$shape.log"; bundle
-  done
-  wait "$prep"; tail -2 "$R/prep.log"
-  for t in Q4_K Q4_0; do
-    say "llama-bench qwen2-1.5b $t"
-    LLAMA_BIN=/tmp/peers/llama-build-cuda/bin NVML_INDEX=0 COOLDOWN_MAX_S=10 \
-      timeout 120 scripts/peers/llama_bench.sh "/tmp/peers/gguf/qwen2-1.5b-$t.gguf" qwen2-1.5b "$t" \
-      "$R/bench-qwen2-1.5b-$t.json" bench > "$R/bench-qwen2-1.5b-$t.log" 2>&1
-    echo "rc $?" >> "$R/bench-qwen2-1.5b-$t.log"; tail -2 "$R/bench-qwen2-1.5b-$t.log"; bundle
-  done
+  prep_and_check qwen2-1.5b
+  for t in Q4_K Q4_0; do bench qwen2-1.5b "$t"; done
   graph qwen2-1.5b Q4_K,Q4_0
   say "candle-graph qwen2-7b F16"
   timeout 150 "$QE" measure --synthetic qwen2-7b --precision F16 --engine graph --iterations 10 --tokens 256 \
