@@ -140,13 +140,21 @@ fn zeros(dt: DType, n: usize) -> CpuStorage {
     }
 }
 
-/// The step row (hd + 1 F32: cos, sin, position bits) and the position.
+/// Whether `n` values in units of `unit` (a row, a head: what one warp group of a kernel writes)
+/// make whole Q8_1 blocks that never straddle two units: the kernels write a block from one warp.
+fn q8_units(n: usize, unit: usize) -> Result<()> {
+    if unit == 0 || !unit.is_multiple_of(super::q8::QK) || !n.is_multiple_of(unit) {
+        bail!("Q8_1 blocks: units of {unit} values (of {n}) are not whole blocks of 32")
+    }
+    Ok(())
+}
+
 /// An op's CPU output, with the Q8_1 blocks of `out[from..from + n]` appended when `q8` (then
-/// flat: F32 values, then the blocks' words); as it is with `shape` otherwise.
+/// flat: F32 values, then the blocks' words); as it is with `shape` otherwise. `unit`: see
+/// [`q8_units`].
 fn with_q8(
     out: CpuStorage,
-    from: usize,
-    n: usize,
+    (from, n, unit): (usize, usize, usize),
     q8: bool,
     shape: impl Into<Shape>,
 ) -> Result<(CpuStorage, Shape)> {
@@ -156,15 +164,14 @@ fn with_q8(
     let CpuStorage::F32(mut v) = out else {
         bail!("Q8_1 blocks are written from F32 activations only")
     };
-    if !n.is_multiple_of(super::q8::QK) {
-        bail!("Q8_1 blocks: {n} values are not whole blocks of 32")
-    }
+    q8_units(n, unit)?;
     let words = super::q8::encode(&v[from..from + n]);
     v.extend_from_slice(&words);
     let len = v.len();
     Ok((CpuStorage::F32(v), Shape::from(len)))
 }
 
+/// The step row (hd + 1 F32: cos, sin, position bits) and the position.
 fn step_row<'a>(
     s: &'a CpuStorage,
     l: &Layout,
@@ -440,13 +447,8 @@ impl CustomOp3 for DecodeAttn {
                 }
             }
         }
-        with_q8(
-            out,
-            0,
-            d.batch * d.heads * hd,
-            self.q8,
-            (d.batch, 1, d.heads * hd),
-        )
+        let n = d.batch * d.heads * hd;
+        with_q8(out, (0, n, hd), self.q8, (d.batch, 1, d.heads * hd))
     }
 
     #[cfg(feature = "cuda")]
@@ -506,7 +508,7 @@ impl CustomOp1 for SwiGlu {
                 put(&mut out, r * i + j, silu * u);
             }
         }
-        with_q8(out, 0, rows * i, self.q8, shape)
+        with_q8(out, (0, rows * i, i), self.q8, shape)
     }
 
     #[cfg(feature = "cuda")]
@@ -653,7 +655,7 @@ impl CustomOp3 for AddRmsNorm {
                 );
             }
         }
-        with_q8(out, n, n, self.q8, shape)
+        with_q8(out, (n, n, h), self.q8, shape)
     }
 
     #[cfg(feature = "cuda")]
@@ -871,8 +873,9 @@ template <int C> __device__ __forceinline__ void attend(const void* buf, const A
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 unsigned int t = t0 + u * nw;
-                kr[u] = t < n && c0 + t == a.own ? kn : nullptr;
-                ko[u] = a.kb + (unsigned long long)(c0 + (t < n ? t : 0)) * hd;
+                // Past the chunk: kn, a throwaway read, never the row being written.
+                kr[u] = t >= n || c0 + t == a.own ? kn : nullptr;
+                ko[u] = a.kb + (unsigned long long)(c0 + t) * hd;
             }
             for (unsigned int e = lane; e < hd; e += 32) {
                 float q = qs[e];
@@ -1232,16 +1235,17 @@ mod cuda {
         dev: &CudaDevice,
         dt: DType,
         keep: usize,
-        n: usize,
+        (n, unit): (usize, usize),
         q8: bool,
         shape: Shape,
     ) -> Result<(CudaStorage, u64, Shape)> {
         if !q8 {
             return Ok((alloc(dev, dt, keep)?, 0, shape));
         }
-        if dt != DType::F32 || !n.is_multiple_of(crate::engine::q8::QK) {
-            bail!("Q8_1 blocks are written from F32 activations in whole blocks of 32, not {n} {dt:?}")
+        if dt != DType::F32 {
+            bail!("Q8_1 blocks are written from F32 activations, not {dt:?}")
         }
+        super::q8_units(n, unit)?;
         let len = keep + crate::engine::q8::words(n);
         let out = alloc(dev, dt, len)?;
         let q = ptr(&out, keep)?;
@@ -1343,8 +1347,11 @@ mod cuda {
         let candle_core::Storage::Cuda(c) = &*cs else {
             bail!("split attention: the counters are not on the GPU")
         };
-        if c.dtype() != DType::U32 {
-            bail!("split attention: u32 counters, not {:?}", c.dtype())
+        if c.dtype() != DType::U32 || !cl.is_contiguous() {
+            bail!(
+                "split attention: contiguous u32 counters, not {:?}",
+                c.dtype()
+            )
         }
         let cp = ptr(c, cl.start_offset())?;
         Ok((part, pp, cp, splits as u32))
@@ -1373,7 +1380,7 @@ mod cuda {
         let dev = buf.device.clone();
         let n = d.batch * d.heads * d.head_dim;
         let shape = Shape::from((d.batch, 1, d.heads * d.head_dim));
-        let (out, q8, shape) = alloc_out(&dev, qkv.dtype(), n, n, op.q8, shape)?;
+        let (out, q8, shape) = alloc_out(&dev, qkv.dtype(), n, (n, d.head_dim), op.q8, shape)?;
         let f = dev.get_or_load_custom_func(&name, MODULE, ptx()?)?;
         let (op_, qp, bp, sp) = (ptr(&out, 0)?, ptr(qkv, qo)?, ptr(buf, bo)?, ptr(step, so)?);
         let a = dim_args(d);
@@ -1416,7 +1423,7 @@ mod cuda {
     pub fn swiglu(s: &CudaStorage, l: &Layout, q8: bool) -> Result<(CudaStorage, Shape)> {
         let (rows, i, shape) = swiglu_dims(l)?;
         let dev = s.device.clone();
-        let (out, q8, shape) = alloc_out(&dev, s.dtype(), rows * i, rows * i, q8, shape)?;
+        let (out, q8, shape) = alloc_out(&dev, s.dtype(), rows * i, (rows * i, i), q8, shape)?;
         let f =
             dev.get_or_load_custom_func(&format!("swiglu_{}", code(s.dtype())?), MODULE, ptx()?)?;
         let (op, sp) = (ptr(&out, 0)?, ptr(s, l.start_offset())?);
@@ -1474,7 +1481,7 @@ mod cuda {
         }
         let dev = a.device.clone();
         let n = rows * h;
-        let (out, q8, shape) = alloc_out(&dev, dt, 2 * n, n, norm.q8, shape)?;
+        let (out, q8, shape) = alloc_out(&dev, dt, 2 * n, (n, h), norm.q8, shape)?;
         let f =
             dev.get_or_load_custom_func(&format!("add_rms_norm_{}", code(dt)?), MODULE, ptx()?)?;
         let (op, ap) = (ptr(&out, 0)?, ptr(a, al.start_offset())?);

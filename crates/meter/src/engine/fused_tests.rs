@@ -428,6 +428,17 @@ fn fused_ops_append_the_q8_1_blocks_of_what_the_next_projection_reads() {
     };
     assert!(qkv.apply_op3_no_bwd(&buf, &step, &fold).is_err());
     check(&attn(false), &attn(true), 0, 2 * 4 * 32, "decode-attn");
+    // Blocks that would straddle two rows are refused, though 2 × 48 values are 3 blocks.
+    let (a48, r48, w48) = (
+        rand(&[2, 1, 48], 14),
+        rand(&[2, 1, 48], 15),
+        rand(&[48], 16),
+    );
+    let op = AddRmsNorm {
+        eps: 1e-6,
+        q8: true,
+    };
+    assert!(a48.apply_op3_no_bwd(&r48, &w48, &op).is_err());
     // 16-bit activations have no Q8_1 form here (the GGUF path runs in F32).
     let h = rand(&[1, 1, 2 * w], 13).to_dtype(DType::F16).unwrap();
     assert!(h.apply_op1_no_bwd(&SwiGlu { q8: true }).is_err());

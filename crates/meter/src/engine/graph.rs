@@ -57,7 +57,7 @@ impl GraphFactory {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true) => {
                 "cuBLAS GEMM"
             }
-            (_, true) if static_model::q8_enabled() => {
+            (_, true) if model.q8_in_use() => {
                 "GGUF quantized matmul (candle's MMVQ CUDA kernels, fed Q8_1 activations by the \
                  fused norm, attention and SwiGLU up to batch 8)"
             }
@@ -66,7 +66,7 @@ impl GraphFactory {
             (_, false) => "GGUF quantized matmul (CPU)",
         };
         let base_kernel = if dev.is_cuda() && super::fused::attn_split_enabled() {
-            format!("{base}; decode attention split over blocks (QE_ATTN_SPLIT=1)")
+            format!("{base}; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)")
         } else {
             base.to_string()
         };

@@ -282,8 +282,10 @@ mod tests {
                 let got = blocks.apply_op1_no_bwd(&op).unwrap();
                 assert_eq!(got.dims(), [rows, n]);
                 let d = crate::engine::tests::rel_diff(&want, &got);
-                eprintln!("{dt:?}: {d:e}");
-                assert!(d < 1.5e-2, "{dt:?}: {d:e}");
+                // Q4_0, Q8_0: candle's CPU kernels quantize the activations to the same 32-value
+                // blocks (seen ≤ 1.1e-6); Q4_K's quantize them per 256 values (seen 3.6e-3).
+                let tol = if dt == GgmlDType::Q4K { 1e-2 } else { 1e-5 };
+                assert!(d < tol, "{dt:?} rows {rows}: {d:e}");
                 // Row 0's blocks moved to the end: every row reads its neighbour's activations.
                 let mut shifted = xv[k..].to_vec();
                 shifted.extend_from_slice(&xv[..k]);

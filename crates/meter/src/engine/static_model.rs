@@ -90,6 +90,14 @@ impl Lin {
                 *dims.last_mut().unwrap_or(&mut 0) = y.dim(1)?;
                 Ok(y.reshape(dims)?)
             }
+            // Parts of one input (q|k|v or gate|up of mixed GGUF types): each reads the blocks.
+            (Lin::Parts(parts), Some(_)) => {
+                let ys = parts
+                    .iter()
+                    .map(|p| p.forward_q8(x, blocks))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Tensor::cat(&ys, D::Minus1)?)
+            }
             _ => self.forward(x),
         }
     }
@@ -733,6 +741,12 @@ impl StaticModel {
     /// sequences whose widths are whole blocks; not with `QE_Q8=0` (A/B on the GPU).
     pub fn q8_applies(&self, batch: usize) -> bool {
         (self.device.is_cuda() || self.q8_on_cpu) && q8_enabled() && self.q8_fits(batch)
+    }
+
+    /// Whether this model's decode steps take the [`q8`] path at batch 1 (what a report's kernel
+    /// label says): on the GPU, switched on, the fused step, and shapes that fit.
+    pub fn q8_in_use(&self) -> bool {
+        self.fused && self.q8_applies(1)
     }
 
     /// [`Self::q8_applies`] but the device and the switch.

@@ -164,30 +164,36 @@ fn static_forward_matches_eager_logits_and_greedy_tokens_for_20_steps() {
     eprintln!("static vs eager, batch 1, worst relative logit difference: {report:?}");
 }
 
-/// Tolerance of the [`q8`](super::q8) path against the eager models on the CPU. There the eager
-/// quantized matmul quantizes its activations its own way (candle's CPU kernels), the blocks path
-/// to ggml's Q8_1 as the GPU does: two 8-bit roundings of the same values, each as far from the
-/// exact product as the other (measured per projection on these models: 0.6–1 % of the largest
-/// output for both), so the logits differ by about one such rounding. Seen: up to 2.1e-2. A
-/// projection fed another row's or another op's blocks is off by far more (tested in `q8`).
-const Q8_CPU_TOLERANCE: f32 = 3e-2;
+/// Tolerance of the [`q8`](super::q8) path against the eager models on the CPU: the GGUF
+/// tolerance, but for Q8_0. There the eager model's quantized matmuls quantize their activations
+/// their own way (candle's CPU kernels) where the blocks path uses ggml's Q8_1 as the GPU does: two
+/// 8-bit roundings of the same values, each as far from the exact product as the other (measured per
+/// projection on these models: 0.6–1 % of the largest output for both), so the logits differ by
+/// about one such rounding. Seen: 1.4e-2 (qwen2), 2.1e-2 (llama); Q4_0 ≤ 3.1e-3, Q4_K ≤ 2.6e-4. A
+/// projection fed another row's blocks is off by far more (tested in `q8`); a wrong position is
+/// caught by the Q4_0 rows here and by `a_wrong_decode_position_fails_the_tolerances`.
+fn q8_cpu_tolerance(p: &str) -> f32 {
+    if p == "Q8_0" {
+        3e-2
+    } else {
+        tolerance(p)
+    }
+}
 
 /// The GPU's GGUF decode path — projections fed the Q8_1 blocks the norms, attention and SwiGLU
 /// wrote — against the eager models, teacher-forced with the eager tokens for 20 steps at batch 1
-/// and 12 at batch 3: logits within [`Q8_CPU_TOLERANCE`] (on the GPU both engines quantize to
-/// Q8_1, and `engine-check` compares their greedy tokens).
+/// and 12 at batch 3: logits within [`q8_cpu_tolerance`] (tokens unchecked: on the GPU both
+/// engines quantize to Q8_1, and `engine-check` compares their greedy tokens there).
 #[test]
-fn q8_blocks_path_matches_eager_logits_and_greedy_tokens() {
+fn q8_blocks_path_matches_eager_logits() {
     let mut report = Vec::new();
     for family in ["qwen2", "llama"] {
         for p in ["Q8_0", "Q4_K", "Q4_0"] {
             for (batch, steps) in [(1, 20), (3, 12)] {
                 let worst = compare_skewed(family, p, batch, steps, 0, true);
                 report.push(format!("{family} {p} b{batch}: {worst:.2e}"));
-                assert!(
-                    worst <= Q8_CPU_TOLERANCE,
-                    "{family} {p} b{batch}: {worst:e}"
-                );
+                let tol = q8_cpu_tolerance(p);
+                assert!(worst <= tol, "{family} {p} b{batch}: {worst:e} > {tol:e}");
             }
         }
     }
