@@ -140,6 +140,13 @@ impl Anchor {
         Some(crate::stats::t95(ne.min(nf) as usize - 1) * e / f * se)
     }
 
+    /// The 95 % interval of [`Anchor::delta_pct`] against `fp16`, its FP16 row:
+    /// `Δ ± ` [`Anchor::delta_halfwidth_pct`].
+    pub fn delta_interval(&self, fp16: &Anchor) -> Option<(f64, f64)> {
+        let (d, h) = (self.delta_pct()?, self.delta_halfwidth_pct(fp16)?);
+        Some((d - h, d + h))
+    }
+
     /// What [`Anchor::delta_halfwidth_pct`] reads for this row, in words for a sentence ("within
     /// the …"): the spread of its runs' own ΔE where it carries one, else the run-to-run spread.
     pub fn interval_source(&self) -> &'static str {
@@ -547,6 +554,13 @@ mod tests {
             a.delta_pct().unwrap() + h < 0.0,
             "{:?} ± {h}",
             a.delta_pct()
+        );
+        // The interval is Δ ± that half-width: −12.3 % [−20.2, −4.4].
+        let (lo, hi) = a.delta_interval(fp16).unwrap();
+        assert!((lo - (a.delta_pct().unwrap() - h)).abs() < 1e-12);
+        assert!(
+            (lo - -20.2).abs() < 0.05 && (hi - -4.4).abs() < 0.05,
+            "{lo} {hi}"
         );
     }
 

@@ -198,10 +198,7 @@ pub fn compare_stacks(ds: &Dataset, gpu: &str, params_b: f64) -> StackComparison
             })
         });
         let delta = if is_fp16 { None } else { a.delta_pct() };
-        let interval = match (delta, fp16) {
-            (Some(d), Some(f)) => a.delta_halfwidth_pct(f).map(|h| (d - h, d + h)),
-            _ => None,
-        };
+        let interval = fp16.filter(|_| !is_fp16).and_then(|f| a.delta_interval(f));
         col.cells.push(StackCell {
             format,
             energy_mj: a.energy_mj.unwrap_or(f64::NAN),

@@ -72,10 +72,7 @@ impl Sweep<'_> {
         let fp16 = self.row(batch, Precision::Fp16.as_str());
         let is_fp16 = a.precision == Precision::Fp16;
         let delta_pct = if is_fp16 { None } else { a.delta_pct() };
-        let interval = match (delta_pct, fp16.and_then(|f| a.delta_halfwidth_pct(f))) {
-            (Some(d), Some(h)) => Some((d - h, d + h)),
-            _ => None,
-        };
+        let interval = fp16.filter(|_| !is_fp16).and_then(|f| a.delta_interval(f));
         Some(SweepCell {
             energy_mj: a.energy_mj?,
             tok_s: a.throughput_tok_s,

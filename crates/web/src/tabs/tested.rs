@@ -11,7 +11,7 @@ use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
 use crate::url::Query;
 use crate::util::{pct, per_million, plus_minus, size_b};
-use analysis::verdict::{direction, Direction};
+use analysis::verdict::{direction, verdict, Direction};
 
 #[derive(Clone, Copy)]
 pub struct TestedState {
@@ -263,17 +263,9 @@ fn stacks_headline(lead: &[SessionRows]) -> Option<String> {
     ))
 }
 
-/// The 95 % interval of a row's Δ ([`Anchor::delta_halfwidth_pct`]: paired where the row has its
-/// runs' own ΔE spread, else from its and its session's FP16 row's run-to-run spread).
+/// The 95 % interval of a row's Δ against its session's FP16 row ([`Anchor::delta_interval`]).
 fn interval(a: &Anchor) -> Option<(f64, f64)> {
-    let (d, h) = (a.delta_pct()?, a.delta_halfwidth_pct(ds().fp16_row_of(a)?)?);
-    Some((d - h, d + h))
-}
-
-/// The sentence under a session's bars; `source` says where its interval comes from
-/// ([`Anchor::interval_source`]).
-fn verdict(precision: &str, d: f64, interval: Option<(f64, f64)>, source: &str) -> String {
-    analysis::verdict::verdict(precision, d, interval, source)
+    a.delta_interval(ds().fp16_row_of(a)?)
 }
 
 fn arch_label(arch: &str) -> String {
