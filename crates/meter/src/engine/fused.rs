@@ -16,7 +16,7 @@
 //! * with `q8`, the norm, attention and SwiGLU also append the Q8_1 blocks of what the next
 //!   quantized projection reads ([`super::q8`]), so it needs no quantize kernel of its own;
 //! * [`Gemv`] — a float projection at one row (batch 1): a warp per output row streaming the
-//!   weight in 16-byte loads, F32 accumulation. Opt-in (`QE_GEMV=1`, [`gemv_enabled`]) until the
+//!   weight in 16-byte loads, F32 accumulation. Opt-in (`QE_GEMV=1`, [`GEMV`]) until the
 //!   H200 has measured it against cuBLAS's GEMM (issue 13's 7 B F16 roofline target).
 //!
 //! A layer's cache is one flat tensor in the cache dtype, `[K (b, nkv, ctx, hd) | V (same) | qkv
@@ -362,7 +362,7 @@ pub struct DecodeAttn {
 /// Split attention ("flash-decoding"): `splits` blocks per (head, sequence) each attend to a share
 /// of the positions; the last to finish combines the shares (an atomic count per head in
 /// `counters`, which every launch leaves at zero). Opt-in (`QE_ATTN_SPLIT=1`,
-/// [`attn_split_enabled`]) until the H200 has measured it: the one-block kernel uses 12 or 28 of the
+/// [`ATTN_SPLIT`]) until the H200 has measured it: the one-block kernel uses 12 or 28 of the
 /// card's 132 SMs at 1.5 / 7 B and was the step's largest fixed cost (issue 13).
 #[derive(Clone)]
 pub struct AttnSplit {
@@ -381,12 +381,8 @@ impl AttnSplit {
     }
 }
 
-/// Whether the GPU's decode attention splits its positions over blocks (`QE_ATTN_SPLIT=1`); read
-/// once.
-pub fn attn_split_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QE_ATTN_SPLIT").is_ok_and(|v| v == "1"))
-}
+/// Whether the GPU's decode attention splits its positions over blocks (`QE_ATTN_SPLIT=1`; off).
+pub static ATTN_SPLIT: super::Switch = super::Switch::new("QE_ATTN_SPLIT", false);
 
 impl CustomOp3 for DecodeAttn {
     fn name(&self) -> &'static str {
@@ -522,11 +518,8 @@ impl CustomOp1 for SwiGlu {
 /// accumulated in F32 and rounded once.
 pub struct Gemv;
 
-/// Whether the graph engine's float projections at one row use [`Gemv`] (`QE_GEMV=1`); read once.
-pub fn gemv_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QE_GEMV").is_ok_and(|v| v == "1"))
-}
+/// Whether the graph engine's float projections at one row use [`Gemv`] (`QE_GEMV=1`; off).
+pub static GEMV: super::Switch = super::Switch::new("QE_GEMV", false);
 
 /// (N, K, output shape) of a one-row matvec of x (dtype `xd`) and w (`wd`).
 fn gemv_dims(xl: &Layout, wl: &Layout, xd: DType, wd: DType) -> Result<(usize, usize, Shape)> {

@@ -49,7 +49,7 @@ impl GraphFactory {
         let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
         let base = match (model.kind, dev.is_cuda()) {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true)
-                if super::fused::gemv_enabled()
+                if super::fused::GEMV.on()
                     && matches!(precision, Precision::Fp16 | Precision::Bf16) =>
             {
                 "custom GEMV at one row (QE_GEMV=1), cuBLAS GEMM otherwise"
@@ -65,7 +65,7 @@ impl GraphFactory {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, false) => "CPU gemm",
             (_, false) => "GGUF quantized matmul (CPU)",
         };
-        let base_kernel = if dev.is_cuda() && super::fused::attn_split_enabled() {
+        let base_kernel = if dev.is_cuda() && super::fused::ATTN_SPLIT.on() {
             format!("{base}; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)")
         } else {
             base.to_string()

@@ -30,6 +30,36 @@ mod tests;
 #[cfg(feature = "candle")]
 pub use graph::{GraphDecoder, GraphFactory};
 
+/// A switch of the graph engine read from the environment once, for A/B runs on the GPU: `1`
+/// turns it on, `0` off, anything else (or nothing) leaves its default.
+pub struct Switch {
+    var: &'static str,
+    default: bool,
+    on: std::sync::OnceLock<bool>,
+}
+
+impl Switch {
+    /// The switch `var`, `default` when unset.
+    pub const fn new(var: &'static str, default: bool) -> Self {
+        Switch {
+            var,
+            default,
+            on: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether it is on (the environment is read the first time).
+    pub fn on(&self) -> bool {
+        *self
+            .on
+            .get_or_init(|| match std::env::var(self.var).as_deref() {
+                Ok("1") => true,
+                Ok("0") => false,
+                _ => self.default,
+            })
+    }
+}
+
 /// The report's `stack.engine` for the graph engine (the eager one says "candle").
 pub const ENGINE_NAME: &str = "candle-graph";
 
@@ -102,5 +132,19 @@ mod name_tests {
         assert_eq!(Engine::default(), Engine::Graph);
         assert_eq!(Engine::Eager.stack_name(), "candle");
         assert_eq!(Engine::Graph.stack_name(), "candle-graph");
+    }
+}
+
+#[cfg(test)]
+mod switch_tests {
+    use super::Switch;
+
+    /// Unset, a switch is its default; the value is read once and kept.
+    #[test]
+    fn an_unset_switch_is_its_default() {
+        static OFF: Switch = Switch::new("QE_TEST_SWITCH_NEVER_SET_A", false);
+        static ON: Switch = Switch::new("QE_TEST_SWITCH_NEVER_SET_B", true);
+        assert!(!OFF.on() && ON.on());
+        assert!(!OFF.on() && ON.on());
     }
 }

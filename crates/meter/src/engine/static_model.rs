@@ -14,8 +14,7 @@
 //! the logits match the eager engine's to rounding (tests in `super::tests`).
 
 use super::fused::{
-    attn_split_enabled, gemv_enabled, AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv,
-    RopeStep, SwiGlu,
+    AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu, ATTN_SPLIT, GEMV,
 };
 use super::ops::KvWrite;
 use super::q8::{self, QMatVec};
@@ -56,7 +55,7 @@ enum Lin {
 impl Lin {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         // On the GPU only: the CPU op is the tests' reference, a loop, not a fast path.
-        self.forward_with(x, gemv_enabled() && x.device().is_cuda())
+        self.forward_with(x, GEMV.on() && x.device().is_cuda())
     }
 
     /// The width of the projection's input (K).
@@ -278,9 +277,6 @@ pub struct StaticModel {
     /// Decode steps (s = 1) run the fused ops (else the op-by-op path prefill uses). Off when
     /// the shapes do not fit them, or with `QE_GRAPH_UNFUSED` set (A/B on the GPU).
     pub fused: bool,
-    /// Widths of the activations quantized projections read: hidden, heads · head_dim, and the
-    /// MLP's intermediate size (for [`q8`]'s whole blocks).
-    widths: [usize; 3],
     /// Take the [`q8`] path on the CPU too (tests: its CPU reference against the eager models).
     pub(crate) q8_on_cpu: bool,
     heads: usize,
@@ -367,8 +363,6 @@ impl StaticModel {
             && head_dim <= 256
             && heads.is_multiple_of(kv_heads)
             && std::env::var_os("QE_GRAPH_UNFUSED").is_none();
-        let inter = layers.first().map_or(Ok(0), |l| l.down.in_width())?;
-        let widths = [norm.w.elem_count(), heads * head_dim, inter];
         Ok(StaticModel {
             kind,
             embed,
@@ -379,7 +373,6 @@ impl StaticModel {
             sin,
             cos_sin,
             fused,
-            widths,
             q8_on_cpu: false,
             heads,
             kv_heads,
@@ -740,7 +733,7 @@ impl StaticModel {
     /// the fused ops write ([`q8`]): on the GPU, for GGUF arms (F32 activations) of up to 8
     /// sequences whose widths are whole blocks; not with `QE_Q8=0` (A/B on the GPU).
     pub fn q8_applies(&self, batch: usize) -> bool {
-        (self.device.is_cuda() || self.q8_on_cpu) && q8_enabled() && self.q8_fits(batch)
+        (self.device.is_cuda() || self.q8_on_cpu) && Q8.on() && self.q8_fits(batch)
     }
 
     /// Whether this model's decode steps take the [`q8`] path at batch 1 (what a report's kernel
@@ -751,12 +744,15 @@ impl StaticModel {
 
     /// [`Self::q8_applies`] but the device and the switch.
     fn q8_fits(&self, batch: usize) -> bool {
+        let whole = |w: usize| w > 0 && w.is_multiple_of(q8::QK);
+        // The blocks of a norm row, an MLP row and (from its own warps) an attention head.
+        let mlp = self.layers.first().and_then(|l| l.down.in_width().ok());
         matches!(self.kind, Kind::QuantQwen2 | Kind::QuantLlama)
             && self.dtype == DType::F32
             && (1..=8).contains(&batch)
-            && self.widths.iter().all(|w| w.is_multiple_of(q8::QK))
-            // Attention writes a head's blocks from its own warps: whole blocks per head.
-            && self.head_dim.is_multiple_of(q8::QK)
+            && whole(self.norm.w.elem_count())
+            && whole(self.head_dim)
+            && mlp.is_some_and(whole)
     }
 
     /// The decode step (s = 1) through the fused ops: per layer q|k|v matmul, [`RopeKv`],
@@ -770,8 +766,8 @@ impl StaticModel {
             dims: st.dims,
             scale: (1f64 / (self.head_dim as f64).sqrt()) as f32,
             q8: use_q8,
-            fold_kv: self.device.is_cuda() && fold_kv_enabled(),
-            split: (self.device.is_cuda() && attn_split_enabled() && st.attn_split.splits > 1)
+            fold_kv: self.device.is_cuda() && FOLD_KV.on(),
+            split: (self.device.is_cuda() && ATTN_SPLIT.on() && st.attn_split.splits > 1)
                 .then(|| st.attn_split.clone()),
         };
         let add_norm = |a: &Tensor, r: &Tensor, n: &Norm| -> Result<(Tensor, Tensor, Blocks)> {
@@ -922,18 +918,11 @@ fn blocks_of(y: Tensor, q8: bool, dims: &[usize]) -> Result<(Tensor, Blocks)> {
 }
 
 /// Whether the GPU's decode attention writes the K/V cache itself ([`DecodeAttn::fold_kv`];
-/// `QE_FOLD_KV=0` turns it off, for A/B on the GPU); read once.
-pub fn fold_kv_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QE_FOLD_KV").map_or(true, |v| v != "0"))
-}
+/// `QE_FOLD_KV=0` turns it off).
+pub static FOLD_KV: super::Switch = super::Switch::new("QE_FOLD_KV", true);
 
-/// Whether quantized projections may read fused ops' Q8_1 blocks (`QE_Q8=0` turns it off); read
-/// once.
-pub fn q8_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QE_Q8").map_or(true, |v| v != "0"))
-}
+/// Whether quantized projections may read fused ops' Q8_1 blocks (`QE_Q8=0` turns it off).
+pub static Q8: super::Switch = super::Switch::new("QE_Q8", true);
 
 /// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device.
 pub fn argmax(logits: &Tensor) -> Result<Tensor> {
