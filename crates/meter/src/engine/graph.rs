@@ -47,12 +47,16 @@ impl GraphFactory {
         }
         let weights = self.inner.arm_weights(precision)?;
         let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
+        let gemv_label = format!(
+            "custom GEMV at one row (QE_GEMV; unset, from {} wide), cuBLAS GEMM otherwise",
+            super::fused::GEMV_AUTO_WIDTH
+        );
         let base = match (model.kind, dev.is_cuda()) {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true)
-                if super::fused::GEMV.on()
+                if model.gemv_in_use()
                     && matches!(precision, Precision::Fp16 | Precision::Bf16) =>
             {
-                "custom GEMV at one row (QE_GEMV=1), cuBLAS GEMM otherwise"
+                gemv_label.as_str()
             }
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true) => {
                 "cuBLAS GEMM"
@@ -65,11 +69,24 @@ impl GraphFactory {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, false) => "CPU gemm",
             (_, false) => "GGUF quantized matmul (CPU)",
         };
-        let base_kernel = if dev.is_cuda() && super::fused::ATTN_SPLIT.on() {
-            format!("{base}; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)")
-        } else {
-            base.to_string()
-        };
+        let mut base_kernel = base.to_string();
+        if dev.is_cuda() {
+            if model.q8_in_use() && precision == Precision::Q4_0 && super::q8::WARP_MMVQ.on() {
+                base_kernel.push_str("; Q4_0 matmuls by a warp-per-row kernel (QE_MMVQ=1)");
+            }
+            if super::fused::ATTN_SPLIT.on() {
+                base_kernel.push_str(
+                    "; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)",
+                );
+            }
+            let knobs: Vec<String> = [&super::fused::ATTN_THREADS, &super::fused::NORM_THREADS]
+                .iter()
+                .filter_map(|k| k.label())
+                .collect();
+            if !knobs.is_empty() {
+                base_kernel.push_str(&format!("; launch shapes {}", knobs.join(", ")));
+            }
+        }
         tracing::info!(
             %precision,
             seconds = t0.elapsed().as_secs_f64(),

@@ -35,7 +35,7 @@ pub use graph::{GraphDecoder, GraphFactory};
 pub struct Switch {
     var: &'static str,
     default: bool,
-    on: std::sync::OnceLock<bool>,
+    on: std::sync::OnceLock<Option<bool>>,
 }
 
 impl Switch {
@@ -50,13 +50,60 @@ impl Switch {
 
     /// Whether it is on (the environment is read the first time).
     pub fn on(&self) -> bool {
+        self.on_or(self.default)
+    }
+
+    /// Whether it is on, `auto` when the environment does not say (`1` or `0`).
+    pub fn on_or(&self, auto: bool) -> bool {
+        self.set().unwrap_or(auto)
+    }
+
+    /// What the environment says: `Some(true)` for `1`, `Some(false)` for `0`, else `None`.
+    fn set(&self) -> Option<bool> {
         *self
             .on
             .get_or_init(|| match std::env::var(self.var).as_deref() {
-                Ok("1") => true,
-                Ok("0") => false,
-                _ => self.default,
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                _ => None,
             })
+    }
+}
+
+/// A numeric engine setting read from the environment once: `var` when it is one of `allowed`,
+/// else `default` (a launch shape to tune on the card, e.g. `QE_NORM_THREADS=512`).
+pub struct Knob {
+    var: &'static str,
+    default: u32,
+    allowed: &'static [u32],
+    value: std::sync::OnceLock<u32>,
+}
+
+impl Knob {
+    /// The knob `var`, `default` when unset or not one of `allowed`.
+    pub const fn new(var: &'static str, default: u32, allowed: &'static [u32]) -> Self {
+        Knob {
+            var,
+            default,
+            allowed,
+            value: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Its value.
+    pub fn get(&self) -> u32 {
+        *self.value.get_or_init(|| {
+            std::env::var(self.var)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|v| self.allowed.contains(v))
+                .unwrap_or(self.default)
+        })
+    }
+
+    /// `VAR=value` when it is not its default (for a kernel label), else `None`.
+    pub fn label(&self) -> Option<String> {
+        (self.get() != self.default).then(|| format!("{}={}", self.var, self.get()))
     }
 }
 
@@ -137,7 +184,7 @@ mod name_tests {
 
 #[cfg(test)]
 mod switch_tests {
-    use super::Switch;
+    use super::{Knob, Switch};
 
     /// Unset, a switch is its default; the value is read once and kept.
     #[test]
@@ -146,5 +193,25 @@ mod switch_tests {
         static ON: Switch = Switch::new("QE_TEST_SWITCH_NEVER_SET_B", true);
         assert!(!OFF.on() && ON.on());
         assert!(!OFF.on() && ON.on());
+        // Unset, on_or is whatever the caller's rule says.
+        assert!(OFF.on_or(true) && !ON.on_or(false));
+    }
+
+    /// A knob is its default when unset or set to a value it does not allow.
+    #[test]
+    fn a_knob_takes_only_allowed_values() {
+        static UNSET: Knob = Knob::new("QE_TEST_KNOB_NEVER_SET", 1024, &[256, 1024]);
+        assert_eq!((UNSET.get(), UNSET.label()), (1024, None));
+        // This test's own variables, read by no other test.
+        std::env::set_var("QE_TEST_KNOB_SET_ALLOWED", "256");
+        std::env::set_var("QE_TEST_KNOB_SET_OTHER", "300");
+        static ALLOWED: Knob = Knob::new("QE_TEST_KNOB_SET_ALLOWED", 1024, &[256, 1024]);
+        static OTHER: Knob = Knob::new("QE_TEST_KNOB_SET_OTHER", 1024, &[256, 1024]);
+        assert_eq!(ALLOWED.get(), 256);
+        assert_eq!(
+            ALLOWED.label().as_deref(),
+            Some("QE_TEST_KNOB_SET_ALLOWED=256")
+        );
+        assert_eq!(OTHER.get(), 1024);
     }
 }
