@@ -7,7 +7,7 @@
 #   bash scripts/device/fused.sh f16     candle-graph vs torch.compile (reduce-overhead) at 0.5/1.5/7 B,
 #                                        and the 0.5 B GGUF arms
 #   bash scripts/device/fused.sh step    correctness, then llama-bench vs candle-graph at 1.5 B, 7 B F16,
-#                                        and A/B timings of the Q8_1 activations and the folded KV write
+#                                        and A/B timings of engine settings (AB="SETTING|…")
 # Carry .ship/quantenergy.gz (scripts/build-cuda.sh) and, for `quant` and `step`, .ship/llama.cpp.tar.xz. Everything
 # it writes comes back as $OUT/fused-<phase>.tgz plus the log.
 set -uo pipefail
@@ -102,9 +102,11 @@ step)
   timeout 150 "$QE" measure --synthetic qwen2-7b --precision F16 --engine graph --iterations 10 --tokens 256 \
     --warmup 2 --cooldown-max-s 10 --out "$R/graph" --name qwen2-7b-f16 > "$R/graph-qwen2-7b-f16.log" 2>&1
   echo "rc $?" >> "$R/graph-qwen2-7b-f16.log"; grep -E "tok/s|roofline|rc " "$R/graph-qwen2-7b-f16.log" | tail -4; bundle
-  # A/B of this session's two changes, one switched off at a time (engine-check's graph tok/s,
-  # median of 3 timed runs of 256 tokens; no metering).
-  for ab in "QE_Q8=1 QE_FOLD_KV=1" "QE_Q8=0 QE_FOLD_KV=1" "QE_Q8=1 QE_FOLD_KV=0"; do
+  # A/B of settings, one line each (engine-check's graph tok/s, median of 3 timed runs of 256
+  # tokens; no metering): AB="SETTING|SETTING…" (default: the fifteenth session's norm threads;
+  # the fourteenth's was "QE_Q8=1 QE_FOLD_KV=1|QE_Q8=0 QE_FOLD_KV=1|QE_Q8=1 QE_FOLD_KV=0").
+  IFS='|' read -r -a abs <<< "${AB:-QE_NORM_THREADS=512|QE_NORM_THREADS=1024}"
+  for ab in "${abs[@]}"; do
     late 540 && break
     say "A/B $ab: engine-check qwen2-1.5b Q4_0"
     env $ab timeout 60 "$QE" engine-check --synthetic qwen2-1.5b --precision Q4_0 --tokens 256 --timing-runs 3 \

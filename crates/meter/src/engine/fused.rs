@@ -384,14 +384,13 @@ impl AttnSplit {
 /// Whether the GPU's decode attention splits its positions over blocks (`QE_ATTN_SPLIT=1`; off).
 pub static ATTN_SPLIT: super::Switch = super::Switch::new("QE_ATTN_SPLIT", false);
 
-/// Threads of a one-block-per-head decode attention (`QE_ATTN_THREADS`: 256, 512 or 1024; at least
-/// the head size), and of an add + norm block (`QE_NORM_THREADS`: 128 to 1024). Both kernels are
-/// latency-bound single blocks; fewer threads mean cheaper barriers but fewer loads in flight, which
-/// only the card can weigh.
-pub static ATTN_THREADS: super::Knob = super::Knob::new("QE_ATTN_THREADS", 1024, &[256, 512, 1024]);
-/// See [`ATTN_THREADS`].
+/// Threads of an add + norm block (`QE_NORM_THREADS`: 128 to 1024; at least a row's width / NR,
+/// so the row stays in registers). The kernel is a latency-bound single block per row: fewer
+/// threads mean cheaper barriers but fewer loads in flight, which only the card can weigh. On the
+/// H200 (issue 13) 512 beat 1024 by 2.5 % of a whole Qwen2-1.5B Q4_0 step and 0.7 % at 7 B F16;
+/// 256 was no better than 1024. (Fewer than 1024 threads for the one-block attention lost 1–14 %.)
 pub static NORM_THREADS: super::Knob =
-    super::Knob::new("QE_NORM_THREADS", 1024, &[128, 256, 512, 1024]);
+    super::Knob::new("QE_NORM_THREADS", 512, &[128, 256, 512, 1024]);
 
 impl CustomOp3 for DecodeAttn {
     fn name(&self) -> &'static str {
@@ -1118,68 +1117,6 @@ template <int T> __device__ void gemv(void* out, const void* w, const void* x, u
     acc = warp_sum(acc);
     if (lane == 0) st<T>(out, row, acc);
 }
-// A Q4_0 weight (n rows of kb ggml blocks: half d, 16 bytes of nibbles) times `cols` (1-8) rows of
-// activations as Q8_1 blocks (half d, half sum, 32 int8; 9 words), F32 out (cols, n). One warp
-// per weight row, four rows a block; lane L takes the row's blocks L, L + 32, ..., QU of them
-// loaded before any arithmetic. candle's MMVQ gives a row four warps and a thread half a block
-// (8 bytes of weight in flight), which leaves a decode step's matmuls far below HBM's bandwidth.
-#define QU 4
-__device__ __forceinline__ int dot4(int a, int b, int c) {
-#if __CUDA_ARCH__ >= 610
-    return __dp4a(a, b, c);
-#else
-    const signed char *x = (const signed char*)&a, *y = (const signed char*)&b;
-    return c + x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
-#endif
-}
-extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_warp(const unsigned short* w,
-        const int* y, float* dst, unsigned int kb, unsigned int n, unsigned int cols) {
-    const unsigned int lane = threadIdx.x & 31u, row = blockIdx.x * 4u + (threadIdx.x >> 5);
-    if (row >= n) return;
-    const unsigned short* wr = w + (unsigned long long)row * kb * 9u;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (unsigned int b0 = lane; b0 < kb; b0 += 32u * QU) {
-        float d4[QU];
-        int v[QU][4];
-#pragma unroll
-        for (int u = 0; u < QU; u++) {
-            const unsigned int b = b0 + 32u * u;
-            const unsigned short* p = wr + (unsigned long long)(b < kb ? b : 0u) * 9u;
-            d4[u] = b < kb ? h2f(p[0]) : 0.f;
-#pragma unroll
-            for (int i = 0; i < 4; i++) v[u][i] = (int)((unsigned int)p[1 + 2 * i] | ((unsigned int)p[2 + 2 * i] << 16));
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            if (j < (int)cols) {
-#pragma unroll
-                for (int u = 0; u < QU; u++) {
-                    const unsigned int b = b0 + 32u * u;
-                    if (b < kb) {
-                        const int* q = y + ((unsigned long long)j * kb + b) * 9u;
-                        int sumi = 0;
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            sumi = dot4(v[u][i] & 0x0F0F0F0F, q[1 + i], sumi);
-                            sumi = dot4((v[u][i] >> 4) & 0x0F0F0F0F, q[5 + i], sumi);
-                        }
-                        const unsigned int ds = (unsigned int)q[0];
-                        // The nibbles are stored + 8: subtract 8 · the block's sum.
-                        acc[j] += d4[u] * ((float)sumi * h2f((unsigned short)(ds & 0xffffu))
-                                           - 8.f * h2f((unsigned short)(ds >> 16)));
-                    }
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        if (j < (int)cols) {
-            const float s = warp_sum(acc[j]);
-            if (lane == 0) dst[(unsigned long long)j * n + row] = s;
-        }
-    }
-}
 "#;
 
 /// Names of the float dtypes in kernel names, with their template codes.
@@ -1245,6 +1182,8 @@ mod cuda {
     /// Threads of the per-head and per-row kernels (the source's NT): a whole SM's worth, since
     /// these kernels have one block per head or row and are latency-bound.
     const NT: u32 = 1024;
+    /// Values of a norm row each thread keeps in registers (the source's NR).
+    const NR: usize = 8;
     /// Threads of a split-attention block (the source's NS).
     const NS: u32 = 256;
 
@@ -1476,12 +1415,7 @@ mod cuda {
                     shared_mem_bytes: 0,
                 }
             }
-            None => {
-                let threads = super::ATTN_THREADS
-                    .get()
-                    .max(d.head_dim.next_multiple_of(32) as u32);
-                cfg((d.heads as u32, d.batch as u32), threads.min(NT))
-            }
+            None => cfg((d.heads as u32, d.batch as u32), NT),
         };
         // SAFETY: one block per (head, sequence) reads its q row and KV head's first pos + 1
         // rows (clamped to ctx) and writes its head's hd outputs (and their hd / 32 Q8_1 blocks);
@@ -1573,34 +1507,11 @@ mod cuda {
             .arg(&norm.eps)
             .arg(&q8);
         // SAFETY: one block per row reads its a, r rows and w, writes its sum and normed rows
-        // (and the normed rows' Q8_1 blocks).
-        unsafe { b.launch(cfg((rows as u32, 1), super::NORM_THREADS.get())) }.w()?;
+        // (and the normed rows' Q8_1 blocks), with at most NT threads (its launch bounds).
+        let threads = super::NORM_THREADS
+            .get()
+            .max(h.div_ceil(NR).next_multiple_of(32) as u32);
+        unsafe { b.launch(cfg((rows as u32, 1), threads.min(NT))) }.w()?;
         Ok((out, shape))
     }
-
-    /// `dst` (cols, n) F32 = the Q4_0 weight at `w` (n rows of `kb` blocks) times `cols` (1–8)
-    /// activation rows' Q8_1 blocks at `y` (`kb` blocks a row), on `dev`'s stream.
-    pub fn mmvq_q4_0_warp(
-        dev: &CudaDevice,
-        (w, y, dst): (u64, u64, u64),
-        kb: usize,
-        n: usize,
-        cols: usize,
-    ) -> Result<()> {
-        if !(1..=8).contains(&cols) || kb == 0 {
-            bail!("q4_0 warp matvec: {cols} rows of {kb} blocks")
-        }
-        let f = dev.get_or_load_custom_func("mmvq_q4_0_warp", MODULE, ptx()?)?;
-        let (kb32, n32, c32) = (kb as u32, n as u32, cols as u32);
-        let mut b = f.builder();
-        b.arg(&w).arg(&y).arg(&dst).arg(&kb32).arg(&n32).arg(&c32);
-        // SAFETY: one warp per weight row (four a block; rows past n return at once) reads its
-        // kb blocks (18 bytes each) and the cols rows of kb Q8_1 blocks (36 bytes each), and
-        // writes its cols outputs.
-        unsafe { b.launch(cfg((n.div_ceil(4) as u32, 1), 128)) }.w()?;
-        Ok(())
-    }
 }
-
-#[cfg(feature = "cuda")]
-pub use cuda::mmvq_q4_0_warp;

@@ -71,20 +71,13 @@ impl GraphFactory {
         };
         let mut base_kernel = base.to_string();
         if dev.is_cuda() {
-            if model.q8_in_use() && precision == Precision::Q4_0 && super::q8::WARP_MMVQ.on() {
-                base_kernel.push_str("; Q4_0 matmuls by a warp-per-row kernel (QE_MMVQ=1)");
-            }
             if super::fused::ATTN_SPLIT.on() {
                 base_kernel.push_str(
                     "; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)",
                 );
             }
-            let knobs: Vec<String> = [&super::fused::ATTN_THREADS, &super::fused::NORM_THREADS]
-                .iter()
-                .filter_map(|k| k.label())
-                .collect();
-            if !knobs.is_empty() {
-                base_kernel.push_str(&format!("; launch shapes {}", knobs.join(", ")));
+            if let Some(k) = super::fused::NORM_THREADS.label() {
+                base_kernel.push_str(&format!("; launch shape {k}"));
             }
         }
         tracing::info!(

@@ -89,11 +89,6 @@ pub fn supported(dt: GgmlDType) -> bool {
     )
 }
 
-/// Whether Q4_0 weights run this crate's warp-per-row kernel (`QE_MMVQ=1`) instead of candle's
-/// MMVQ kernel, which gives a row four warps and a thread 8 bytes of weight: decode-sized matmuls
-/// then stay far below HBM's bandwidth (issue 13). Opt-in until the card has measured it.
-pub static WARP_MMVQ: super::Switch = super::Switch::new("QE_MMVQ", false);
-
 /// `x · wᵀ` for `rows` (1–8) rows of activations given as their Q8_1 blocks (an F32 tensor of
 /// `rows · words(K)` words) and a quantized weight `w` (N, K): output (rows, N) F32.
 pub struct QMatVec {
@@ -181,19 +176,6 @@ impl CustomOp1 for QMatVec {
             GgmlDType::Q6K => ffi::launch_mmvq_gguf_q6_k_f32_plain,
             dt => bail!("q8 matvec: no MMVQ kernel for {dt:?}"),
         };
-        if self.w.dtype() == GgmlDType::Q4_0 && WARP_MMVQ.on() {
-            super::fused::mmvq_q4_0_warp(
-                &dev,
-                (self.w.device_ptr()? as u64, y, dst),
-                k / QK,
-                n,
-                self.rows,
-            )?;
-            return Ok((
-                CudaStorage::wrap_cuda_slice(out, dev.clone()),
-                Shape::from((self.rows, n)),
-            ));
-        }
         let w = self.w.device_ptr()? as *const c_void;
         // SAFETY: as candle's fast_mmvq launches it, on candle's stream: w holds N rows of K
         // values, y `rows` rows of K / 32 blocks (stride K / 32), dst rows × N.
