@@ -37,7 +37,7 @@ case "$phase" in
   prep)
     [ -d "$LLAMA_SRC" ] || { mkdir -p "$ROOT/.peers" && tar -xJf "$ROOT/.ship/llama.cpp.tar.xz" -C "$ROOT/.peers"; }
     say "building llama-server + llama-bench (CUDA) while the GGUFs are written"
-    (TARGETS="llama-server llama-bench" "$HERE/build-llama-cpp.sh" cuda > "$OUT/build.log" 2>&1; echo "build rc $?" >> "$OUT/build.log") &
+    (TARGETS="${LLAMA_TARGETS:-llama-server llama-bench}" "$HERE/build-llama-cpp.sh" cuda > "$OUT/build.log" 2>&1; echo "build rc $?" >> "$OUT/build.log") &
     build=$!
     for s in ${SHAPES:-qwen2-0.5b qwen2-1.5b qwen2-7b}; do
       pids=()
