@@ -526,15 +526,12 @@ impl CustomOp1 for SwiGlu {
 /// accumulated in F32 and rounded once.
 pub struct Gemv;
 
-/// Whether the graph engine's float projections at one row use [`Gemv`]: `QE_GEMV=1` always,
-/// `0` never, unset where the model is at least [`GEMV_AUTO_WIDTH`] wide.
+/// Whether the graph engine's float projections at one row use [`Gemv`] (`QE_GEMV=1`; off). On the
+/// H200 it was 1.0 % and 2.4 % faster than cuBLAS's GEMM at Qwen2-7B F16 and 2–6 % slower at 0.5–1.5 B;
+/// the one 7 B arm metered with it drew 602 W where the cuBLAS arm of the session before drew 523 W
+/// (another card): +13 % energy per token for +2 % speed. Until one card has metered both, the
+/// meter's default stays cuBLAS, whose energy is what deployed F16 engines spend (issue 13).
 pub static GEMV: super::Switch = super::Switch::new("QE_GEMV", false);
-
-/// The hidden width from which [`Gemv`] replaces cuBLAS's GEMM unless `QE_GEMV` says otherwise.
-/// Measured on the H200 (issue 13, engine-check's graph tok/s, one card a sitting): Qwen2-7B
-/// (3584 wide) F16 gained 1.0 % and 2.4 %; Qwen2-0.5B, TinyLlama-1.1B and Qwen2-1.5B (896, 2048,
-/// 1536) lost 2–6 %.
-pub const GEMV_AUTO_WIDTH: usize = 3584;
 
 /// (N, K, output shape) of a one-row matvec of x (dtype `xd`) and w (`wd`).
 fn gemv_dims(xl: &Layout, wl: &Layout, xd: DType, wd: DType) -> Result<(usize, usize, Shape)> {

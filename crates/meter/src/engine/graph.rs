@@ -47,16 +47,12 @@ impl GraphFactory {
         }
         let weights = self.inner.arm_weights(precision)?;
         let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
-        let gemv_label = format!(
-            "custom GEMV at one row (QE_GEMV; unset, from {} wide), cuBLAS GEMM otherwise",
-            super::fused::GEMV_AUTO_WIDTH
-        );
         let base = match (model.kind, dev.is_cuda()) {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true)
-                if model.gemv_in_use()
+                if super::fused::GEMV.on()
                     && matches!(precision, Precision::Fp16 | Precision::Bf16) =>
             {
-                gemv_label.as_str()
+                "custom GEMV at one row (QE_GEMV=1), cuBLAS GEMM otherwise"
             }
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true) => {
                 "cuBLAS GEMM"

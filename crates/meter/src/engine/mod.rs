@@ -35,7 +35,7 @@ pub use graph::{GraphDecoder, GraphFactory};
 pub struct Switch {
     var: &'static str,
     default: bool,
-    on: std::sync::OnceLock<Option<bool>>,
+    on: std::sync::OnceLock<bool>,
 }
 
 impl Switch {
@@ -50,22 +50,12 @@ impl Switch {
 
     /// Whether it is on (the environment is read the first time).
     pub fn on(&self) -> bool {
-        self.on_or(self.default)
-    }
-
-    /// Whether it is on, `auto` when the environment does not say (`1` or `0`).
-    pub fn on_or(&self, auto: bool) -> bool {
-        self.set().unwrap_or(auto)
-    }
-
-    /// What the environment says: `Some(true)` for `1`, `Some(false)` for `0`, else `None`.
-    fn set(&self) -> Option<bool> {
         *self
             .on
             .get_or_init(|| match std::env::var(self.var).as_deref() {
-                Ok("1") => Some(true),
-                Ok("0") => Some(false),
-                _ => None,
+                Ok("1") => true,
+                Ok("0") => false,
+                _ => self.default,
             })
     }
 }
@@ -193,8 +183,6 @@ mod switch_tests {
         static ON: Switch = Switch::new("QE_TEST_SWITCH_NEVER_SET_B", true);
         assert!(!OFF.on() && ON.on());
         assert!(!OFF.on() && ON.on());
-        // Unset, on_or is whatever the caller's rule says.
-        assert!(OFF.on_or(true) && !ON.on_or(false));
     }
 
     /// A knob is its default when unset or set to a value it does not allow.

@@ -15,7 +15,6 @@
 
 use super::fused::{
     AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu, ATTN_SPLIT, GEMV,
-    GEMV_AUTO_WIDTH,
 };
 use super::ops::KvWrite;
 use super::q8::{self, QMatVec};
@@ -73,8 +72,8 @@ impl Lin {
 
     /// The projection of `x` from `blocks`, the Q8_1 blocks of `x` a fused op wrote (see
     /// [`q8`]), where it is one quantized weight that candle's MMVQ kernels take and has no bias;
-    /// else the projection of `x` (with [`Gemv`] where `gemv` allows it).
-    fn forward_q8(&self, x: &Tensor, blocks: Option<&Tensor>, gemv: bool) -> Result<Tensor> {
+    /// else the projection of `x`.
+    fn forward_q8(&self, x: &Tensor, blocks: Option<&Tensor>) -> Result<Tensor> {
         match (self, blocks) {
             (
                 Lin::Quant {
@@ -94,11 +93,11 @@ impl Lin {
             (Lin::Parts(parts), Some(_)) => {
                 let ys = parts
                     .iter()
-                    .map(|p| p.forward_q8(x, blocks, gemv))
+                    .map(|p| p.forward_q8(x, blocks))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(Tensor::cat(&ys, D::Minus1)?)
             }
-            _ => self.forward_with(x, gemv),
+            _ => self.forward(x),
         }
     }
 
@@ -743,12 +742,6 @@ impl StaticModel {
         self.fused && self.q8_applies(1)
     }
 
-    /// Whether float projections at one row run [`Gemv`] instead of cuBLAS's GEMM (GPU only):
-    /// as `QE_GEMV` says, else from [`GEMV_AUTO_WIDTH`] wide.
-    pub fn gemv_in_use(&self) -> bool {
-        self.device.is_cuda() && GEMV.on_or(self.norm.w.elem_count() >= GEMV_AUTO_WIDTH)
-    }
-
     /// [`Self::q8_applies`] but the device and the switch.
     fn q8_fits(&self, batch: usize) -> bool {
         let whole = |w: usize| w > 0 && w.is_multiple_of(q8::QK);
@@ -793,25 +786,24 @@ impl StaticModel {
             let (h, blocks) = split_blocks(&y.narrow(0, len, y.dim(0)? - len)?, a.dims())?;
             Ok((y.narrow(0, 0, len)?.reshape(a.dims())?, h, blocks))
         };
-        let gemv = self.gemv_in_use();
         let mut x = self.embed.forward(ids)?;
         let mut h = self.layers[0].ln1.forward(&x)?;
         let mut hq: Blocks = None;
         for (i, (layer, buf)) in self.layers.iter().zip(&st.bufs).enumerate() {
-            let qkv = layer.qkv.forward_q8(&h, hq.as_ref(), gemv)?;
+            let qkv = layer.qkv.forward_q8(&h, hq.as_ref())?;
             if !attn.fold_kv {
                 buf.inplace_op3(&qkv, &step, &RopeKv(st.dims))?;
             }
             let a = qkv.apply_op3_no_bwd(buf, &step, &attn)?;
             let (a, aq) = blocks_of(a, use_q8, &[st.batch, 1, self.heads * self.head_dim])?;
-            let a = layer.o.forward_q8(&a, aq.as_ref(), gemv)?;
+            let a = layer.o.forward_q8(&a, aq.as_ref())?;
             let (x1, h1, h1q) = add_norm(&a, &x, &layer.ln2)?;
-            let gu = layer.gate_up.forward_q8(&h1, h1q.as_ref(), gemv)?;
+            let gu = layer.gate_up.forward_q8(&h1, h1q.as_ref())?;
             let mut g_dims = gu.dims().to_vec();
             *g_dims.last_mut().unwrap_or(&mut 0) /= 2;
             let g = gu.apply_op1_no_bwd(&SwiGlu { q8: use_q8 })?;
             let (g, gq) = blocks_of(g, use_q8, &g_dims)?;
-            let m = layer.down.forward_q8(&g, gq.as_ref(), gemv)?;
+            let m = layer.down.forward_q8(&g, gq.as_ref())?;
             let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.ln1);
             (x, h, hq) = add_norm(&m, &x1, next)?;
         }
@@ -824,16 +816,12 @@ impl StaticModel {
         Ok(match self.kind {
             Kind::FloatQwen2 => {
                 // qwen2.rs: narrow to the last position, lm_head → (b, 1, vocab).
-                let l = self
-                    .lm_head
-                    .forward_with(&x.narrow(1, s - 1, 1)?, self.gemv_in_use())?;
+                let l = self.lm_head.forward(&x.narrow(1, s - 1, 1)?)?;
                 l.squeeze(1)?
             }
             Kind::FloatLlama => {
                 let x = x.i((.., s - 1, ..))?.contiguous()?;
-                self.lm_head
-                    .forward_with(&x, self.gemv_in_use())?
-                    .to_dtype(DType::F32)?
+                self.lm_head.forward(&x)?.to_dtype(DType::F32)?
             }
             Kind::QuantQwen2 | Kind::QuantLlama => {
                 let x = x.i((.., s - 1, ..))?.contiguous()?;
