@@ -82,12 +82,13 @@ quant)
   done
   ;;
 step)
-  # Issue 13, fourteenth session: the step with Q8_1 activations from the fused ops and the KV
-  # write folded into attention. Correctness first (a broken fold falls back: QE_FOLD_KV=0), the
-  # llama.cpp build on the CPU meanwhile; then, nothing else running, llama-bench vs our engine
-  # at 1.5 B (the missed Q4_0 ratio), 7 B F16 (the roofline), and one-switch-off A/B timings.
-  # SMOKE=0 skips it (a call short of device time, with a binary whose kernels already ran).
-  say "smoke: engine-check qwen2-0.5b F16 and Q4_0, 32 steps"
+  # Issue 13 (fourteenth and fifteenth sessions): the graph step beside llama-bench. Correctness
+  # first (a broken fold falls back: QE_FOLD_KV=0), the llama.cpp build on the CPU meanwhile; then,
+  # nothing else running, llama-bench vs our engine at 1.5 B, 7 B F16 (the roofline), and A/B timings
+  # of engine settings. SMOKE=0 skips the smoke check (a call short of device time, with a binary
+  # whose kernels already ran).
+  if [ "${SMOKE:-1}" = 1 ]; then say "smoke: engine-check qwen2-0.5b F16 and Q4_0, 32 steps"
+  else say "smoke skipped (SMOKE=0)"; fi
   if [ "${SMOKE:-1}" = 1 ] && ! timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16,Q4_0 \
       --tokens 32 --timing-runs 1 --json "$R/smoke.json" > "$R/smoke.log" 2>&1; then
     tail -8 "$R/smoke.log"; say "smoke failed: again without the folded KV write"
@@ -108,7 +109,7 @@ step)
   # the fourteenth's was "QE_Q8=1 QE_FOLD_KV=1|QE_Q8=0 QE_FOLD_KV=1|QE_Q8=1 QE_FOLD_KV=0").
   # AB="" runs none.
   IFS='|' read -r -a abs <<< "${AB-QE_NORM_THREADS=512|QE_NORM_THREADS=1024}"
-  for ab in "${abs[@]}"; do
+  for ab in ${abs[@]+"${abs[@]}"}; do
     late 540 && break
     say "A/B $ab: engine-check qwen2-1.5b Q4_0"
     env $ab timeout 60 "$QE" engine-check --synthetic qwen2-1.5b --precision Q4_0 --tokens 256 --timing-runs 3 \

@@ -6,7 +6,8 @@
 # Usage (on the device, repo root; carry .ship/quantenergy.gz):
 #   bash scripts/device/tune.sh SHAPE PRECISION SETTING...
 #   a SETTING is "-" (the defaults) or space-separated VAR=value pairs, e.g.
-#   tune.sh qwen2-1.5b Q4_0 - QE_MMVQ=1 "QE_NORM_THREADS=512 QE_ATTN_THREADS=512"
+#   tune.sh qwen2-1.5b Q4_0 - QE_NORM_THREADS=1024 "QE_NORM_THREADS=256 QE_Q8=0"
+#   (a variable the meter does not know is ignored: the run is then the defaults under that name)
 # Results: $OUT/tune-SHAPE-PRECISION-N.json per setting, a summary line each on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,7 @@ for setting in "$@"; do
   n=$((n + 1))
   vars=(); [ "$setting" = - ] || read -r -a vars <<< "$setting"
   json="$OUT/tune-$shape-$prec-$n.json"
-  env "${vars[@]}" timeout 170 "$QE" engine-check --synthetic "$shape" --precision "$prec" --tokens 256 \
+  env ${vars[@]+"${vars[@]}"} timeout 170 "$QE" engine-check --synthetic "$shape" --precision "$prec" --tokens 256 \
     --timing-runs 3 --json "$json" > "$OUT/tune-$shape-$prec-$n.log" 2>&1
   rc=$?
   "$PY" - "$json" "$setting" "$rc" <<'PYEOF' || true

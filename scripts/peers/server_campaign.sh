@@ -8,6 +8,7 @@
 #   build; default .ship/quantenergy), OUT (results; default ./server-out), WORK (build + GGUFs, kept while
 #   the machine stays warm; default ~/.cache/quantenergy/peers), FORMATS ("F16 Q8_0 Q4_K Q4_0"),
 #   BUDGET_S (540: no shape starts later), COOLDOWN_MAX_S (15).
+#   LLAMA_TARGETS (prep: the llama.cpp targets to build; default "llama-server llama-bench").
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -36,7 +37,7 @@ case "$phase" in
   unpack) unpack "$QE" "$QE_CUDA" ;;
   prep)
     [ -d "$LLAMA_SRC" ] || { mkdir -p "$ROOT/.peers" && tar -xJf "$ROOT/.ship/llama.cpp.tar.xz" -C "$ROOT/.peers"; }
-    say "building llama-server + llama-bench (CUDA) while the GGUFs are written"
+    say "building ${LLAMA_TARGETS:-llama-server llama-bench} (CUDA) while the GGUFs are written"
     (TARGETS="${LLAMA_TARGETS:-llama-server llama-bench}" "$HERE/build-llama-cpp.sh" cuda > "$OUT/build.log" 2>&1; echo "build rc $?" >> "$OUT/build.log") &
     build=$!
     for s in ${SHAPES:-qwen2-0.5b qwen2-1.5b qwen2-7b}; do

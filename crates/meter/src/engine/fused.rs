@@ -16,8 +16,8 @@
 //! * with `q8`, the norm, attention and SwiGLU also append the Q8_1 blocks of what the next
 //!   quantized projection reads ([`super::q8`]), so it needs no quantize kernel of its own;
 //! * [`Gemv`] — a float projection at one row (batch 1): a warp per output row streaming the
-//!   weight in 16-byte loads, F32 accumulation. Opt-in (`QE_GEMV=1`, [`GEMV`]) until the
-//!   H200 has measured it against cuBLAS's GEMM (issue 13's 7 B F16 roofline target).
+//!   weight in 16-byte loads, F32 accumulation. Opt-in (`QE_GEMV=1`, [`GEMV`]): on the H200 it
+//!   was faster than cuBLAS's GEMM only at 7 B, and drew more power there (see [`GEMV`]).
 //!
 //! A layer's cache is one flat tensor in the cache dtype, `[K (b, nkv, ctx, hd) | V (same) | qkv
 //! bias ((nh + 2·nkv)·hd), if any]` (see [`AttnDims`]), so the bias travels with the target.
@@ -384,8 +384,8 @@ impl AttnSplit {
 /// Whether the GPU's decode attention splits its positions over blocks (`QE_ATTN_SPLIT=1`; off).
 pub static ATTN_SPLIT: super::Switch = super::Switch::new("QE_ATTN_SPLIT", false);
 
-/// Threads of an add + norm block (`QE_NORM_THREADS`: 128 to 1024; at least a row's width / NR,
-/// so the row stays in registers). The kernel is a latency-bound single block per row: fewer
+/// Threads of an add + norm block (`QE_NORM_THREADS`: 128 to 1024, a floor: a row of more than
+/// 8 values a thread gets width / 8 threads, up to 1024, so it stays in registers). The kernel is a latency-bound single block per row: fewer
 /// threads mean cheaper barriers but fewer loads in flight, which only the card can weigh. On the
 /// H200 (issue 13) 512 beat 1024 by 2.5 % of a whole Qwen2-1.5B Q4_0 step and 0.7 % at 7 B F16;
 /// 256 was no better than 1024. (Fewer than 1024 threads for the one-block attention lost 1–14 %.)
@@ -1030,9 +1030,9 @@ template <int A> __device__ void swiglu(void* out, const void* gu, unsigned int 
     st<A>(out, i, silu * u);
     if (q8) q8_put(q8, i / 32, rnd<A>(silu * u));
 }
-// One block of NT threads per row. Rows up to NR · NT wide are read once, every load issued
-// before the first store (in flight together: a single block is latency-bound), and kept in
-// registers; wider rows take a second pass over the inputs.
+// One block per row (blockDim.x threads, at most NT). Rows up to NR · blockDim.x wide are read
+// once, every load issued before the first store (in flight together: a single block is
+// latency-bound), and kept in registers; wider rows take a second pass over the inputs.
 #define NR 8
 template <int A> __device__ void add_rms_norm(void* out, const void* a, const void* r,
         const void* w, unsigned int rows, unsigned int h, float eps, void* q8) {

@@ -73,7 +73,7 @@ impl GraphFactory {
                 );
             }
             if let Some(k) = super::fused::NORM_THREADS.label() {
-                base_kernel.push_str(&format!("; launch shape {k}"));
+                base_kernel.push_str(&format!("; add+norm threads {k} (a floor)"));
             }
         }
         tracing::info!(
