@@ -109,13 +109,10 @@ step)
   # the fourteenth's was "QE_Q8=1 QE_FOLD_KV=1|QE_Q8=0 QE_FOLD_KV=1|QE_Q8=1 QE_FOLD_KV=0").
   # AB="" runs none.
   IFS='|' read -r -a abs <<< "${AB-QE_NORM_THREADS=512|QE_NORM_THREADS=1024}"
-  for ab in ${abs[@]+"${abs[@]}"}; do
-    late 540 && break
-    say "A/B $ab: engine-check qwen2-1.5b Q4_0"
-    env $ab timeout 60 "$QE" engine-check --synthetic qwen2-1.5b --precision Q4_0 --tokens 256 --timing-runs 3 \
-      --json "$R/ab-${ab// /_}.json" > "$R/ab-${ab// /_}.log" 2>&1
-    grep -E "b1:" "$R/ab-${ab// /_}.log"; bundle
-  done
+  if [ ${#abs[@]} -gt 0 ] && ! late 480; then
+    say "A/B ${abs[*]}: tune.sh qwen2-1.5b Q4_0"
+    OUT="$R" bash scripts/device/tune.sh qwen2-1.5b Q4_0 "${abs[@]}"; bundle
+  fi
   ;;
 f16)
   for shape in qwen2-0.5b qwen2-1.5b qwen2-7b; do

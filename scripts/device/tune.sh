@@ -8,12 +8,14 @@
 #   a SETTING is "-" (the defaults) or space-separated VAR=value pairs, e.g.
 #   tune.sh qwen2-1.5b Q4_0 - QE_NORM_THREADS=1024 "QE_NORM_THREADS=256 QE_Q8=0"
 #   (a variable the meter does not know is ignored: the run is then the defaults under that name)
-# Results: $OUT/tune-SHAPE-PRECISION-N.json per setting, a summary line each on stdout.
+# PRECISION may be a list (F16,Q4_0). Results: $OUT/tune-SHAPE-PRECISION-N.json per setting (N counts
+# the settings from 1), a summary line per setting and precision on stdout, after the card's line.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 shape=${1:?SHAPE} prec=${2:?PRECISION}; shift 2
 PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit --format=csv,noheader
 n=0
 for setting in "$@"; do
   n=$((n + 1))

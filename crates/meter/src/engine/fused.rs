@@ -361,9 +361,9 @@ pub struct DecodeAttn {
 
 /// Split attention ("flash-decoding"): `splits` blocks per (head, sequence) each attend to a share
 /// of the positions; the last to finish combines the shares (an atomic count per head in
-/// `counters`, which every launch leaves at zero). Opt-in (`QE_ATTN_SPLIT=1`,
-/// [`ATTN_SPLIT`]) until the H200 has measured it: the one-block kernel uses 12 or 28 of the
-/// card's 132 SMs at 1.5 / 7 B and was the step's largest fixed cost (issue 13).
+/// `counters`, which every launch leaves at zero). Opt-in (`QE_ATTN_SPLIT=1`, [`ATTN_SPLIT`]): on
+/// the H200 at ≤ 272 positions it was 1–5 % slower than the one-block kernel at every shape
+/// (issue 13), whose 12 or 28 blocks leave most of the card's 132 SMs idle only at long contexts.
 #[derive(Clone)]
 pub struct AttnSplit {
     /// Blocks per (head, sequence), ≥ 2.
@@ -385,10 +385,11 @@ impl AttnSplit {
 pub static ATTN_SPLIT: super::Switch = super::Switch::new("QE_ATTN_SPLIT", false);
 
 /// Threads of an add + norm block (`QE_NORM_THREADS`: 128 to 1024, a floor: a row of more than
-/// 8 values a thread gets width / 8 threads, up to 1024, so it stays in registers). The kernel is a latency-bound single block per row: fewer
-/// threads mean cheaper barriers but fewer loads in flight, which only the card can weigh. On the
-/// H200 (issue 13) 512 beat 1024 by 2.5 % of a whole Qwen2-1.5B Q4_0 step and 0.7 % at 7 B F16;
-/// 256 was no better than 1024. (Fewer than 1024 threads for the one-block attention lost 1–14 %.)
+/// 8 values a thread gets width / 8 threads, up to 1024, so it stays in registers). The kernel
+/// is a latency-bound single block per row: fewer threads mean cheaper barriers but fewer loads
+/// in flight, which only the card can weigh. On the H200 (issue 13) 512 beat 1024 by 2.5 % of a
+/// whole Qwen2-1.5B Q4_0 step and 0.7 % at 7 B F16; 256 was no better than 1024. (Fewer than 1024
+/// threads for the one-block attention lost 1–14 %.)
 pub static NORM_THREADS: super::Knob =
     super::Knob::new("QE_NORM_THREADS", 512, &[128, 256, 512, 1024]);
 
@@ -1119,9 +1120,9 @@ template <int T> __device__ void gemv(void* out, const void* w, const void* x, u
 /// Names of the float dtypes in kernel names, with their template codes.
 const DTYPES: [(&str, u8); 3] = [("f32", 0), ("f16", 1), ("bf16", 2)];
 
-/// [`SRC`] with an `extern "C"` instantiation per dtype (pair). The kernels launched with NT
-/// (1024) threads say so (`__launch_bounds__(NT, 1)`, so at most 64 registers a thread): the norm
-/// with its row in registers took 66 without it, and its launch failed on the H200.
+/// [`SRC`] with an `extern "C"` instantiation per dtype (pair). The kernels launched with up to
+/// NT (1024) threads say so (`__launch_bounds__(NT, 1)`, so at most 64 registers a thread): the
+/// norm with its row in registers took 66 without it, and its launch failed on the H200.
 pub fn kernel_source() -> String {
     let mut s = SRC.to_string();
     for (a, ac) in DTYPES {
