@@ -6,7 +6,6 @@
 //! small ratios; absolute least squares would ignore them). Upstream used `0.65 + 0.35/b`, which at
 //! BS 64 predicts 0.655 where the sweep measured 0.043.
 
-use crate::curves::curve_engine;
 use crate::dataset::{Anchor, Dataset};
 use crate::tag::Tag;
 use report::Precision;
@@ -239,7 +238,7 @@ fn batch_checks(ds: &Dataset, c: f64, k: f64) -> Vec<BatchCheck> {
     for a in ds
         .anchors
         .iter()
-        .filter(|a| a.batch > 1 && curve_engine(&a.stack) == TRANSFORMERS)
+        .filter(|a| a.batch > 1 && a.engine() == TRANSFORMERS)
     {
         let Some(e) = a.energy_mj else { continue };
         let base = ds.anchors.iter().find(|o| {
@@ -277,7 +276,7 @@ pub(crate) const TRANSFORMERS: &str = "transformers";
 /// Batch curve of one precision on one engine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackBatchCurve {
-    /// The engine whose sweep it was fitted on ([`curve_engine`]: `candle`, `candle-graph`, …).
+    /// The engine whose sweep it was fitted on ([`crate::Anchor::engine`]: `candle`, `candle-graph`, …).
     pub engine: String,
     /// Precision of the curve (FP16 or Q4_K on the H200).
     pub precision: Precision,
@@ -373,10 +372,10 @@ pub(crate) fn log_log_inside(points: &[(f64, f64)], b: f64) -> Option<f64> {
 /// less from batching than cuBLAS F16 (Q4_K +30 % vs F16 at batch 64), which the single A800
 /// INT8-pure curve cannot show.
 pub fn engine_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
-    let own = |a: &&Anchor| a.energy_mj.is_some() && curve_engine(&a.stack) != TRANSFORMERS;
+    let own = |a: &&Anchor| a.energy_mj.is_some() && a.engine() != TRANSFORMERS;
     let mut out: Vec<StackBatchCurve> = Vec::new();
     for a in ds.anchors.iter().filter(own).filter(|a| a.batch > 1) {
-        let engine = curve_engine(&a.stack);
+        let engine = a.engine();
         let Some(base) = ds
             .anchors
             .iter()
@@ -386,7 +385,7 @@ pub fn engine_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
                     && o.model == a.model
                     && o.precision == a.precision
                     && o.session == a.session
-                    && curve_engine(&o.stack) == engine
+                    && o.engine() == engine
             })
             .and_then(|o| o.energy_mj)
         else {
@@ -402,7 +401,7 @@ pub fn engine_batch_curves(ds: &Dataset) -> Vec<StackBatchCurve> {
                 c.swept_b = (c.swept_b.0.min(a.params_b), c.swept_b.1.max(a.params_b));
             }
             None => out.push(StackBatchCurve {
-                engine,
+                engine: engine.to_string(),
                 precision: a.precision,
                 c: 0.0,
                 k: 1.0,

@@ -8,13 +8,13 @@
 //! * the report is single-stream decode (batch 1, or batch unknown, as in an overlay link): every
 //!   default curve is fitted on batch-1 anchors only;
 //! * when the report names `stack.engine`, the class's anchors were measured with that engine
-//!   ([`stack_engines`] reads the engines out of an anchor's `stack` text: `candle 0.11.1 …` is
-//!   `candle`, `transformers + bitsandbytes (…)` is `transformers` and `bitsandbytes`). Engines
-//!   are never pooled: where several engines have a curve for the class (Hopper: candle-graph,
-//!   candle, llama.cpp) a report is placed on its own engine's, and a `llama.cpp` BF16 report has
-//!   no curve (only the candle engines measured BF16). A report that names no engine (upstream
-//!   ecocompute-energy reports, overlay links) is compared with the curve
-//!   [`find_class`](crate::curves::find_class) prefers, whatever its stack.
+//!   ([`Anchor::engines`](crate::Anchor::engines), read out of an anchor's `stack` text once:
+//!   `candle 0.11.1 …` is `candle`, `transformers + bitsandbytes (…)` is `transformers` and
+//!   `bitsandbytes`). Engines are never pooled: where several engines have a curve for the class
+//!   (Hopper: candle-graph, candle, llama.cpp) a report is placed on its own engine's, and a
+//!   `llama.cpp` BF16 report has no curve (only the candle engines measured BF16). A report that
+//!   names no engine (upstream ecocompute-energy reports, overlay links) is compared with the
+//!   curve [`find_class`](crate::curves::find_class) prefers, whatever its stack.
 //!
 //! The comparison is made only for a `measured` report with a size and a ΔE: the curve's
 //! prediction at that size, the 95 % band ([`Fit::band`](crate::fit::Fit::band)), inside or
@@ -26,8 +26,10 @@
 //! outside the anchors' range), not the spread of single runs around it. A single run (n = 1)
 //! can sit outside it when the class's anchors scatter run to run; that is what the σ says.
 
-use crate::curves::{find_class, CurveClass};
-use crate::estimate::ClassId;
+use crate::class::ClassId;
+use crate::curves::{find_class, find_class_on, preference, CurveClass};
+// How a report's `stack.engine` is keyed is part of this module's API (`quantenergy compare`).
+pub use crate::engine::engine_key;
 use crate::verdict::signed_pct;
 use report::share::SharePoint;
 use report::{Arch, Basis, Precision, Report};
@@ -103,43 +105,9 @@ impl Subject {
     }
 }
 
-/// The engine a report's `stack.engine` names, as curves are keyed: its first word, lower case
-/// (`candle`, `candle-graph`, `llama.cpp`, `transformers`).
-pub fn engine_key(engine: &str) -> String {
-    engine
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase()
-}
-
-/// The engines an anchor's `stack` text names: the first word of each `+`-separated part before
-/// any parenthesis, lower case. `candle 0.11.1 GGUF/cuBLAS kernels, …` → `[candle]`;
-/// `transformers + bitsandbytes (dataset v1.1.0)` → `[transformers, bitsandbytes]`;
-/// `llama.cpp GGUF (…)` → `[llama.cpp]`.
-pub fn stack_engines(stack: &str) -> Vec<String> {
-    let head = stack.split('(').next().unwrap_or("");
-    let mut out: Vec<String> = Vec::new();
-    for part in head.split('+') {
-        let e = engine_key(part);
-        if !e.is_empty() && !out.contains(&e) {
-            out.push(e);
-        }
-    }
-    out
-}
-
-/// The engines behind a class's anchors, in first-seen order.
+/// The engines behind a class's anchors, in first-seen order ([`CurveClass::stack_engines`]).
 pub fn class_engines(class: &CurveClass) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for s in &class.stacks {
-        for e in stack_engines(s) {
-            if !out.contains(&e) {
-                out.push(e);
-            }
-        }
-    }
-    out
+    class.stack_engines.clone()
 }
 
 /// Why a subject has no curve.
@@ -413,7 +381,7 @@ pub fn find_curve<'c>(
         .iter()
         .filter(|c| c.arch == arch && c.precision == precision)
         .collect();
-    curves.sort_by_key(|c| crate::curves::preference(&c.engine));
+    curves.sort_by_key(|c| preference(&c.engine));
     // The report's own engine's curve: engines are never compared across. A secondary engine of
     // a stack (`bitsandbytes` of `transformers + bitsandbytes`) finds its stack's curve.
     curves
@@ -476,7 +444,7 @@ impl Placement {
     pub fn curve_class<'c>(&self, classes: &'c [CurveClass]) -> Option<&'c CurveClass> {
         let id = self.curve.as_ref().ok()?;
         let engine = self.curve_engines.first()?;
-        crate::curves::find_class_on(classes, id.arch, id.precision, engine)
+        find_class_on(classes, id.arch, id.precision, engine)
     }
 
     /// The class a measured point may join in a refit (the page's "include my points"): its own
@@ -625,8 +593,9 @@ impl Serialize for Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::curves::{default_classes, find_class_on, fit_classes};
+    use crate::curves::{default_classes, fit_classes};
     use crate::dataset::Dataset;
+    use crate::engine::stack_engines;
     use crate::fit::BAND_Z;
 
     fn subject(arch: &str, precision: &str, n: f64, delta: f64) -> Subject {
@@ -818,7 +787,8 @@ mod tests {
         assert_eq!(pl.curve, Err(NoCurve::Baseline));
     }
 
-    /// Issue 15: where several engines have a curve, a report is placed on its own engine's.
+    /// Engines are never compared across: where several engines have a curve, a report is placed
+    /// on its own engine's.
     #[test]
     fn a_report_is_placed_on_its_own_engines_curve() {
         let classes = default_classes();

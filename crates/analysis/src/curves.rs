@@ -1,10 +1,12 @@
 //! Crossover classes: one fitted curve per (architecture, precision, engine) on the default-curve
-//! anchors. Rows of different engines are never pooled into one fit (issue 15: the same card and
+//! anchors. Rows of different engines are never pooled into one fit (the same card and
 //! model give different answers on different software); where one (architecture, precision) has
 //! curves of several engines, [`find_class`] picks by [`ENGINE_PREFERENCE`] and
 //! [`find_class_on`] asks for one.
 
+use crate::class::{borrow_order, ClassId};
 use crate::dataset::{Anchor, Dataset};
+use crate::engine::{is_candle_stack, StackEngines};
 use crate::fit::{fit_curve, loo_mae, Fit, Point};
 use report::{Arch, Precision};
 use serde::Serialize;
@@ -26,15 +28,6 @@ pub enum PointOrigin {
     Dataset,
     /// A point the user added in the page (a dropped report).
     User,
-}
-
-/// The engine a stack text names first, as classes are keyed (`transformers` for `transformers +
-/// bitsandbytes (…)`, `candle`, `candle-graph`, `llama.cpp`).
-pub fn curve_engine(stack: &str) -> String {
-    crate::compare::stack_engines(stack)
-        .into_iter()
-        .next()
-        .unwrap_or_default()
 }
 
 /// Which engine's curve [`find_class`] returns when one (architecture, precision) has several:
@@ -92,7 +85,7 @@ pub struct CurveClass {
     pub arch: Arch,
     /// Precision.
     pub precision: Precision,
-    /// The engine every point was measured with ([`curve_engine`] of their stacks).
+    /// The engine every point was measured with ([`Anchor::engine`] of their rows).
     pub engine: String,
     /// The fit with its band.
     pub fit: Fit,
@@ -108,19 +101,20 @@ pub struct CurveClass {
     pub gpus: Vec<String>,
     /// Software stacks behind the points.
     pub stacks: Vec<String>,
+    /// Every engine those stacks name, in first-seen order ([`Anchor::engines`] of the rows:
+    /// `transformers`, `bitsandbytes`).
+    pub stack_engines: Vec<String>,
 }
 
 impl CurveClass {
     /// Whether the class comes from our candle meter (the H200 campaign).
     pub fn is_candle(&self) -> bool {
-        self.stacks
-            .iter()
-            .any(|s| crate::dataset::is_candle_stack(s))
+        self.stacks.iter().any(|s| is_candle_stack(s))
     }
 
     /// The class's architecture and precision.
-    pub fn id(&self) -> crate::estimate::ClassId {
-        crate::estimate::ClassId {
+    pub fn id(&self) -> ClassId {
+        ClassId {
             arch: self.arch,
             precision: self.precision,
         }
@@ -152,7 +146,26 @@ pub struct PointGroup {
     pub points: Vec<ClassPoint>,
     /// Software stacks behind the points.
     pub stacks: Vec<String>,
+    /// Every engine those stacks name, in first-seen order.
+    pub stack_engines: Vec<String>,
 }
+
+impl PointGroup {
+    /// Note `stack` and the `engines` it names, once each.
+    fn add_stack(&mut self, stack: &str, engines: &StackEngines) {
+        if !self.stacks.iter().any(|s| s == stack) {
+            self.stacks.push(stack.to_string());
+        }
+        for e in engines.all() {
+            if !self.stack_engines.contains(e) {
+                self.stack_engines.push(e.clone());
+            }
+        }
+    }
+}
+
+/// The stack a class opened by a user point (no anchor of its own) lists.
+const USER_STACK: &str = "user-supplied";
 
 fn group_mut<'g>(
     groups: &'g mut Vec<PointGroup>,
@@ -172,6 +185,7 @@ fn group_mut<'g>(
                 engine: engine.to_string(),
                 points: Vec::new(),
                 stacks: Vec::new(),
+                stack_engines: Vec::new(),
             });
             groups.last_mut().expect("just pushed")
         }
@@ -185,7 +199,7 @@ pub fn default_points(ds: &Dataset) -> Vec<PointGroup> {
         let Some(point) = anchor_point(a) else {
             continue;
         };
-        let g = group_mut(&mut groups, a.arch, a.precision, &curve_engine(&a.stack));
+        let g = group_mut(&mut groups, a.arch, a.precision, a.engine());
         g.points.push(ClassPoint {
             point,
             gpu: a.gpu.clone(),
@@ -195,9 +209,7 @@ pub fn default_points(ds: &Dataset) -> Vec<PointGroup> {
             source: a.source.clone(),
             origin: PointOrigin::Dataset,
         });
-        if !g.stacks.contains(&a.stack) {
-            g.stacks.push(a.stack.clone());
-        }
+        g.add_stack(&a.stack, &a.engines);
     }
     groups
 }
@@ -221,11 +233,11 @@ pub fn fit_classes(ds: &Dataset, extra: &[ExtraPoint]) -> Vec<CurveClass> {
                 .filter(|g| g.arch == e.arch && g.precision == e.precision)
                 .map(|g| g.engine.clone())
                 .min_by_key(|x| preference(x))
-                .unwrap_or_else(|| "user-supplied".into())
+                .unwrap_or_else(|| USER_STACK.into())
         });
         let g = group_mut(&mut groups, e.arch, e.precision, &engine);
         if g.points.is_empty() {
-            g.stacks.push("user-supplied".into());
+            g.add_stack(USER_STACK, &StackEngines::parse(USER_STACK));
         }
         g.points.push(e.point.clone());
     }
@@ -253,6 +265,7 @@ fn fit_group(g: PointGroup) -> Option<CurveClass> {
         points: g.points,
         gpus,
         stacks: g.stacks,
+        stack_engines: g.stack_engines,
     })
 }
 
@@ -271,7 +284,8 @@ pub fn find_class(classes: &[CurveClass], arch: Arch, precision: Precision) -> O
         .min_by_key(|c| preference(&c.engine))
 }
 
-/// The class of `arch` and `precision` measured with `engine` (as [`curve_engine`] names it).
+/// The class of `arch` and `precision` measured with `engine` (as [`crate::curve_engine`] names
+/// it).
 pub fn find_class_on<'c>(
     classes: &'c [CurveClass],
     arch: Arch,
@@ -300,7 +314,7 @@ pub fn arch_engines(classes: &[CurveClass], arch: Arch) -> Vec<String> {
 /// with curves on `arch`, else on the first architecture `arch` borrows from that has any.
 pub fn default_engine(classes: &[CurveClass], arch: Arch) -> Option<String> {
     std::iter::once(&arch)
-        .chain(crate::estimate::borrow_order(arch))
+        .chain(borrow_order(arch))
         .find_map(|a| arch_engines(classes, *a).into_iter().next())
 }
 
@@ -318,6 +332,7 @@ pub fn class_engines_of(classes: &[CurveClass], arch: Arch, precision: Precision
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::curve_engine;
 
     fn class(arch: &str, p: &str) -> CurveClass {
         find_class(default_classes(), arch.parse().unwrap(), p.parse().unwrap())
@@ -472,10 +487,10 @@ mod tests {
         );
     }
 
-    /// Issue 15: another engine's default-curve rows at the same architecture and precision make a
-    /// class of their own — never pooled with the first's — and `find_class` prefers the graph
-    /// engine. The embedded data has three engines' Hopper rows; without the two added ones the
-    /// eager fit is the same.
+    /// Engines are never pooled: another engine's default-curve rows at the same architecture and
+    /// precision make a class of their own — never pooled with the first's — and `find_class`
+    /// prefers the graph engine. The embedded data has three engines' Hopper rows; without the two
+    /// added ones the eager fit is the same.
     #[test]
     fn two_engines_make_two_classes_and_never_pool() {
         let eager_only = crate::test_data::eager_only();

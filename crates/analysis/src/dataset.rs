@@ -1,6 +1,7 @@
 //! The embedded dataset: `data/anchors.csv` (published measurements with provenance) and
 //! `data/gpus.csv` (card catalog). Both the page and the meter read these same bytes.
 
+use crate::engine::{is_candle_stack, StackEngines};
 use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -14,8 +15,9 @@ pub const ANCHORS_CSV: &str = include_str!(concat!(env!("OUT_DIR"), "/anchors-sl
 /// `data/gpus.csv`, embedded.
 pub const GPUS_CSV: &str = include_str!("../../../data/gpus.csv");
 
-/// Independent runs our campaigns aim for behind every row (issue 6): the meter's aggregate notes
-/// a row below it, the page marks it.
+/// Independent runs our campaigns aim for behind every row: the fewest that give a usable 95 %
+/// interval (t(n−1)/√n, the paired half-width per point of SD, is 8.98 at two runs, 2.48 at
+/// three). The meter's aggregate notes a row below it, the page marks it.
 pub const TARGET_RUNS: u32 = 3;
 
 /// A problem in an embedded CSV, naming file, row and column.
@@ -81,8 +83,12 @@ pub struct Anchor {
     pub vs_fp16_sd_pct: Option<f64>,
     /// `gross` or `idle-subtracted`.
     pub power_accounting: String,
-    /// Software stack that ran the model.
+    /// Software stack that ran the model. Set it with [`Anchor::set_stack`], which keeps
+    /// [`Anchor::engines`] in step.
     pub stack: String,
+    /// The engines [`Anchor::stack`] names, read once when the row is parsed: what classes,
+    /// baselines and sweeps key the row by ([`Anchor::engine`]), so no module re-reads the text.
+    pub engines: StackEngines,
     /// Measurement session (one card, one campaign).
     pub session: String,
     /// Where the figure was published.
@@ -109,6 +115,18 @@ impl Anchor {
             (Some(e), Some(f)) if f > 0.0 && e.is_finite() => Some((e - f) / f * 100.0),
             _ => None,
         }
+    }
+
+    /// The engine the row was measured with, as classes are keyed (`transformers`, `candle`,
+    /// `candle-graph`, `llama.cpp`): the first of [`Anchor::engines`].
+    pub fn engine(&self) -> &str {
+        self.engines.curve()
+    }
+
+    /// Replace the row's stack text, and the engines read from it.
+    pub fn set_stack(&mut self, stack: impl Into<String>) {
+        self.stack = stack.into();
+        self.engines = StackEngines::parse(&self.stack);
     }
 
     /// Measured by this project's meter (candle), not a published upstream row.
@@ -163,18 +181,6 @@ impl Anchor {
     }
 }
 
-/// Whether a `stack` description names one of our own meter's candle engines — the eager `candle`
-/// or the CUDA-graph `candle-graph` (rows written by `quantenergy aggregate` with stacks starting
-/// "candle"). Both load the same weights, so this is the right test for a storage format; where
-/// the two engines behave differently (baselines, curves, batch curves, latency) compare
-/// [`crate::curve_engine`] instead.
-pub fn is_candle_stack(stack: &str) -> bool {
-    stack
-        .trim_start()
-        .to_ascii_lowercase()
-        .starts_with("candle")
-}
-
 /// One card of `data/gpus.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gpu {
@@ -207,7 +213,6 @@ impl Dataset {
     /// The batch-1 FP16 row measured next to `a`: same card, session, model, power accounting and
     /// engine (a session is one engine's today; the engine check keeps it so if one ever is not).
     pub fn fp16_row_of(&self, a: &Anchor) -> Option<&Anchor> {
-        let engine = crate::curves::curve_engine(&a.stack);
         self.anchors.iter().find(|o| {
             o.precision == Precision::Fp16
                 && o.batch == 1
@@ -215,7 +220,7 @@ impl Dataset {
                 && o.session == a.session
                 && o.model == a.model
                 && o.power_accounting == a.power_accounting
-                && crate::curves::curve_engine(&o.stack) == engine
+                && o.engine() == a.engine()
         })
     }
 
@@ -395,7 +400,7 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                 }
             };
             let (precision, precision_variant) = r.precision("precision")?;
-            Ok(Anchor {
+            let mut anchor = Anchor {
                 gpu: r.text("gpu")?,
                 arch: r.arch("gpu_arch")?,
                 model: r.text("model")?,
@@ -417,11 +422,15 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                 },
                 power_accounting: r.text("power_accounting")?,
                 stack: r.text("stack")?,
+                engines: StackEngines::default(),
                 session: r.text("session")?,
                 source: r.text("source")?,
                 default_curve,
                 curve_note: r.text("curve_note")?,
-            })
+            };
+            // Read after every cell, so a row's first bad cell stays the one reported.
+            anchor.engines = StackEngines::parse(&anchor.stack);
+            Ok(anchor)
         })
         .collect()
 }
@@ -466,6 +475,20 @@ mod tests {
             f.curve_note.clear();
             assert_eq!(&f, s);
         }
+    }
+
+    /// A row's engines are read from its stack text once, when the dataset is built, and follow
+    /// the text when it is replaced.
+    #[test]
+    fn a_rows_engines_are_what_its_stack_text_names() {
+        for a in &Dataset::embedded().anchors {
+            assert_eq!(a.engines.all(), crate::engine::stack_engines(&a.stack));
+            assert_eq!(a.engine(), crate::engine::curve_engine(&a.stack));
+        }
+        let mut a = Dataset::embedded().anchors[0].clone();
+        assert_eq!(a.engine(), "transformers");
+        a.set_stack("llama.cpp GGUF (decode-only)");
+        assert_eq!(a.engine(), "llama.cpp");
     }
 
     #[test]

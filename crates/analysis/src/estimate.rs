@@ -1,48 +1,15 @@
 //! Point estimate for a user's model: ΔE% vs FP16 with a 95 % interval, basis and confidence, and
 //! absolute energy from the FP16 baseline (upstream mechanism, DESIGN.md §3).
 
-use crate::curves::{curve_engine, default_engine, find_class, find_class_on, s_cap, CurveClass};
+use crate::class::{borrow_order, ClassId};
+use crate::curves::{default_engine, find_class, find_class_on, s_cap, CurveClass};
 use crate::dataset::Dataset;
 use crate::fit::SIGMA_FLOOR;
 use report::{Arch, Basis, Precision};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 /// Extra σ (points) when a class is borrowed from another architecture.
 pub const BORROWED_SIGMA: f64 = 10.0;
-
-/// Which architectures' curves stand in when a class has no data of its own, in order.
-/// Hopper has no published data upstream; its nearest datacenter sibling is Ampere.
-pub fn borrow_order(arch: Arch) -> &'static [Arch] {
-    match arch {
-        Arch::Hopper => &[Arch::Ampere, Arch::Ada],
-        Arch::Blackwell => &[Arch::Ada, Arch::Ampere],
-        Arch::Ada => &[Arch::Blackwell, Arch::Ampere],
-        Arch::Ampere => &[Arch::Ada, Arch::Hopper],
-        Arch::Turing | Arch::Volta => &[Arch::Turing, Arch::Ampere, Arch::Ada],
-    }
-}
-
-/// One crossover class: an architecture and a precision. Displays (and serializes) as its
-/// label, `ada NF4`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClassId {
-    /// The architecture class.
-    pub arch: Arch,
-    /// The precision.
-    pub precision: Precision,
-}
-
-impl std::fmt::Display for ClassId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(&format!("{} {}", self.arch, self.precision))
-    }
-}
-
-impl Serialize for ClassId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
 
 /// What to estimate: a model size and precision on an architecture, at a batch and context.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,7 +24,7 @@ pub struct EstimateInput {
     pub batch: u32,
     /// Context length, tokens.
     pub context: u32,
-    /// The engine (stack) to estimate for, as [`curve_engine`] names it (`candle-graph`, …);
+    /// The engine (stack) to estimate for, as [`crate::curve_engine`] names it (`candle-graph`, …);
     /// `None`: the preferred one ([`find_class`] for a quantized precision, [`default_engine`]
     /// for FP16). An asked engine is never swapped for another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,7 +143,7 @@ fn shrink_savings(v: f64, f: f64) -> f64 {
 
 /// FP16 energy per token (mJ) for an architecture and engine at `params_b`, by log-log
 /// interpolation between the FP16 baselines paired with default-curve anchors measured with that
-/// engine ([`curve_engine`] of their stacks: engines differ by tens of percent at the same card and
+/// engine ([`crate::Anchor::engine`]: engines differ by tens of percent at the same card and
 /// size, so they are never pooled). One value per card·session·size, then
 /// averaged per size, so a card is not counted twice as upstream's pooling did). Outside the range
 /// the nearest segment's slope extends it.
@@ -189,7 +156,7 @@ pub fn fp16_baseline_mj(ds: &Dataset, arch: Arch, engine: &str, params_b: f64) -
     for a in ds
         .anchors
         .iter()
-        .filter(|a| a.default_curve && a.arch == arch && curve_engine(&a.stack) == engine)
+        .filter(|a| a.default_curve && a.arch == arch && a.engine() == engine)
     {
         let Some(f) = ds
             .fp16_row_of(a)
@@ -737,7 +704,7 @@ mod tests {
         assert!((got - want).abs() / want < 1e-9, "{got} vs {want}");
     }
 
-    /// Issue 15 / the product rule: with three engines on the H200 (eager candle, candle-graph,
+    /// The product rule: with three engines on the H200 (eager candle, candle-graph,
     /// llama.cpp), an estimate is one engine's — its class, its FP16 baseline, its name — never a mix.
     mod two_engines {
         use super::*;

@@ -2,6 +2,8 @@
 //!
 //! Precision and architecture are [`report::Precision`] and [`report::Arch`] everywhere.
 //!
+//! * [`class`] — what names a crossover class ([`ClassId`]) and which architectures lend theirs.
+//! * [`engine`] — which engine a software stack's text names, read once per dataset row.
 //! * [`dataset`] — the embedded `data/` files (anchors, card catalog).
 //! * [`stats`] — the Student-t table and small statistics.
 //! * [`fit`] — the bounded crossover fit with its uncertainty band and leave-one-out error.
@@ -24,9 +26,11 @@
 
 #![warn(missing_docs)]
 
+pub mod class;
 pub mod compare;
 pub mod curves;
 pub mod dataset;
+pub mod engine;
 pub mod estimate;
 pub mod fit;
 pub mod shapes;
@@ -34,13 +38,15 @@ pub mod stats;
 mod to_report;
 pub mod verdict;
 
+pub use class::ClassId;
 pub use compare::{place, place_report, Comparison, NoCurve, Outcome, Placement, Subject};
 pub use curves::{
-    arch_engines, curve_engine, default_classes, default_engine, find_class, find_class_on,
-    fit_classes, ClassPoint, CurveClass, ExtraPoint, PointOrigin,
+    arch_engines, default_classes, default_engine, find_class, find_class_on, fit_classes,
+    ClassPoint, CurveClass, ExtraPoint, PointOrigin,
 };
 pub use dataset::{Anchor, Dataset, Gpu};
-pub use estimate::{estimate, ClassId, Confidence, Estimate, EstimateInput};
+pub use engine::{curve_engine, StackEngines};
+pub use estimate::{estimate, Confidence, Estimate, EstimateInput};
 pub use fit::{fit_curve, Fit, FitParam, Point};
 pub use shapes::{find_shape, shape_for_params, shapes, ModelShape};
 pub use to_report::estimate_report;

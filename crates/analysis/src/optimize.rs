@@ -16,9 +16,10 @@
 //!   curve calibrated on the A800 sweep ([`crate::batch`]), × a context term from the roofline.
 
 use crate::batch::{batch_curve, engine_batch_curves, swept_class, BatchCurve, StackBatchCurve};
+use crate::class::borrow_order;
 use crate::curves::{arch_engines, default_classes, default_engine, preference, CurveClass};
 use crate::dataset::{Dataset, Gpu};
-use crate::estimate::{borrow_order, estimate, EstimateInput};
+use crate::estimate::{estimate, EstimateInput};
 use crate::pareto::pareto_front;
 use crate::roofline::{calibrate_latency, latency_calibration, Bound, LatencyCalibration};
 use crate::shapes::{find_shape, shape_for_params, shapes, ModelShape};
@@ -442,10 +443,7 @@ fn fp16_tag(ds: &Dataset, arch: Arch, engine: &str, params_b: f64) -> Tag {
         .anchors
         .iter()
         .filter(|a| {
-            a.default_curve
-                && a.arch == arch
-                && a.fp16_energy_mj.is_some()
-                && crate::curves::curve_engine(&a.stack) == engine
+            a.default_curve && a.arch == arch && a.fp16_energy_mj.is_some() && a.engine() == engine
         })
         .map(|a| a.params_b)
         .collect();
@@ -600,6 +598,20 @@ struct Setup<'a> {
 }
 
 impl Setup<'_> {
+    /// Every candidate of the grid: each precision's energy × [`BATCHES`] × the context asked
+    /// for (or every one of [`CONTEXTS`]), in that order.
+    fn grid(&self, energies: &[PrecisionEnergy], context: Option<u32>) -> Vec<Candidate> {
+        let contexts: Vec<u32> = context.map_or(CONTEXTS.to_vec(), |c| vec![c]);
+        let mut all: Vec<Candidate> =
+            Vec::with_capacity(energies.len() * BATCHES.len() * contexts.len());
+        for pe in energies {
+            for &b in &BATCHES {
+                all.extend(contexts.iter().map(|&c| self.candidate(pe, b, c)));
+            }
+        }
+        all
+    }
+
     /// The calibrated step, with the engine's measured batch correction where it has a sweep.
     fn step_ms(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> (f64, Bound) {
         let s = self
@@ -982,16 +994,7 @@ pub fn optimize_with(
     classes: &[CurveClass],
     req: &OptimizeRequest,
 ) -> Result<OptimizeResult, OptimizeError> {
-    let gpu = ds.gpu(&req.gpu).ok_or_else(|| {
-        OptimizeError::UnknownGpu(
-            req.gpu.clone(),
-            ds.gpus
-                .iter()
-                .map(|g| g.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        )
-    })?;
+    let gpu = find_gpu(ds, &req.gpu)?;
     if req.context == Some(0) {
         return Err(OptimizeError::BadContext);
     }
@@ -1023,20 +1026,74 @@ pub fn optimize_with(
     };
     let engines = distinct_engines(&energies);
     notes.extend(engine_notes(&setup, &engines));
-    let contexts: Vec<u32> = req.context.map_or(CONTEXTS.to_vec(), |c| vec![c]);
-    let mut all: Vec<Candidate> =
-        Vec::with_capacity(energies.len() * BATCHES.len() * contexts.len());
-    for pe in &energies {
-        for &b in &BATCHES {
-            all.extend(contexts.iter().map(|&c| setup.candidate(pe, b, c)));
-        }
-    }
-    let over_vram = all.iter().filter(|c| !c.fits_vram.value).count();
+    let all = setup.grid(&energies, req.context);
+    let feasible = feasible_ranked(&all, req, gpu.vram_gb);
+    let least = if feasible.is_empty() {
+        least_violating(&all, &req.budgets, gpu.vram_gb)
+    } else {
+        None
+    };
+    let several = engines.len() > 1;
+    let tie = (req.objective == Objective::MinEnergy)
+        .then(|| energy_tie(&feasible, &energies, several))
+        .flatten();
+    notes.extend(outcome_notes(
+        classes,
+        req,
+        gpu.arch,
+        feasible.first().copied(),
+        &shape,
+        shape_tag,
+    ));
+    Ok(OptimizeResult {
+        request: req.clone(),
+        gpu: gpu_summary(gpu, setup.cal),
+        model: model_summary(&shape, shape_tag, params_b),
+        precisions: distinct_precisions(&energies),
+        engines,
+        feasible: !feasible.is_empty(),
+        optimum: feasible.first().map(|c| (*c).clone()),
+        alternatives: alternatives(&feasible, req.objective, several),
+        pareto: distinct_pareto(&feasible),
+        feasible_configs: feasible.iter().map(|c| (*c).clone()).collect(),
+        least_violating: least,
+        tie,
+        counts: SearchCounts::of(&all, feasible.len()),
+        quality: model_quality(gpu, setup.cal, setup.batch),
+        notes,
+    })
+}
+
+/// The card named `name` in the dataset's catalog, else an error listing the catalog.
+fn find_gpu<'d>(ds: &'d Dataset, name: &str) -> Result<&'d Gpu, OptimizeError> {
+    ds.gpu(name).ok_or_else(|| {
+        OptimizeError::UnknownGpu(
+            name.to_string(),
+            ds.gpus
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    })
+}
+
+/// The candidates within every budget and the card's VRAM, best first by `req`'s objective.
+fn feasible_ranked<'c>(
+    all: &'c [Candidate],
+    req: &OptimizeRequest,
+    vram_gb: f64,
+) -> Vec<&'c Candidate> {
     let mut feasible: Vec<&Candidate> = all
         .iter()
-        .filter(|c| violations(c, &req.budgets, gpu.vram_gb).is_empty())
+        .filter(|c| violations(c, &req.budgets, vram_gb).is_empty())
         .collect();
     feasible.sort_by(|a, b| rank(req.objective, a, b));
+    feasible
+}
+
+/// The energy↔latency Pareto front of the (ranked) feasible candidates, one per point.
+fn distinct_pareto(feasible: &[&Candidate]) -> Vec<Candidate> {
     let points: Vec<(f64, f64)> = feasible
         .iter()
         .map(|c| (c.latency_ms_per_token.value, c.energy_mj_per_token.value))
@@ -1051,20 +1108,25 @@ pub fn optimize_with(
         a.latency_ms_per_token.value == b.latency_ms_per_token.value
             && a.energy_mj_per_token.value == b.energy_mj_per_token.value
     });
-    let least = if feasible.is_empty() {
-        least_violating(&all, &req.budgets, gpu.vram_gb)
-    } else {
-        None
-    };
-    let several = engines.len() > 1;
-    let tie = (req.objective == Objective::MinEnergy)
-        .then(|| energy_tie(&feasible, &energies, several))
-        .flatten();
-    if let Some(o) = feasible.first() {
+    pareto
+}
+
+/// What the result rests on: the stack of the recommendation (`optimum`), a searched context, a
+/// shape scaled to the size.
+fn outcome_notes(
+    classes: &[CurveClass],
+    req: &OptimizeRequest,
+    arch: Arch,
+    optimum: Option<&Candidate>,
+    shape: &ModelShape,
+    shape_tag: Tag,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(o) = optimum {
         notes.push(format!(
             "the recommendation assumes the {} stack{}: its figures are that engine's measurements",
             o.engine,
-            stack_text(classes, gpu.arch, &o.engine)
+            stack_text(classes, arch, &o.engine)
                 .map(|t| format!(" ({t})"))
                 .unwrap_or_default()
         ));
@@ -1078,36 +1140,33 @@ pub fn optimize_with(
             shape.name
         ));
     }
-    Ok(OptimizeResult {
-        request: req.clone(),
-        gpu: gpu_summary(gpu, setup.cal),
-        model: ModelSummary {
-            name: shape.name.clone(),
-            params_b: Tagged::computed(params_b),
-            shape_params_b: Tagged::new(shape.param_count() as f64 / 1e9, shape_tag),
-            layers: shape.layers,
-            kv_heads: shape.kv_heads,
-            head_dim: shape.head_dim,
-            shape_tag,
-        },
-        precisions: distinct_precisions(&energies),
-        engines,
-        feasible: !feasible.is_empty(),
-        optimum: feasible.first().map(|c| (*c).clone()),
-        alternatives: alternatives(&feasible, req.objective, several),
-        pareto,
-        feasible_configs: feasible.iter().map(|c| (*c).clone()).collect(),
-        least_violating: least,
-        tie,
-        counts: SearchCounts {
+    notes
+}
+
+/// The model as the search saw it: its size, and the shape its step times were computed on.
+fn model_summary(shape: &ModelShape, shape_tag: Tag, params_b: f64) -> ModelSummary {
+    ModelSummary {
+        name: shape.name.clone(),
+        params_b: Tagged::computed(params_b),
+        shape_params_b: Tagged::new(shape.param_count() as f64 / 1e9, shape_tag),
+        layers: shape.layers,
+        kv_heads: shape.kv_heads,
+        head_dim: shape.head_dim,
+        shape_tag,
+    }
+}
+
+impl SearchCounts {
+    /// The counts of `all` the candidates evaluated, `feasible` of them within every limit.
+    fn of(all: &[Candidate], feasible: usize) -> SearchCounts {
+        let over_vram = all.iter().filter(|c| !c.fits_vram.value).count();
+        SearchCounts {
             evaluated: all.len(),
             over_vram,
-            over_budget: all.len() - over_vram - feasible.len(),
-            feasible: feasible.len(),
-        },
-        quality: model_quality(gpu, setup.cal, setup.batch),
-        notes,
-    })
+            over_budget: all.len() - over_vram - feasible,
+            feasible,
+        }
+    }
 }
 
 /// The engines of `energies`, in search order.
@@ -1560,52 +1619,17 @@ mod tests {
     /// engine gives exactly that engine's search.
     #[test]
     fn two_engines_are_searched_side_by_side_and_never_mixed() {
-        use crate::batch::engine_batch_curves;
         use crate::curves::fit_classes;
-        use crate::test_data::{row, with_graph_engine};
+        use crate::test_data::with_graph_engine;
         let ds = with_graph_engine();
         let classes = fit_classes(&ds, &[]);
         let mut q = req("H200", 7.0, Objective::MinEnergy);
         (q.params_b, q.model, q.context) = (None, Some("qwen2-7b".into()), Some(512));
         let r = optimize_with(&ds, &classes, &q).unwrap();
         assert_eq!(r.engines, ["candle-graph", "candle"]);
-        let at = |e: &str, p: Precision, b: u32| {
-            r.feasible_configs
-                .iter()
-                .find(|c| c.engine == e && c.precision == p && c.batch == b)
-                .unwrap_or_else(|| panic!("{e} {p} b{b}"))
-                .clone()
-        };
-        let sweeps = engine_batch_curves(&ds);
+        let at = |e: &str, p: Precision, b: u32| feasible_config(&r, e, p, b);
         for e in ["candle-graph", "candle"] {
-            // By hand from the engine's own Qwen2-7B rows.
-            let f16 = row(&ds, e, "Qwen2-7B", Precision::Fp16, 1);
-            let q4k = row(&ds, e, "Qwen2-7B", Precision::Q4K, 1);
-            let f = f16.energy_mj.unwrap();
-            let c = at(e, Precision::Fp16, 1);
-            assert!(
-                (c.fp16_energy_mj_per_token.value - f).abs() < 1e-9,
-                "{e}: {} vs {f}",
-                c.fp16_energy_mj_per_token.value
-            );
-            assert!((c.energy_mj_per_token.value - f).abs() < 1e-9, "{e}");
-            let d = at(e, Precision::Q4K, 1).delta_vs_fp16_pct.value;
-            assert!((d - q4k.delta_pct().unwrap()).abs() < 1e-9, "{e}: {d}");
-            let own = sweeps
-                .iter()
-                .find(|s| s.engine == e && s.precision == Precision::Fp16)
-                .unwrap();
-            assert_eq!(
-                at(e, Precision::Fp16, 64).batch_factor.value,
-                own.factor(64)
-            );
-            // The step time is the engine's own: the measured one at batch 1, within the model's error.
-            let measured = 1e3 / f16.throughput_tok_s.unwrap();
-            let modelled = c.latency_ms_per_token.value;
-            assert!(
-                (modelled / measured - 1.0).abs() < 0.25,
-                "{e}: {modelled} vs {measured} ms"
-            );
+            assert_figures_are_the_engines_own(&ds, &r, e);
         }
         assert!(
             at("candle-graph", Precision::Fp16, 1)
@@ -1637,9 +1661,66 @@ mod tests {
             .iter()
             .any(|a| a.candidate.engine != opt.engine
                 && a.why.contains(&format!(" on {}", a.candidate.engine))));
+        assert_a_pinned_engine_is_searched_alone(&ds, &classes, q);
+    }
+
+    /// The feasible configuration of engine `e`, precision `p` and batch `b` in `r`.
+    fn feasible_config(r: &OptimizeResult, e: &str, p: Precision, b: u32) -> Candidate {
+        r.feasible_configs
+            .iter()
+            .find(|c| c.engine == e && c.precision == p && c.batch == b)
+            .unwrap_or_else(|| panic!("{e} {p} b{b}"))
+            .clone()
+    }
+
+    /// Engine `e`'s Qwen2-7B figures in `r` are those of its own rows of `ds`: FP16 baseline,
+    /// ΔE, batch factor and step time.
+    fn assert_figures_are_the_engines_own(ds: &Dataset, r: &OptimizeResult, e: &str) {
+        use crate::batch::engine_batch_curves;
+        use crate::test_data::row;
+        let at = |e: &str, p: Precision, b: u32| feasible_config(r, e, p, b);
+        let sweeps = engine_batch_curves(ds);
+        // By hand from the engine's own Qwen2-7B rows.
+        let f16 = row(ds, e, "Qwen2-7B", Precision::Fp16, 1);
+        let q4k = row(ds, e, "Qwen2-7B", Precision::Q4K, 1);
+        let f = f16.energy_mj.unwrap();
+        let c = at(e, Precision::Fp16, 1);
+        assert!(
+            (c.fp16_energy_mj_per_token.value - f).abs() < 1e-9,
+            "{e}: {} vs {f}",
+            c.fp16_energy_mj_per_token.value
+        );
+        assert!((c.energy_mj_per_token.value - f).abs() < 1e-9, "{e}");
+        let d = at(e, Precision::Q4K, 1).delta_vs_fp16_pct.value;
+        assert!((d - q4k.delta_pct().unwrap()).abs() < 1e-9, "{e}: {d}");
+        let own = sweeps
+            .iter()
+            .find(|s| s.engine == e && s.precision == Precision::Fp16)
+            .unwrap();
+        assert_eq!(
+            at(e, Precision::Fp16, 64).batch_factor.value,
+            own.factor(64)
+        );
+        // The step time is the engine's own: the measured one at batch 1, within the model's error.
+        let measured = 1e3 / f16.throughput_tok_s.unwrap();
+        let modelled = c.latency_ms_per_token.value;
+        assert!(
+            (modelled / measured - 1.0).abs() < 0.25,
+            "{e}: {modelled} vs {measured} ms"
+        );
+    }
+
+    /// `q` (no engine) on the two-engine `ds`, pinned to the eager engine, is exactly the search
+    /// of the eager-only dataset; pinned to an engine without curves on the card, it is refused.
+    fn assert_a_pinned_engine_is_searched_alone(
+        ds: &Dataset,
+        classes: &[CurveClass],
+        mut q: OptimizeRequest,
+    ) {
+        use crate::curves::fit_classes;
         // Pinned to the eager engine: exactly the search of the eager-only dataset.
         q.engine = Some("candle".into());
-        let pinned = optimize_with(&ds, &classes, &q).unwrap();
+        let pinned = optimize_with(ds, classes, &q).unwrap();
         assert_eq!(pinned.engines, ["candle"]);
         q.engine = None;
         let eager_ds = crate::test_data::eager_only();
@@ -1652,7 +1733,7 @@ mod tests {
         );
         // An engine without curves on the card is refused, naming the ones there are.
         q.engine = Some("llama.cpp".into());
-        match optimize_with(&ds, &classes, &q) {
+        match optimize_with(ds, classes, &q) {
             Err(OptimizeError::NoEngine { engine, known, .. }) => {
                 assert_eq!(
                     (engine.as_str(), known.as_str()),

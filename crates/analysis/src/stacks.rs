@@ -1,4 +1,5 @@
-//! The same card and model size on different software (issue 15): one column per measurement
+//! The same card and model size on different software — the software moves ΔE as much as the card
+//! does, so it is shown side by side, never averaged away: one column per measurement
 //! session — each session is one stack — with every format's ΔE vs the FP16 arm of that session,
 //! its 95 % interval, the absolute energy per token and the run count. Nothing is pooled across
 //! sessions: a column's Δ always divides by its own FP16 row.

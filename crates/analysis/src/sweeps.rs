@@ -3,7 +3,7 @@
 //! batch term, and they show where batching turns a saving into a cost (on the H200's candle
 //! engines, Q4_K saves 27–38 % at batch 1 and costs up to 37 % more at batch 4).
 
-use crate::curves::{curve_engine, preference};
+use crate::curves::preference;
 use crate::dataset::{Anchor, Dataset, TARGET_RUNS};
 use crate::verdict::{direction, signed_pct, Direction};
 use report::Precision;
@@ -13,7 +13,7 @@ use report::Precision;
 pub struct Sweep<'a> {
     /// Session of every row.
     pub session: String,
-    /// The engine that ran it ([`curve_engine`] of its stack).
+    /// The engine that ran it ([`Anchor::engine`] of its rows).
     pub engine: String,
     /// The stack as the rows describe it.
     pub stack: String,
@@ -273,7 +273,7 @@ pub fn card_sweeps<'a>(ds: &'a Dataset, gpu: &str) -> Vec<Sweep<'a>> {
                 formats.push(label);
             }
         }
-        let key = (preference(&curve_engine(&a.stack)), a.params_b);
+        let key = (preference(a.engine()), a.params_b);
         let at = out
             .iter()
             .position(|o| (preference(&o.engine), o.params_b) > key)
@@ -282,7 +282,7 @@ pub fn card_sweeps<'a>(ds: &'a Dataset, gpu: &str) -> Vec<Sweep<'a>> {
             at,
             Sweep {
                 session: a.session.clone(),
-                engine: curve_engine(&a.stack),
+                engine: a.engine().to_string(),
                 stack: a.stack.clone(),
                 model: a.model.clone(),
                 params_b: a.params_b,

@@ -36,7 +36,7 @@ pub fn graph_factor(p: Precision) -> f64 {
 /// The graph twin of an eager H200 row.
 fn graph_row(ds: &Dataset, a: &Anchor) -> Anchor {
     let mut g = a.clone();
-    g.stack = GRAPH_STACK.into();
+    g.set_stack(GRAPH_STACK);
     g.session = "h200-graph-test".into();
     let batch = if a.batch > 1 {
         GRAPH_BATCH_PENALTY
@@ -64,7 +64,7 @@ pub fn eager_only() -> Dataset {
     let mut ds = Dataset::embedded().clone();
     let before = ds.anchors.len();
     ds.anchors
-        .retain(|a| a.arch != Arch::Hopper || crate::curve_engine(&a.stack) == "candle");
+        .retain(|a| a.arch != Arch::Hopper || a.engine() == "candle");
     assert!(
         ds.anchors.len() < before,
         "the other engines' rows were found"
@@ -99,10 +99,7 @@ pub fn row<'d>(
     ds.anchors
         .iter()
         .find(|a| {
-            crate::curve_engine(&a.stack) == engine
-                && a.model == model
-                && a.precision == precision
-                && a.batch == batch
+            a.engine() == engine && a.model == model && a.precision == precision && a.batch == batch
         })
         .unwrap_or_else(|| panic!("{engine} {model} {precision} b{batch}"))
 }

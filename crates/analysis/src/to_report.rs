@@ -1,7 +1,8 @@
 //! An estimate as an `energy.json` report (basis interpolated / extrapolated / unavailable — never
 //! measured: nothing here touched a GPU).
 
-use crate::estimate::{ClassId, Estimate};
+use crate::class::ClassId;
+use crate::estimate::Estimate;
 use report::{Arch, Extra, Measurement, Report, Results, SystemUnderTest, Workload};
 use serde::Serialize;
 use serde_json::Value;

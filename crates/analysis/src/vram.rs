@@ -149,7 +149,7 @@ pub fn formats() -> &'static [WeightFormat] {
 /// FP16/BF16/Q8_0/Q4_K/Q4_0 to their own formats, llama.cpp reads FP16 as `GGUF-F16`, anything
 /// else goes to [`find_format`].
 pub fn find_format_on(name: &str, stack: &str) -> Option<&'static WeightFormat> {
-    let engine = crate::curves::curve_engine(stack);
+    let engine = crate::engine::curve_engine(stack);
     let fp16 = name.eq_ignore_ascii_case("FP16");
     let own = match engine.as_str() {
         "candle" | "candle-graph" => {

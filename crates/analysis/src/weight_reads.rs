@@ -1,6 +1,6 @@
 //! The bytes of weights a decode step reads, and the share of the card's memory bandwidth they
-//! reach at the measured throughput (issue 13: every measured arm reports its HBM roofline
-//! fraction).
+//! reach at the measured throughput: every measured arm reports its HBM roofline fraction, which
+//! says how far a decode step is from bandwidth-bound (and so how much a smaller format can save).
 //!
 //! A decode step multiplies the activations of every sequence of the batch by every weight
 //! matrix once: each weight tensor is read whole, in the form the engine holds it (GGUF block

@@ -495,11 +495,112 @@ fn prerendered_chart(spec: &Spec, label: &str, id: &'static str) -> impl IntoVie
 #[cfg(target_arch = "wasm32")]
 fn canvas_chart(spec: Signal<Spec>, label: String, id: &'static str) -> impl IntoView {
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
-    let hits = StoredValue::new(Vec::<Hit>::new());
-    let tip = RwSignal::new(None::<(f64, f64, String)>);
-    let focus_idx = StoredValue::new(None::<usize>);
-    let redraw = crate::redraw_tick();
+    let tips = Tips::new();
+    paint_on_change(canvas_ref, spec, tips);
+    view! {
+        <div class="chart-wrap">
+            <canvas
+                id=id
+                node_ref=canvas_ref
+                tabindex="0"
+                role="img"
+                aria-label=label
+                on:mousemove=move |ev| tips.on_move(ev)
+                on:mouseleave=move |_| tips.hide()
+                on:keydown=move |ev| tips.on_key(ev)
+                on:focus=move |_| tips.on_focus()
+                on:blur=move |_| tips.hide()
+            ></canvas>
+            {tooltip(tips.tip, canvas_ref)}
+        </div>
+    }
+}
 
+/// A canvas chart's tooltip state: the hit targets of the last paint, the tip on screen (x, y in
+/// CSS px, text) and the mark the keyboard is on.
+#[cfg(target_arch = "wasm32")]
+#[derive(Clone, Copy)]
+struct Tips {
+    hits: StoredValue<Vec<Hit>>,
+    tip: RwSignal<Option<(f64, f64, String)>>,
+    focus_idx: StoredValue<Option<usize>>,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Tips {
+    fn new() -> Tips {
+        Tips {
+            hits: StoredValue::new(Vec::<Hit>::new()),
+            tip: RwSignal::new(None::<(f64, f64, String)>),
+            focus_idx: StoredValue::new(None::<usize>),
+        }
+    }
+
+    /// Show the tip of hit `i`.
+    fn show(self, i: usize) {
+        self.hits.with_value(|h| {
+            if let Some(hit) = h.get(i) {
+                self.tip.set(Some((hit.x, hit.y, hit.tip.clone())));
+            }
+        })
+    }
+
+    fn hide(self) {
+        self.tip.set(None);
+    }
+
+    /// The mouse moved: the tip of the nearest mark within 14 px, else none.
+    fn on_move(self, ev: web_sys::MouseEvent) {
+        let x = ev.offset_x() as f64;
+        let y = ev.offset_y() as f64;
+        match self.hits.with_value(|h| nearest(h, x, y, 14.0)) {
+            Some(i) => {
+                self.focus_idx.set_value(Some(i));
+                self.show(i)
+            }
+            None => self.tip.set(None),
+        }
+    }
+
+    /// The arrow keys step through the marks (wrapping around), Escape hides the tip.
+    fn on_key(self, ev: web_sys::KeyboardEvent) {
+        let n = self.hits.with_value(|h| h.len());
+        if n == 0 {
+            return;
+        }
+        let cur = self.focus_idx.get_value();
+        let next = match ev.key().as_str() {
+            "ArrowRight" | "ArrowDown" => Some(cur.map_or(0, |i| (i + 1) % n)),
+            "ArrowLeft" | "ArrowUp" => Some(cur.map_or(n - 1, |i| (i + n - 1) % n)),
+            "Escape" => {
+                self.tip.set(None);
+                None
+            }
+            _ => return,
+        };
+        ev.prevent_default();
+        self.focus_idx.set_value(next);
+        if let Some(i) = next {
+            self.show(i);
+        }
+    }
+
+    /// Focus on the canvas shows the tip of the mark the keyboard was on (the first one at first).
+    fn on_focus(self) {
+        if self.hits.with_value(|h| !h.is_empty()) {
+            let i = self.focus_idx.get_value().unwrap_or(0);
+            self.focus_idx.set_value(Some(i));
+            self.show(i);
+        }
+    }
+}
+
+/// Paint `spec` on the canvas whenever it or the global redraw tick changes: the marks' hit
+/// targets go to `tips`, and the canvas's `data-` attributes say what was painted and how fast.
+#[cfg(target_arch = "wasm32")]
+fn paint_on_change(canvas_ref: NodeRef<leptos::html::Canvas>, spec: Signal<Spec>, tips: Tips) {
+    let Tips { hits, tip, .. } = tips;
+    let redraw = crate::redraw_tick();
     Effect::new(move |_| {
         let spec = spec.get();
         redraw.track();
@@ -530,84 +631,31 @@ fn canvas_chart(spec: Signal<Spec>, label: String, id: &'static str) -> impl Int
             set_timeout(paint, std::time::Duration::ZERO);
         }
     });
+}
 
-    let show = move |i: usize| {
-        hits.with_value(|h| {
-            if let Some(hit) = h.get(i) {
-                tip.set(Some((hit.x, hit.y, hit.tip.clone())));
-            }
-        })
-    };
-    let on_move = move |ev: web_sys::MouseEvent| {
-        let x = ev.offset_x() as f64;
-        let y = ev.offset_y() as f64;
-        match hits.with_value(|h| nearest(h, x, y, 14.0)) {
-            Some(i) => {
-                focus_idx.set_value(Some(i));
-                show(i)
-            }
-            None => tip.set(None),
-        }
-    };
-    let on_key = move |ev: web_sys::KeyboardEvent| {
-        let n = hits.with_value(|h| h.len());
-        if n == 0 {
-            return;
-        }
-        let cur = focus_idx.get_value();
-        let next = match ev.key().as_str() {
-            "ArrowRight" | "ArrowDown" => Some(cur.map_or(0, |i| (i + 1) % n)),
-            "ArrowLeft" | "ArrowUp" => Some(cur.map_or(n - 1, |i| (i + n - 1) % n)),
-            "Escape" => {
-                tip.set(None);
-                None
-            }
-            _ => return,
-        };
-        ev.prevent_default();
-        focus_idx.set_value(next);
-        if let Some(i) = next {
-            show(i);
-        }
-    };
-    let on_focus = move |_| {
-        if hits.with_value(|h| !h.is_empty()) {
-            let i = focus_idx.get_value().unwrap_or(0);
-            focus_idx.set_value(Some(i));
-            show(i);
-        }
-    };
-
+/// The tooltip over the canvas: the tip's text at its point, flipped to stay inside the canvas
+/// near its left, right and top edges.
+#[cfg(target_arch = "wasm32")]
+fn tooltip(
+    tip: RwSignal<Option<(f64, f64, String)>>,
+    canvas_ref: NodeRef<leptos::html::Canvas>,
+) -> impl IntoView {
     view! {
-        <div class="chart-wrap">
-            <canvas
-                id=id
-                node_ref=canvas_ref
-                tabindex="0"
-                role="img"
-                aria-label=label
-                on:mousemove=on_move
-                on:mouseleave=move |_| tip.set(None)
-                on:keydown=on_key
-                on:focus=on_focus
-                on:blur=move |_| tip.set(None)
-            ></canvas>
-            <div
-                class="tooltip"
-                role="status"
-                aria-live="polite"
-                class:hidden=move || tip.with(|t| t.is_none())
-                class:tip-left=move || tip.with(|t| t.as_ref().is_some_and(|t| t.0 < 150.0))
-                class:tip-right=move || {
-                    let w = canvas_ref.get().map(|c| c.client_width() as f64).unwrap_or(1e9);
-                    tip.with(|t| t.as_ref().is_some_and(|t| t.0 >= 150.0 && t.0 > w - 150.0))
-                }
-                class:tip-below=move || tip.with(|t| t.as_ref().is_some_and(|t| t.1 < 130.0))
-                style:left=move || tip.with(|t| t.as_ref().map(|t| format!("{}px", t.0)).unwrap_or_default())
-                style:top=move || tip.with(|t| t.as_ref().map(|t| format!("{}px", t.1)).unwrap_or_default())
-            >
-                {move || tip.with(|t| t.as_ref().map(|t| t.2.clone()).unwrap_or_default())}
-            </div>
+        <div
+            class="tooltip"
+            role="status"
+            aria-live="polite"
+            class:hidden=move || tip.with(|t| t.is_none())
+            class:tip-left=move || tip.with(|t| t.as_ref().is_some_and(|t| t.0 < 150.0))
+            class:tip-right=move || {
+                let w = canvas_ref.get().map(|c| c.client_width() as f64).unwrap_or(1e9);
+                tip.with(|t| t.as_ref().is_some_and(|t| t.0 >= 150.0 && t.0 > w - 150.0))
+            }
+            class:tip-below=move || tip.with(|t| t.as_ref().is_some_and(|t| t.1 < 130.0))
+            style:left=move || tip.with(|t| t.as_ref().map(|t| format!("{}px", t.0)).unwrap_or_default())
+            style:top=move || tip.with(|t| t.as_ref().map(|t| format!("{}px", t.1)).unwrap_or_default())
+        >
+            {move || tip.with(|t| t.as_ref().map(|t| t.2.clone()).unwrap_or_default())}
         </div>
     }
 }

@@ -71,7 +71,7 @@ pub fn prec_rank(p: &str) -> usize {
 pub fn other_stack(stack: &str) -> Option<String> {
     if stack.contains("bitsandbytes") {
         None
-    } else if analysis::dataset::is_candle_stack(stack) {
+    } else if analysis::engine::is_candle_stack(stack) {
         Some("different stack: candle GGUF kernels on synthetic-weight shapes, not bitsandbytes NF4/INT8".into())
     } else {
         let short: String = stack
@@ -216,7 +216,7 @@ pub fn Toggle(
 #[cfg(not(feature = "landing"))]
 /// The software stacks with curves on `arch`, the default first (several only on the H200 today:
 /// candle-graph, candle, llama.cpp).
-pub fn stack_engines(arch: report::Arch) -> Vec<String> {
+pub fn curve_engines_on(arch: report::Arch) -> Vec<String> {
     analysis::arch_engines(analysis::default_classes(), arch)
 }
 
@@ -224,7 +224,7 @@ pub fn stack_engines(arch: report::Arch) -> Vec<String> {
 /// The stack asked for, when `arch` has it: a link's unknown stack, or one the picked card lacks,
 /// is not asked for.
 pub fn stack_on(engine: Option<String>, arch: report::Arch) -> Option<String> {
-    engine.filter(|e| stack_engines(arch).contains(e))
+    engine.filter(|e| curve_engines_on(arch).contains(e))
 }
 
 #[cfg(not(feature = "landing"))]
@@ -239,7 +239,7 @@ pub fn StackSelect(
     #[prop(optional)] every: Option<&'static str>,
 ) -> impl IntoView {
     move || {
-        let engines = stack_engines(arch.get());
+        let engines = curve_engines_on(arch.get());
         (engines.len() > 1).then(|| {
             let cur = engine.get().filter(|e| engines.contains(e));
             let on = move |ev: web_sys::Event| {

@@ -26,7 +26,7 @@ pub const PRECISIONS: [Precision; 3] = [Precision::Nf4, Precision::Int8, Precisi
 pub fn precisions_for(arch: Arch) -> Vec<Precision> {
     let mut v: Vec<Precision> = PRECISIONS.to_vec();
     let archs: Vec<Arch> = std::iter::once(arch)
-        .chain(analysis::estimate::borrow_order(arch).iter().copied())
+        .chain(analysis::class::borrow_order(arch).iter().copied())
         .collect();
     for c in default_classes().iter().filter(|c| archs.contains(&c.arch)) {
         if !v.contains(&c.precision) {

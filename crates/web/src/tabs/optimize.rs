@@ -397,108 +397,10 @@ pub fn OptimizeTab() -> impl IntoView {
             .map(|g| g.vram_gb)
             .unwrap_or(0.0)
     };
-    let stack_note = move || {
-        let gpu = st.gpu.get();
-        if super::stack_engines(st.arch()).len() > 1 {
-            return None; // the stack picker and the recommendation say which stack
-        }
-        Dataset::embedded()
-            .anchors
-            .iter()
-            .filter(|a| a.gpu == gpu && a.default_curve)
-            .find_map(|a| other_stack(&a.stack))
-    };
 
     view! {
         <section class="tab-optimize">
-            <div class="card inputs">
-                <h2 class="card-title">"Optimize a deployment"</h2>
-                <p class="sub">
-                    "From “does it save energy?” to “what should I run?”: every precision × batch × context on your card, filtered by your budgets, ranked by your objective. "
-                    "Energy stays anchored on measurements; latency and throughput are a roofline model; VRAM is counted from the model's shapes. Every figure says which."
-                </p>
-                <div class="grid-inputs">
-                    <label>
-                        <span>"GPU card"</span>
-                        <select id="opt-gpu" on:change=move |ev| st.gpu.set(event_target_value(&ev)) prop:value=move || st.gpu.get()>
-                            {Dataset::embedded()
-                                .gpus
-                                .iter()
-                                .map(|g| view! { <option value=g.name.clone()>{format!("{} · {} · {} GB", g.name, g.arch, num(g.vram_gb, 0))}</option> })
-                                .collect_view()}
-                        </select>
-                    </label>
-                    <label>
-                        <span>"Model"</span>
-                        <select id="opt-model" on:change=move |ev| st.model.set(event_target_value(&ev)) prop:value=move || st.model.get()>
-                            <option value="">"By size (B parameters) →"</option>
-                            {shapes()
-                                .iter()
-                                .map(|s| view! { <option value=s.name.clone()>{format!("{} ({})", s.name, size_b(s.params_b))}</option> })
-                                .collect_view()}
-                        </select>
-                    </label>
-                    <label>
-                        <span>"Size (B parameters)"</span>
-                        <input
-                            id="opt-params"
-                            type="number"
-                            min="0.05"
-                            max="2000"
-                            step="0.1"
-                            inputmode="decimal"
-                            prop:disabled=move || !st.model.get().is_empty()
-                            prop:value=move || {
-                                let m = st.model.get();
-                                analysis::find_shape(&m)
-                                    .map(|s| s.params_b)
-                                    .unwrap_or_else(|| st.params_b.get())
-                                    .to_string()
-                            }
-                            on:change=move |ev| {
-                                if let Some(v) = crate::util::parse_params_b(&event_target_value(&ev)) {
-                                    st.params_b.set(v);
-                                }
-                            }
-                        />
-                    </label>
-                    <label>
-                        <span>"Objective"</span>
-                        <select
-                            id="opt-objective"
-                            on:change=move |ev| {
-                                if let Some(o) = Objective::parse(&event_target_value(&ev)) {
-                                    st.objective.set(o);
-                                }
-                            }
-                            prop:value=move || st.objective.get().as_str()
-                        >
-                            {Objective::ALL.iter().map(|o| view! { <option value=o.as_str()>{objective_label(*o)}</option> }).collect_view()}
-                        </select>
-                    </label>
-                    <label>
-                        <span>"Context (tokens)"</span>
-                        <select
-                            id="opt-context"
-                            on:change=move |ev| st.context.set(event_target_value(&ev).parse().ok())
-                            prop:value=move || st.context.get().map(|c| c.to_string()).unwrap_or_default()
-                        >
-                            <option value="">"Search 512 … 32 768"</option>
-                            {CONTEXTS.iter().map(|c| view! { <option value=c.to_string()>{c.to_string()}</option> }).collect_view()}
-                        </select>
-                    </label>
-                    <super::StackSelect id="opt-stack" arch=Signal::derive(move || st.arch()) engine=st.engine every="Every stack, side by side"/>
-                </div>
-                <h3 class="inputs-sub">"Budgets (optional)"</h3>
-                <div class="grid-inputs budgets">
-                    {budget_input("opt-max-ms", "Max ms/token", st.max_ms)}
-                    {budget_input("opt-max-vram", "Max VRAM (GB)", st.max_vram)}
-                    {budget_input("opt-min-tps", "Min tok/s (whole batch)", st.min_tps)}
-                    {budget_input("opt-max-j", "Max J per 1k tokens", st.max_j)}
-                </div>
-                {move || stack_note().map(|n| view! { <p class="fine"><span class="tag warn">{n}</span></p> })}
-            </div>
-
+            <OptimizeInputs/>
             {move || match result.get() {
                 Err(e) => view! {
                     <div class="card callout bad-callout" role="alert" id="opt-error">
@@ -511,6 +413,126 @@ pub fn OptimizeTab() -> impl IntoView {
             }}
             {super::sweeps::batch_sweeps(st.gpu)}
         </section>
+    }
+}
+
+/// The inputs card: card, model, objective, context, stack and the optional budgets.
+#[component]
+fn OptimizeInputs() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().optimize;
+    let stack_note = move || {
+        let gpu = st.gpu.get();
+        if super::curve_engines_on(st.arch()).len() > 1 {
+            return None; // the stack picker and the recommendation say which stack
+        }
+        Dataset::embedded()
+            .anchors
+            .iter()
+            .filter(|a| a.gpu == gpu && a.default_curve)
+            .find_map(|a| other_stack(&a.stack))
+    };
+    view! {
+        <div class="card inputs">
+            <h2 class="card-title">"Optimize a deployment"</h2>
+            <p class="sub">
+                "From “does it save energy?” to “what should I run?”: every precision × batch × context on your card, filtered by your budgets, ranked by your objective. "
+                "Energy stays anchored on measurements; latency and throughput are a roofline model; VRAM is counted from the model's shapes. Every figure says which."
+            </p>
+            <div class="grid-inputs">
+                {card_and_model_inputs(st)}
+                {objective_and_context_inputs(st)}
+                <super::StackSelect id="opt-stack" arch=Signal::derive(move || st.arch()) engine=st.engine every="Every stack, side by side"/>
+            </div>
+            <h3 class="inputs-sub">"Budgets (optional)"</h3>
+            <div class="grid-inputs budgets">
+                {budget_input("opt-max-ms", "Max ms/token", st.max_ms)}
+                {budget_input("opt-max-vram", "Max VRAM (GB)", st.max_vram)}
+                {budget_input("opt-min-tps", "Min tok/s (whole batch)", st.min_tps)}
+                {budget_input("opt-max-j", "Max J per 1k tokens", st.max_j)}
+            </div>
+            {move || stack_note().map(|n| view! { <p class="fine"><span class="tag warn">{n}</span></p> })}
+        </div>
+    }
+}
+
+/// The GPU card, model and size pickers (the size is the named model's when one is picked).
+fn card_and_model_inputs(st: OptimizeState) -> impl IntoView {
+    view! {
+        <label>
+            <span>"GPU card"</span>
+            <select id="opt-gpu" on:change=move |ev| st.gpu.set(event_target_value(&ev)) prop:value=move || st.gpu.get()>
+                {Dataset::embedded()
+                    .gpus
+                    .iter()
+                    .map(|g| view! { <option value=g.name.clone()>{format!("{} · {} · {} GB", g.name, g.arch, num(g.vram_gb, 0))}</option> })
+                    .collect_view()}
+            </select>
+        </label>
+        <label>
+            <span>"Model"</span>
+            <select id="opt-model" on:change=move |ev| st.model.set(event_target_value(&ev)) prop:value=move || st.model.get()>
+                <option value="">"By size (B parameters) →"</option>
+                {shapes()
+                    .iter()
+                    .map(|s| view! { <option value=s.name.clone()>{format!("{} ({})", s.name, size_b(s.params_b))}</option> })
+                    .collect_view()}
+            </select>
+        </label>
+        <label>
+            <span>"Size (B parameters)"</span>
+            <input
+                id="opt-params"
+                type="number"
+                min="0.05"
+                max="2000"
+                step="0.1"
+                inputmode="decimal"
+                prop:disabled=move || !st.model.get().is_empty()
+                prop:value=move || {
+                    let m = st.model.get();
+                    analysis::find_shape(&m)
+                        .map(|s| s.params_b)
+                        .unwrap_or_else(|| st.params_b.get())
+                        .to_string()
+                }
+                on:change=move |ev| {
+                    if let Some(v) = crate::util::parse_params_b(&event_target_value(&ev)) {
+                        st.params_b.set(v);
+                    }
+                }
+            />
+        </label>
+    }
+}
+
+/// The objective and context pickers (no context: every one of [`CONTEXTS`] is searched).
+fn objective_and_context_inputs(st: OptimizeState) -> impl IntoView {
+    view! {
+        <label>
+            <span>"Objective"</span>
+            <select
+                id="opt-objective"
+                on:change=move |ev| {
+                    if let Some(o) = Objective::parse(&event_target_value(&ev)) {
+                        st.objective.set(o);
+                    }
+                }
+                prop:value=move || st.objective.get().as_str()
+            >
+                {Objective::ALL.iter().map(|o| view! { <option value=o.as_str()>{objective_label(*o)}</option> }).collect_view()}
+            </select>
+        </label>
+        <label>
+            <span>"Context (tokens)"</span>
+            <select
+                id="opt-context"
+                on:change=move |ev| st.context.set(event_target_value(&ev).parse().ok())
+                prop:value=move || st.context.get().map(|c| c.to_string()).unwrap_or_default()
+            >
+                <option value="">"Search 512 … 32 768"</option>
+                {CONTEXTS.iter().map(|c| view! { <option value=c.to_string()>{c.to_string()}</option> }).collect_view()}
+            </select>
+        </label>
     }
 }
 

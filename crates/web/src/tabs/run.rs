@@ -8,9 +8,9 @@
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
+use analysis::class::ClassId;
 use analysis::compare::{place, Outcome, Placement, Subject};
 use analysis::curves::{ExtraPoint, PointOrigin};
-use analysis::estimate::ClassId;
 use analysis::{
     default_classes, find_class_on, fit_classes, ClassPoint, CurveClass, Dataset, Point,
 };

@@ -171,11 +171,12 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
 }
 
 impl SessionRows {
-    fn stack(&self) -> &str {
-        self.rows.first().map(|a| a.stack.as_str()).unwrap_or("")
-    }
     fn engine(&self) -> String {
-        analysis::curve_engine(self.stack())
+        self.rows
+            .first()
+            .map(|a| a.engine())
+            .unwrap_or("")
+            .to_string()
     }
     fn accounting(&self) -> &str {
         self.rows
@@ -202,7 +203,7 @@ impl SessionRows {
 }
 
 /// The first session of each software stack — side by side on one energy axis when there are
-/// several (issue 15: the same card and model give different answers on different software) —
+/// several (the same card and model give different answers on different software) —
 /// and the rest: other sessions of a stack, and any session whose power accounting differs
 /// from the first one's (its energies are not comparable on one axis).
 fn by_stack(all: Vec<SessionRows>) -> (Vec<SessionRows>, Vec<SessionRows>) {
@@ -427,31 +428,70 @@ pub fn crossover_spec(
         ..Spec::default()
     };
     let mut legend = Vec::new();
-    let (mut xmin, mut xmax) = (f64::INFINITY, f64::NEG_INFINITY);
     for s in &series {
-        let key = (s.gpu.clone(), s.session.clone());
-        let si = match shape_keys.iter().position(|k| *k == key) {
+        let shape = s.shape(&mut shape_keys);
+        let col = prec_col(&s.precision);
+        spec.lines.push(s.mean_line(col, s.gpu == gpu));
+        spec.marks.extend(s.marks(col, shape, gpu, model));
+        legend.push(s.legend_item(col, shape));
+    }
+    spec.x_range = size_range(&spec.marks);
+    spec.fit_y(30.0);
+    if zoom {
+        pin_to_zoom(&mut spec);
+    }
+    (spec, legend)
+}
+
+/// The x range around every measured size (a default one when nothing is drawn).
+fn size_range(marks: &[Mark]) -> (f64, f64) {
+    let (mut xmin, mut xmax) = (f64::INFINITY, f64::NEG_INFINITY);
+    for m in marks {
+        xmin = xmin.min(m.x);
+        xmax = xmax.max(m.x);
+    }
+    if xmin.is_finite() {
+        ((xmin / 1.6).max(0.1), (xmax * 1.6).min(200.0))
+    } else {
+        (0.3, 20.0)
+    }
+}
+
+impl Series {
+    /// The marker shape of its (card, session), given the keys seen so far in `keys`.
+    fn shape(&self, keys: &mut Vec<(String, String)>) -> Shape {
+        let key = (self.gpu.clone(), self.session.clone());
+        let si = match keys.iter().position(|k| *k == key) {
             Some(i) => i,
             None => {
-                shape_keys.push(key);
-                shape_keys.len() - 1
+                keys.push(key);
+                keys.len() - 1
             }
         };
-        let shape = Shape::ALL[si % Shape::ALL.len()];
-        let col = prec_col(&s.precision);
-        // A series drawn as replicated when most of its points are (a campaign part-way through its
-        // repeats has a few single runs, each still a hollow marker); the legend says which.
-        let n_single = s.rows.iter().filter(|a| !a.replicated()).count();
-        let replicated = n_single * 2 < s.rows.len();
-        let selected_card = s.gpu == gpu;
-        // Line through the mean at each size (repeats at one size are all drawn as markers).
-        let mut sizes: Vec<f64> = s.rows.iter().map(|a| a.params_b).collect();
+        Shape::ALL[si % Shape::ALL.len()]
+    }
+
+    /// How many of its points are single runs (hollow markers).
+    fn n_single(&self) -> usize {
+        self.rows.iter().filter(|a| !a.replicated()).count()
+    }
+
+    /// Drawn as replicated when most of its points are (a campaign part-way through its repeats
+    /// has a few single runs, each still a hollow marker); the legend says which.
+    fn replicated(&self) -> bool {
+        self.n_single() * 2 < self.rows.len()
+    }
+
+    /// Line through the mean at each size (repeats at one size are all drawn as markers), bolder
+    /// when replicated and on the `selected_card`.
+    fn mean_line(&self, col: &'static str, selected_card: bool) -> Line {
+        let mut sizes: Vec<f64> = self.rows.iter().map(|a| a.params_b).collect();
         crate::util::sort_by_key(&mut sizes, |x| *x);
         sizes.dedup();
         let pts: Vec<(f64, f64)> = sizes
             .iter()
             .map(|n| {
-                let ds: Vec<f64> = s
+                let ds: Vec<f64> = self
                     .rows
                     .iter()
                     .filter(|a| a.params_b == *n)
@@ -460,7 +500,8 @@ pub fn crossover_spec(
                 (*n, ds.iter().sum::<f64>() / ds.len() as f64)
             })
             .collect();
-        spec.lines.push(Line {
+        let replicated = self.replicated();
+        Line {
             col,
             pts,
             width: if replicated { 2.25 } else { 1.5 },
@@ -471,35 +512,48 @@ pub fn crossover_spec(
                 (false, false) => 0.25,
             },
             dash: false,
-        });
-        for a in &s.rows {
-            let d = a.delta_pct().unwrap_or(0.0);
-            xmin = xmin.min(a.params_b);
-            xmax = xmax.max(a.params_b);
-            spec.marks.push(Mark {
-                x: a.params_b,
-                y: d,
-                col,
-                filled: a.replicated(),
-                shape,
-                r: if selected_card { 5.0 } else { 4.0 },
-                ring: a.gpu == gpu && base_model(&a.model) == model,
-                err: None,
-                tip: anchor_tip(a, d),
-            });
         }
-        let n_max = s.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
-        let stack = s.rows[0].stack.as_str();
+    }
+
+    /// One marker per row: filled when replicated, larger on the picked `gpu`, ringed for the
+    /// picked `model` on it.
+    fn marks(&self, col: &'static str, shape: Shape, gpu: &str, model: &str) -> Vec<Mark> {
+        let selected_card = self.gpu == gpu;
+        self.rows
+            .iter()
+            .map(|a| {
+                let d = a.delta_pct().unwrap_or(0.0);
+                Mark {
+                    x: a.params_b,
+                    y: d,
+                    col,
+                    filled: a.replicated(),
+                    shape,
+                    r: if selected_card { 5.0 } else { 4.0 },
+                    ring: a.gpu == gpu && base_model(&a.model) == model,
+                    err: None,
+                    tip: anchor_tip(a, d),
+                }
+            })
+            .collect()
+    }
+
+    /// Its legend entry: card, precision, session, how many runs stand behind its points and, for
+    /// a stack other than bitsandbytes, which one.
+    fn legend_item(&self, col: &'static str, shape: Shape) -> LegendItem {
+        let (n_single, replicated) = (self.n_single(), self.replicated());
+        let n_max = self.rows.iter().filter_map(|a| a.n).max().unwrap_or(1);
+        let stack = self.rows[0].stack.as_str();
         let stack_sub = if other_stack(stack).is_some() {
             format!(" · {} stack", analysis::stacks::stack_label(stack))
         } else {
             String::new()
         };
-        legend.push(LegendItem {
+        LegendItem {
             col,
             glyph: shape.glyph(replicated),
-            text: format!("{} · {} · {}", s.gpu, s.precision, s.session),
-            sub: match (n_single, s.rows.len()) {
+            text: format!("{} · {} · {}", self.gpu, self.precision, self.session),
+            sub: match (n_single, self.rows.len()) {
                 (0, _) => format!("n ≥ 2 (up to {n_max}){stack_sub}"),
                 (k, all) if k == all => format!("n = 1 (single run){stack_sub}"),
                 (k, _) => format!(
@@ -508,18 +562,8 @@ pub fn crossover_spec(
                 ),
             },
             faded: !replicated,
-        });
+        }
     }
-    if xmin.is_finite() {
-        spec.x_range = ((xmin / 1.6).max(0.1), (xmax * 1.6).min(200.0));
-    } else {
-        spec.x_range = (0.3, 20.0);
-    }
-    spec.fit_y(30.0);
-    if zoom {
-        pin_to_zoom(&mut spec);
-    }
-    (spec, legend)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -602,7 +646,7 @@ fn Pickers() -> impl IntoView {
                                 let vram = ds().gpu(&g).map(|x| format!(" · {:.0} GB", x.vram_gb)).unwrap_or_default();
                                 let mut engines: Vec<String> = Vec::new();
                                 for a in ds().anchors.iter().filter(|a| a.gpu == g) {
-                                    let e = analysis::curve_engine(&a.stack);
+                                    let e = a.engine().to_string();
                                     if !engines.contains(&e) {
                                         engines.push(e);
                                     }
@@ -860,11 +904,6 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
 fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
     let mut rows: Vec<&Anchor> = s.rows.clone();
     crate::util::sort_by_key(&mut rows, |a| prec_rank(&a.precision_label()));
-    let fp16_row = rows
-        .iter()
-        .find(|a| a.precision == Precision::Fp16)
-        .copied();
-    let baseline = s.baseline_energy();
     let max_e = s.max_energy().max(axis.unwrap_or(0.0)).max(1e-9);
     let first = rows.first().copied();
     let accounting = first
@@ -872,7 +911,32 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
         .unwrap_or_default();
     let stack = first.map(|a| a.stack.clone()).unwrap_or_default();
     let source = first.map(|a| a.source.clone()).unwrap_or_default();
+    let bars = session_bars(&rows, s.baseline_energy());
+    let verdicts = bar_verdicts(&bars);
 
+    view! {
+        <div class="session">
+            {session_head(&s.session, &stack, &accounting, axis.is_some())}
+            <div class="bars" role="list">
+                {bars
+                    .into_iter()
+                    .map(|b| bar_row(b, max_e))
+                    .collect_view()}
+            </div>
+            {verdict_lines(verdicts)}
+            <p class="fine">"Stack: " {stack} " · Source: " {source}</p>
+        </div>
+    }
+}
+
+/// A session's bars, `rows` in display order: the FP16 `baseline` first (its own row's, else the
+/// FP16 energy the rows were paired with), then every other precision, repeats numbered.
+fn session_bars(rows: &[&Anchor], baseline: Option<f64>) -> Vec<Bar> {
+    let fp16_row = rows
+        .iter()
+        .find(|a| a.precision == Precision::Fp16)
+        .copied();
+    let first = rows.first().copied();
     let mut bars: Vec<Bar> = Vec::new();
     if let Some(b) = baseline {
         bars.push(Bar {
@@ -913,8 +977,12 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
             baseline: false,
         });
     }
-    let verdicts: Vec<(String, Direction)> = bars
-        .iter()
+    bars
+}
+
+/// The verdict on each precision's bar with a Δ (a repeat run's bar adds none), with its direction.
+fn bar_verdicts(bars: &[Bar]) -> Vec<(String, Direction)> {
+    bars.iter()
         .filter(|b| !b.baseline && !b.label.contains("(run"))
         .filter_map(|b| {
             b.delta.map(|d| {
@@ -922,43 +990,45 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
                 (v, direction(d, b.interval))
             })
         })
-        .collect();
+        .collect()
+}
 
+/// A session's heading: its stack (when stacks are shown side by side, `name_stack`), its name,
+/// and tags for idle-subtracted power and a stack other than bitsandbytes.
+fn session_head(session: &str, stack: &str, accounting: &str, name_stack: bool) -> impl IntoView {
+    let stack_name = name_stack.then(|| analysis::stacks::stack_label(stack));
     view! {
-        <div class="session">
-            <div class="session-head">
-                {axis.is_some().then(|| view! {
-                    <span class="stack-name">{analysis::stacks::stack_label(&stack)}</span>
-                })}
-                <span class="session-name">"Session " {s.session.clone()}</span>
-                {(accounting == "idle-subtracted").then(|| view! {
-                    <span class="tag warn" title="Idle power was subtracted in this session: do not compare its energies with gross sessions">
-                        "idle-subtracted"
-                    </span>
-                })}
-                <span class="tag basis basis-measured"><span class="dot" aria-hidden="true"></span>"measured"</span>
-                {other_stack(&stack).map(|t| view! { <span class="tag warn stack-tag">{t}</span> })}
-            </div>
-            <div class="bars" role="list">
-                {bars
-                    .into_iter()
-                    .map(|b| bar_row(b, max_e))
-                    .collect_view()}
-            </div>
-            <div class="verdicts">
-                {verdicts
-                    .into_iter()
-                    .map(|(v, dir)| {
-                        let (cls, arrow) = match dir {
-                            Direction::Saves => ("verdict good", "↓ "),
-                            Direction::Costs => ("verdict bad", "↑ "),
-                            Direction::Neutral => ("verdict", "≈ "),
-                        };
-                        view! { <p class=cls>{arrow}{v}</p> }
-                    })
-                    .collect_view()}
-            </div>
-            <p class="fine">"Stack: " {stack} " · Source: " {source}</p>
+        <div class="session-head">
+            {stack_name.map(|name| view! {
+                <span class="stack-name">{name}</span>
+            })}
+            <span class="session-name">"Session " {session.to_string()}</span>
+            {(accounting == "idle-subtracted").then(|| view! {
+                <span class="tag warn" title="Idle power was subtracted in this session: do not compare its energies with gross sessions">
+                    "idle-subtracted"
+                </span>
+            })}
+            <span class="tag basis basis-measured"><span class="dot" aria-hidden="true"></span>"measured"</span>
+            {other_stack(stack).map(|t| view! { <span class="tag warn stack-tag">{t}</span> })}
+        </div>
+    }
+}
+
+/// The verdicts as lines, each with its arrow and colour.
+fn verdict_lines(verdicts: Vec<(String, Direction)>) -> impl IntoView {
+    view! {
+        <div class="verdicts">
+            {verdicts
+                .into_iter()
+                .map(|(v, dir)| {
+                    let (cls, arrow) = match dir {
+                        Direction::Saves => ("verdict good", "↓ "),
+                        Direction::Costs => ("verdict bad", "↑ "),
+                        Direction::Neutral => ("verdict", "≈ "),
+                    };
+                    view! { <p class=cls>{arrow}{v}</p> }
+                })
+                .collect_view()}
         </div>
     }
 }
