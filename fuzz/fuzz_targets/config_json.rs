@@ -1,6 +1,6 @@
 //! The JSON side files of a Hugging Face model directory: `config.json` through
-//! `meter::model_file::config_model_type_bytes`, and `model.safetensors.index.json` (with the
-//! same text as `config.json`) through `meter::model_file::inspect` on a scratch directory that
+//! `modelfile::config_model_type_bytes`, and `model.safetensors.index.json` (with the
+//! same text as `config.json`) through `modelfile::inspect` on a scratch directory that
 //! holds one small valid shard.
 //!
 //! Asserts besides "no panic": the `model_type` read is the string the JSON holds there; an
@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meter::model_file::{config_model_type_bytes, inspect};
+use modelfile::{config_model_type_bytes, inspect};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 

@@ -1,4 +1,4 @@
-//! The GGUF header parser, `meter::model_file::inspect_gguf_bytes`, on arbitrary bytes (what
+//! The GGUF header parser, `modelfile::inspect_gguf_bytes`, on arbitrary bytes (what
 //! `measure --server-cmd` reads from a model file while the server loads it).
 //!
 //! Asserts besides "no panic": an accepted header is version 2 or 3, its length lies within the
@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meter::model_file::{inspect_gguf_bytes, GgufProblem, ModelFileError};
+use modelfile::{inspect_gguf_bytes, GgufProblem, ModelFileError};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(h) = inspect_gguf_bytes(data) else {

@@ -1,4 +1,4 @@
-//! The safetensors header reader, `meter::model_file::inspect_safetensors_bytes` (the pure part
+//! The safetensors header reader, `modelfile::inspect_safetensors_bytes` (the pure part
 //! of `inspect` on a `.safetensors` file), on arbitrary bytes: an 8-byte little-endian header
 //! length, the JSON header, then the data the header's `data_offsets` point into.
 //!
@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meter::model_file::{inspect, inspect_safetensors_bytes, ModelFormat};
+use modelfile::{inspect, inspect_safetensors_bytes, ModelFormat};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 

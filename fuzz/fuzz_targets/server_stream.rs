@@ -1,6 +1,6 @@
-//! What the server path reads from a server: `meter::server::stream::parse_event` on each
+//! What the server path reads from a server: `server::stream::parse_event` on each
 //! `data:` line of an SSE stream, for every `Api`, accumulated as `Client::stream` does, and
-//! `meter::server::client::server_message` on an error body.
+//! `server::client::server_message` on an error body.
 //!
 //! Asserts besides "no panic": `parse_event` ignores surrounding white space; an event that is
 //! not `[DONE]` is JSON (text that is not JSON is an error that quotes at most 200 characters of
@@ -9,9 +9,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meter::server::client::server_message;
-use meter::server::stream::{parse_event, Event};
-use meter::server::Api;
+use server::client::server_message;
+use server::stream::{parse_event, Event};
+use server::Api;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

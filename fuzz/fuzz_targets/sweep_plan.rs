@@ -1,5 +1,5 @@
-//! The sweep plan parser, `meter::plan::parse_plan` (`plan.toml`), on arbitrary text, and the
-//! job list `meter::plan::jobs` of every plan it accepts.
+//! The sweep plan parser, `campaign::plan::parse_plan` (`plan.toml`), on arbitrary text, and the
+//! job list `campaign::plan::jobs` of every plan it accepts.
 //!
 //! Asserts besides "no panic": an accepted plan has runs that each name exactly one model and at
 //! least one precision; the plan-wide sample rate is a finite number > 0 and the cooldown a finite
@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meter::plan::{jobs, parse_plan};
+use campaign::plan::{jobs, parse_plan};
 use std::path::{Component, Path};
 
 fuzz_target!(|data: &[u8]| {

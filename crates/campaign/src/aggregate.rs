@@ -614,7 +614,7 @@ struct ModelMeta {
 /// brackets (`qwen2-0.5b [candle-graph]`).
 fn pooled_model(rep: &report::Report) -> String {
     let name = &rep.workload.model_name;
-    let model = match crate::server::run::synthetic_model_of(name) {
+    let model = match meter::run_report::synthetic_model_of(name) {
         Some(shape) => shape.to_string(),
         None => name.replace(" (synthetic weights)", ""),
     };
@@ -1126,7 +1126,7 @@ mod tests {
         estimate["results"]["basis"] = json!("interpolated");
         let failed_job = crate::plan::with_kind(Path::new("x.json"), ".failed");
         assert_eq!(failed_job, Path::new("x.failed.json"));
-        let mut failed = crate::fallback::unmeasured_report(
+        let mut failed = meter::fallback::unmeasured_report(
             "unknown",
             "Qwen2-7B",
             Some(7.6),

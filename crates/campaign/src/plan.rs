@@ -53,7 +53,7 @@ pub struct Defaults {
     /// Decode engine of every run. Plans default to `eager`, the engine of the first H200
     /// campaign: runs are only appended to a plan, and one plan's rows must stay one stack.
     #[serde(default = "d_engine")]
-    pub engine: crate::engine::Engine,
+    pub engine: meter::decoder::EngineKind,
     /// The card the plan is for (e.g. "H200"): a job that lands where NVML sees no GPU writes
     /// the labelled dataset estimate for this card (else a report with no figure).
     #[serde(default)]
@@ -106,8 +106,8 @@ fn d_cooldown() -> f64 {
 fn d_hz() -> f64 {
     50.0
 }
-fn d_engine() -> crate::engine::Engine {
-    crate::engine::Engine::Eager
+fn d_engine() -> meter::decoder::EngineKind {
+    meter::decoder::EngineKind::Eager
 }
 
 impl Default for Defaults {
@@ -197,14 +197,83 @@ fn one_batch() -> Vec<usize> {
 /// One process to start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    /// Command-line arguments for the process.
-    pub args: Vec<String>,
+    /// What its process measures (the CLI turns it into that process's arguments).
+    pub measure: MeasureJob,
     /// The file stem of its reports.
     pub stem: String,
     /// Report files the job writes when it measures; see [`Job::state`] for the others.
     pub expected: Vec<PathBuf>,
     /// What it measures, for the failed report when the process leaves none.
     pub what: JobWhat,
+}
+
+/// What one `quantenergy measure` process of a sweep measures, typed: the CLI alone turns it into
+/// that process's arguments (and back, in its round-trip test).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasureJob {
+    /// What decodes: our engine on a model, or a server.
+    pub target: JobTarget,
+    /// Sequences per iteration (`--batch`), or concurrent streams on the server path
+    /// (`--concurrency`).
+    pub batch: usize,
+    /// Tokens generated per iteration.
+    pub tokens: usize,
+    /// Timed iterations per arm.
+    pub iterations: usize,
+    /// Untimed warm-up iterations per arm.
+    pub warmup: usize,
+    /// Seed of the prompt and of synthetic weights.
+    pub seed: u64,
+    /// Longest cooldown wait between arms, s.
+    pub cooldown_max_s: f64,
+    /// Power-trace sample rate, Hz.
+    pub sample_hz: f64,
+    /// Where the reports go.
+    pub out: PathBuf,
+    /// The reports' file stem.
+    pub name: String,
+    /// The card the plan is for (the no-GPU estimate's card).
+    pub card: Option<String>,
+    /// The configuration's arm-order design (its counterbalancing seed).
+    pub order_seed: u64,
+    /// The repeat: the design's row.
+    pub order_repeat: usize,
+    /// The plan's measurement session.
+    pub session: Option<String>,
+}
+
+/// What a job's process decodes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobTarget {
+    /// quantenergy's own engine.
+    Engine {
+        /// A synthetic shape's name, or a model's path.
+        model: JobModel,
+        /// One arm each.
+        precisions: Vec<Precision>,
+        /// The precision the others are compared against.
+        baseline: Precision,
+        /// Which of our engines.
+        engine: meter::decoder::EngineKind,
+    },
+    /// A server started per arm by `command` (`{model}` and `{port}` filled per arm).
+    Server {
+        /// The server's command template.
+        command: String,
+        /// The HTTP API driven, where the plan names one.
+        api: Option<meter::served::Api>,
+        /// One model file per arm, the baseline first.
+        model_files: Vec<(Precision, PathBuf)>,
+    },
+}
+
+/// The model of an engine job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobModel {
+    /// Seeded random weights at a known shape.
+    Synthetic(String),
+    /// Real weights: a Hugging Face directory or a GGUF file.
+    Path(PathBuf),
 }
 
 /// What a job measures.
@@ -295,7 +364,7 @@ impl Job {
             .zip(&w.precisions)
             .filter(|(p, _)| !is_written(p))
             .map(|(p, &precision)| {
-                let mut rep = crate::fallback::unmeasured_report(
+                let mut rep = meter::fallback::unmeasured_report(
                     "not measured: the job failed",
                     &w.model,
                     w.params_b,
@@ -393,7 +462,7 @@ fn check_server_run(r: &RunSpec) -> std::result::Result<(), String> {
         }
     }
     if let Some(a) = &r.api {
-        a.parse::<crate::server::Api>()?;
+        a.parse::<meter::served::Api>()?;
     }
     Ok(())
 }
@@ -424,7 +493,7 @@ impl Plan {
 }
 
 /// One line per run whose repeats are not a whole number of arm-order cycles
-/// ([`crate::protocol::ArmOrder::Balanced`]): its order is then only partly counterbalanced. A
+/// ([`meter::protocol::ArmOrder::Balanced`]): its order is then only partly counterbalanced. A
 /// sweep prints them, so that a plan cut to 3 repeats of 4 arms says so before it runs.
 pub fn order_balance_notes(plan: &Plan) -> Vec<String> {
     let d = &plan.defaults;
@@ -432,7 +501,7 @@ pub fn order_balance_notes(plan: &Plan) -> Vec<String> {
         .iter()
         .filter_map(|r| {
             let arms = r.arms(d).len();
-            let cycle = crate::protocol::ArmOrder::cycle(arms);
+            let cycle = meter::protocol::ArmOrder::cycle(arms);
             let repeats = r.repeats.unwrap_or(d.repeats);
             (arms > 1 && repeats % cycle != 0).then(|| {
                 format!(
@@ -471,14 +540,10 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
                     Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
                     None => job(d, r, b, rep, seed, out),
                 };
-                j.args.extend([
-                    "--order-seed".into(),
-                    (i as u64 * 1000).to_string(),
-                    "--order-repeat".into(),
-                    rep.to_string(),
-                ]);
+                j.measure.order_seed = i as u64 * 1000;
+                j.measure.order_repeat = rep;
                 if let Some(s) = &plan.session {
-                    j.args.extend(["--session".into(), s.clone()]);
+                    j.measure.session = Some(s.clone());
                     j.what.session = Some(s.clone());
                 }
                 jobs.push(j);
@@ -492,29 +557,22 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
     let name = r.name();
     // Every report file is `<shape>_b<batch>_r<repeat>_<precision>.json`: a one-precision run
     // carries its precision in the stem, a several-precision run gets it appended per report.
-    let mut stem = format!("{}_b{b}_r{rep}", crate::files::safe_name(&name));
+    let mut stem = format!("{}_b{b}_r{rep}", meter::files::safe_name(&name));
     if let [p] = r.precisions.as_slice() {
         stem = format!("{stem}_{}", p.as_str());
     }
-    let mut args = vec!["measure".to_string()];
-    match (&r.synthetic, &r.model) {
-        (Some(s), _) => args.extend(["--synthetic".into(), s.clone()]),
-        (_, Some(m)) => args.extend(["--model".into(), m.display().to_string()]),
+    let model = match (&r.synthetic, &r.model) {
+        (Some(s), _) => JobModel::Synthetic(s.clone()),
+        (_, Some(m)) => JobModel::Path(m.clone()),
         _ => unreachable!("checked by parse_plan"),
-    }
-    args.extend([
-        "--precision".into(),
-        r.precisions
-            .iter()
-            .map(|p| p.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-        "--baseline".into(),
-        r.baseline.unwrap_or(d.baseline).as_str().into(),
-        "--engine".into(),
-        d.engine.as_str().into(),
-    ]);
-    args.extend(protocol_args(d, r, ("--batch", b, seed), out, &stem));
+    };
+    let target = JobTarget::Engine {
+        model,
+        precisions: r.precisions.clone(),
+        baseline: r.baseline.unwrap_or(d.baseline),
+        engine: d.engine,
+    };
+    let measure = measure_job(d, r, target, (b, seed), out, &stem);
     let expected = expected_reports(out, &stem, &r.precisions);
     let what = JobWhat {
         params_b: r.synthetic.as_deref().and_then(shape_params_b),
@@ -525,47 +583,39 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         session: None,
     };
     Job {
-        args,
+        measure,
         stem,
         expected,
         what,
     }
 }
 
-/// The protocol's arguments of every job, candle or server: `batch_flag` (`--batch`, or its
-/// alias `--concurrency` on the server path) and the rest of the plan's settings, where the
-/// reports go and, where the plan names one, the card.
-fn protocol_args(
+/// The job of one process: its target and the plan's protocol settings, where its reports go and,
+/// where the plan names one, the card. The arm order is set by [`jobs`].
+fn measure_job(
     d: &Defaults,
     r: &RunSpec,
-    (batch_flag, b, seed): (&str, usize, u64),
+    target: JobTarget,
+    (batch, seed): (usize, u64),
     out: &Path,
     stem: &str,
-) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        batch_flag.into(),
-        b.to_string(),
-        "--tokens".into(),
-        r.tokens.unwrap_or(d.tokens).to_string(),
-        "--iterations".into(),
-        r.iterations.unwrap_or(d.iterations).to_string(),
-        "--warmup".into(),
-        d.warmup.to_string(),
-        "--seed".into(),
-        seed.to_string(),
-        "--cooldown-max-s".into(),
-        d.cooldown_max_s.to_string(),
-        "--sample-hz".into(),
-        d.sample_hz.to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--name".into(),
-        stem.into(),
-    ];
-    if let Some(card) = &d.card {
-        args.extend(["--gpu".into(), card.clone()]);
+) -> MeasureJob {
+    MeasureJob {
+        target,
+        batch,
+        tokens: r.tokens.unwrap_or(d.tokens),
+        iterations: r.iterations.unwrap_or(d.iterations),
+        warmup: d.warmup,
+        seed,
+        cooldown_max_s: d.cooldown_max_s,
+        sample_hz: d.sample_hz,
+        out: out.to_path_buf(),
+        name: stem.into(),
+        card: d.card.clone(),
+        order_seed: 0,
+        order_repeat: 1,
+        session: None,
     }
-    args
 }
 
 /// One report per precision: `<stem>.json` for one, `<stem>_<PRECISION>.json` for several.
@@ -594,22 +644,31 @@ fn server_job(
     out: &Path,
 ) -> Job {
     let name = r.synthetic.clone().unwrap_or_default();
-    let stem = format!("{}_server_b{b}_r{rep}", crate::files::safe_name(&name));
+    let stem = format!("{}_server_b{b}_r{rep}", meter::files::safe_name(&name));
     let arms = r.arms(d);
     let template = r.model_files.as_deref().unwrap_or_default();
     // `{concurrency}` is the plan's to fill (llama-server's `-np` slots); `{model}` and `{port}`
     // are the meter's, per arm.
     let cmd = cmd.replace("{concurrency}", &b.to_string());
-    let mut args = vec!["measure".to_string(), "--server-cmd".into(), cmd];
-    if let Some(api) = &r.api {
-        args.extend(["--api".into(), api.clone()]);
-    }
-    for p in &arms {
-        let t = gguf_type_name(*p);
-        let file = template.replace("{name}", &name).replace("{precision}", t);
-        args.extend(["--model-file".into(), format!("{t}={file}")]);
-    }
-    args.extend(protocol_args(d, r, ("--concurrency", b, seed), out, &stem));
+    let model_files = arms
+        .iter()
+        .map(|p| {
+            let file = template
+                .replace("{name}", &name)
+                .replace("{precision}", gguf_type_name(*p));
+            (*p, PathBuf::from(file))
+        })
+        .collect();
+    let api = r
+        .api
+        .as_deref()
+        .map(|a| a.parse().expect("checked by parse_plan"));
+    let target = JobTarget::Server {
+        command: cmd,
+        api,
+        model_files,
+    };
+    let measure = measure_job(d, r, target, (b, seed), out, &stem);
     let expected = expected_reports(out, &stem, &arms);
     let what = JobWhat {
         params_b: shape_params_b(&name),
@@ -620,7 +679,7 @@ fn server_job(
         session: None,
     };
     Job {
-        args,
+        measure,
         stem,
         expected,
         what,
@@ -630,6 +689,10 @@ fn server_job(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn p(s: &str) -> Precision {
+        s.parse().unwrap()
+    }
 
     const PLAN: &str = r#"
 out = "raw"
@@ -648,8 +711,11 @@ repeats = 1
     #[test]
     fn a_plan_can_ask_for_the_graph_engine() {
         let d: Defaults = toml::from_str("engine = \"graph\"").unwrap();
-        assert_eq!(d.engine, crate::engine::Engine::Graph);
-        assert_eq!(Defaults::default().engine, crate::engine::Engine::Eager);
+        assert_eq!(d.engine, meter::decoder::EngineKind::Graph);
+        assert_eq!(
+            Defaults::default().engine,
+            meter::decoder::EngineKind::Eager
+        );
         assert!(toml::from_str::<Defaults>("engine = \"turbo\"").is_err());
     }
 
@@ -668,7 +734,7 @@ repeats = 1
         ] {
             let text = PLAN.replace("[defaults]\n", &format!("[defaults]\n{bad}\n"));
             let err = parse_plan(&text).unwrap_err();
-            let msg = crate::error::chain(&err);
+            let msg = meter::causes::chain(&err);
             assert!(msg.contains("expected a finite number"), "{bad}: {msg}");
             assert!(msg.contains("line 4"), "{bad}: {msg}");
         }
@@ -703,18 +769,21 @@ repeats = 1
                 PathBuf::from("/o/qwen2-0.5b_b1_r1_Q4_0.json")
             ]
         );
-        assert!(js[0]
-            .args
-            .windows(2)
-            .any(|w| w == ["--precision", "Q8_0,Q4_0"]));
-        assert!(js[3].args.windows(2).any(|w| w == ["--seed", "2"]));
+        let JobTarget::Engine {
+            precisions, engine, ..
+        } = &js[0].measure.target
+        else {
+            panic!("{:?}", js[0].measure)
+        };
+        assert_eq!(precisions, &[p("Q8_0"), p("Q4_0")]);
+        assert_eq!(js[3].measure.seed, 2);
         // The arm order is the configuration's design (order seed 0 for the first run spec), its
         // row the repeat.
-        assert!(js[0].args.windows(2).any(|w| w == ["--order-seed", "0"]));
-        assert!(js[3].args.windows(2).any(|w| w == ["--order-repeat", "2"]));
-        assert!(js[2].args.windows(2).any(|w| w == ["--order-seed", "1000"]));
+        assert_eq!(js[0].measure.order_seed, 0);
+        assert_eq!(js[3].measure.order_repeat, 2);
+        assert_eq!(js[2].measure.order_seed, 1000);
         // A plan without `engine` keeps the campaign's eager engine.
-        assert!(js[0].args.windows(2).any(|w| w == ["--engine", "eager"]));
+        assert_eq!(*engine, meter::decoder::EngineKind::Eager);
         assert_eq!(
             js[2].expected,
             vec![PathBuf::from("/o/qwen2-1.5b_b4_r1_Q4_K.json")]
@@ -769,31 +838,32 @@ api = "llama"
             ]
         );
         let j = &js[1];
-        let has = |pair: [&str; 2]| j.args.windows(2).any(|w| w == pair);
-        assert_eq!(j.args[..2], ["measure", "--server-cmd"]);
+        let JobTarget::Server {
+            command,
+            api,
+            model_files,
+        } = &j.measure.target
+        else {
+            panic!("{:?}", j.measure)
+        };
         assert_eq!(
-            j.args[2],
+            command,
             "llama-server -m {model} --port {port} -ngl 999 -c 16384 -np 8"
         );
-        assert!(has(["--api", "llama"]), "{:?}", j.args);
-        assert!(has(["--concurrency", "8"]), "{:?}", j.args);
-        assert!(has(["--session", "h200-llama"]), "{:?}", j.args);
+        assert_eq!(*api, Some(meter::served::Api::Llama));
+        assert_eq!(j.measure.batch, 8);
+        assert_eq!(j.measure.session.as_deref(), Some("h200-llama"));
         // The baseline is an arm like any other: its own file, first, and its own report.
-        let files: Vec<&String> = j
-            .args
-            .windows(2)
-            .filter(|w| w[0] == "--model-file")
-            .map(|w| &w[1])
-            .collect();
+        let files: Vec<(Precision, &Path)> =
+            model_files.iter().map(|(p, f)| (*p, f.as_path())).collect();
         assert_eq!(
             files,
             [
-                "F16=/plans/h200/gguf/qwen2-7b-F16.gguf",
-                "Q8_0=/plans/h200/gguf/qwen2-7b-Q8_0.gguf",
-                "Q4_K=/plans/h200/gguf/qwen2-7b-Q4_K.gguf"
+                (p("F16"), Path::new("/plans/h200/gguf/qwen2-7b-F16.gguf")),
+                (p("Q8_0"), Path::new("/plans/h200/gguf/qwen2-7b-Q8_0.gguf")),
+                (p("Q4_K"), Path::new("/plans/h200/gguf/qwen2-7b-Q4_K.gguf"))
             ]
         );
-        assert!(!j.args.iter().any(|a| a == "--precision" || a == "--engine"));
         assert_eq!(
             j.expected,
             ["FP16", "Q8_0", "Q4_K"]
@@ -846,7 +916,7 @@ api = "llama"
 
     #[test]
     fn bad_plans_say_what_is_wrong() {
-        use crate::error::chain;
+        use meter::causes::chain;
         let e = parse_plan("out = \"x\"\n[[run]]\nprecisions = [\"Q4_0\"]\n").unwrap_err();
         assert!(chain(&e).contains("exactly one of"));
         assert_eq!(
@@ -874,18 +944,8 @@ api = "llama"
             .replace("[defaults]\n", "[defaults]\ncard = \"H200\"\n");
         let plan = parse_plan(&text).unwrap();
         for j in jobs(&plan, Path::new("/o")) {
-            assert!(
-                j.args
-                    .windows(2)
-                    .any(|w| w == ["--session", "h200-2026-12"]),
-                "{:?}",
-                j.args
-            );
-            assert!(
-                j.args.windows(2).any(|w| w == ["--gpu", "H200"]),
-                "{:?}",
-                j.args
-            );
+            assert_eq!(j.measure.session.as_deref(), Some("h200-2026-12"));
+            assert_eq!(j.measure.card.as_deref(), Some("H200"));
             assert_eq!(j.what.session.as_deref(), Some("h200-2026-12"));
         }
         for bad in ["", "a b", "x/../y", "s\\t"] {

@@ -71,13 +71,13 @@ pub fn sbatch_script(a: &ArrayScript) -> Result<String, String> {
     let name = a
         .plan
         .file_stem()
-        .map(|s| crate::files::safe_name(&s.to_string_lossy()))
+        .map(|s| meter::files::safe_name(&s.to_string_lossy()))
         .unwrap_or_default();
     let parent = a
         .plan
         .parent()
         .and_then(|p| p.file_name())
-        .map(|s| crate::files::safe_name(&s.to_string_lossy()))
+        .map(|s| meter::files::safe_name(&s.to_string_lossy()))
         .unwrap_or_default();
     let plan = a.plan.display().to_string();
     let results = a.results.display().to_string();

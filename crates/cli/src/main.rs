@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod cmd;
+#[cfg(feature = "gpu")]
+mod session;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -2,17 +2,17 @@
 //! engine and the protocol; fall back to a clearly labelled dataset estimate when no GPU can be
 //! measured.
 
-use crate::candle::{CandleFactory, WeightSource, CANDLE_VERSION};
-use crate::decoder::DecodeError;
-use crate::engine::Engine;
-use crate::error::{chain, Error, Result};
-use crate::files::{
+use anyhow::{anyhow, Context, Result};
+use engine::eager::{CandleFactory, WeightSource, CANDLE_VERSION};
+use meter::decoder::EngineKind;
+use meter::files::{
     file_stem, hostname, report_path, sha256_file, utc_now, write_atomic, write_report,
 };
-use crate::meter::{EnergyMeter, RealClock};
-use crate::nvml_meter::NvmlMeter;
-use crate::protocol::{self, ProtocolConfig};
-use crate::run_report::{build_report, RunContext, WeightsInfo};
+use meter::meter::{EnergyMeter, RealClock};
+use meter::nvml_meter::NvmlMeter;
+use meter::protocol::{self, ProtocolConfig};
+use meter::run_report::{build_report, RunContext, WeightsInfo};
+use meter::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -43,7 +43,7 @@ pub struct MeasureOptions {
     pub card: Option<String>,
     /// Decode engine: graph (static KV cache, one CUDA graph per token) or eager (candle's
     /// models op by op). The report's `stack.engine` says which, so the two are never pooled.
-    pub engine: Engine,
+    pub engine: EngineKind,
 }
 
 impl MeasureOptions {
@@ -52,11 +52,12 @@ impl MeasureOptions {
     pub fn source(&self) -> Result<WeightSource> {
         match &self.model {
             ModelSpec::Synthetic(name) => {
-                let shape =
-                    analysis::find_shape(name).ok_or_else(|| Error::UnknownArchitecture {
+                let shape = analysis::find_shape(name).ok_or_else(|| {
+                    engine::Error::UnknownArchitecture {
                         name: name.clone(),
                         known: analysis::shapes().iter().map(|s| s.name.clone()).collect(),
-                    })?;
+                    }
+                })?;
                 Ok(WeightSource::Synthetic {
                     shape: shape.clone(),
                     seed: self.protocol.seed,
@@ -66,7 +67,10 @@ impl MeasureOptions {
             ModelSpec::Path(path) if path.extension().is_some_and(|e| e == "gguf") => {
                 Ok(WeightSource::Gguf(path.clone()))
             }
-            ModelSpec::Path(path) => Err(Error::NotAModel(path.clone())),
+            ModelSpec::Path(path) => Err(anyhow!(
+                "{}: expected a model directory or a .gguf file",
+                path.display()
+            )),
         }
     }
 }
@@ -89,7 +93,7 @@ fn weights_info(
         WeightSource::HfDir(dir) => {
             let mut files = Vec::new();
             let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-                .map_err(|e| Error::io("reading", dir, e))?
+                .with_context(|| format!("reading {}", dir.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
                     p.extension().is_some_and(|x| x == "safetensors")
@@ -127,16 +131,7 @@ fn weights_info(
     })
 }
 
-pub use crate::fallback::MeasureResult;
-
-/// The device the decoder runs on: CUDA when built with it, else nothing we may measure.
-fn decode_device(index: u32) -> Result<candle_core::Device> {
-    if cfg!(feature = "cuda") {
-        Ok(candle_core::Device::new_cuda(index as usize).map_err(DecodeError::from)?)
-    } else {
-        Err(Error::NoCuda)
-    }
-}
+pub use meter::fallback::MeasureResult;
 
 /// Run `measure` end to end and write its reports.
 pub fn run_measure(opts: &MeasureOptions) -> Result<MeasureResult> {
@@ -144,7 +139,7 @@ pub fn run_measure(opts: &MeasureOptions) -> Result<MeasureResult> {
     let source = opts.source()?;
     let meter = NvmlMeter::open_visible(opts.device).map_err(|e| e.to_string());
     let device = match &meter {
-        Ok(_) => decode_device(opts.device).map_err(|e| chain(&e)),
+        Ok(_) => engine::cuda_device(opts.device).map_err(|e| format!("{e:#}")),
         Err(e) => Err(e.clone()),
     };
     match (meter, device) {
@@ -159,7 +154,7 @@ pub fn measure_on_gpu(
     cfg: &ProtocolConfig,
     source: WeightSource,
     meter: &mut dyn EnergyMeter,
-    device: candle_core::Device,
+    device: engine::Device,
 ) -> Result<MeasureResult> {
     // A perplexity Δ needs the quantized arms to be the float arms' weights, quantized.
     let quantize_floats = cfg.perplexity.is_some();
@@ -167,9 +162,9 @@ pub fn measure_on_gpu(
     let mut factory = CandleFactory::new(source, device)?;
     factory.quantize_synthetic_floats = quantize_floats;
     let params_b = factory.shape().param_count() as f64 / 1e9;
-    let mut factory = opts.engine.factory(factory);
+    let mut factory = engine::factory(opts.engine, factory);
     let clock = Arc::new(RealClock::default());
-    let outcome = protocol::run(cfg, meter, factory.as_mut(), clock)?;
+    let outcome = protocol::run(cfg, meter, factory.as_mut(), clock).map_err(Error::from)?;
     let ctx = RunContext {
         model_name: model_name.clone(),
         params_b,
@@ -214,15 +209,15 @@ pub fn write_reports(
 pub fn run_overhead(
     opts: &MeasureOptions,
     pairs: usize,
-) -> Result<(PathBuf, crate::overhead::OverheadResult)> {
+) -> Result<(PathBuf, meter::overhead::OverheadResult)> {
     let p = &opts.protocol;
     let [precision] = p.precisions.as_slice() else {
-        return Err(Error::OverheadPrecisions(p.precisions.clone()));
+        return Err(Error::OverheadPrecisions(p.precisions.clone()).into());
     };
     if p.perplexity.is_some() {
-        return Err(Error::OverheadPerplexity);
+        return Err(Error::OverheadPerplexity.into());
     }
-    let cfg = crate::overhead::OverheadConfig {
+    let cfg = meter::overhead::OverheadConfig {
         precision: *precision,
         pairs,
         iterations: p.iterations,
@@ -236,14 +231,15 @@ pub fn run_overhead(
     let source = opts.source()?;
     let (model_name, _) = weights_info(&source, false)?;
     let mut meter = NvmlMeter::open_visible(opts.device).map_err(Error::OverheadNeedsGpu)?;
-    let device = decode_device(opts.device)?;
-    let mut factory = opts.engine.factory(CandleFactory::new(source, device)?);
-    let result = crate::overhead::run(
+    let device = engine::cuda_device(opts.device)?;
+    let mut factory = engine::factory(opts.engine, CandleFactory::new(source, device)?);
+    let result = meter::overhead::run(
         &cfg,
         &mut meter,
         factory.as_mut(),
         Arc::new(RealClock::default()),
-    )?;
+    )
+    .map_err(Error::from)?;
     let stem = opts.name.clone().unwrap_or_else(|| {
         format!(
             "{}_overhead",
@@ -277,7 +273,7 @@ struct OverheadFile<'a> {
     host: String,
     engine: &'static str,
     stack_engine: &'static str,
-    result: &'a crate::overhead::OverheadResult,
+    result: &'a meter::overhead::OverheadResult,
 }
 
 /// No GPU we may measure: the dataset estimate, labelled as such, with the reason.
@@ -290,17 +286,17 @@ fn fallback(
     let (params_b, model_name) = match source {
         WeightSource::Synthetic { shape, .. } => (shape.params_b, shape.name.clone()),
         WeightSource::HfDir(d) => {
-            let s = crate::candle::shape_from_hf_config(d)?;
+            let s = engine::eager::shape_from_hf_config(d)?;
             (s.params_b, s.name)
         }
         WeightSource::Gguf(p) => {
-            let s = crate::candle::shape_from_gguf(p)?;
+            let s = engine::eager::shape_from_gguf(p)?;
             (s.params_b, s.name)
         }
     };
     let arms: Vec<_> = cfg.precisions.iter().map(|&p| (p, params_b)).collect();
-    crate::fallback::estimate_reports(
-        &crate::fallback::EstimateTarget {
+    meter::fallback::estimate_reports(
+        &meter::fallback::EstimateTarget {
             out: &opts.out,
             card: opts.card.as_deref(),
             model_name: &model_name,
@@ -311,4 +307,5 @@ fn fallback(
         cfg,
         reason,
     )
+    .map_err(Into::into)
 }

@@ -84,6 +84,7 @@ fn can_mount() -> bool {
 }
 
 #[test]
+#[ignore = "needs root (unshare -m mounts a small tmpfs): ./dev test runs it"]
 fn a_full_disk_or_a_read_only_directory_fails_the_write_and_keeps_the_previous_report() {
     assert!(
         can_mount(),

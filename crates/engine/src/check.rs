@@ -2,11 +2,11 @@
 //! no energy metering — greedy tokens compared position by position, and each engine's decode
 //! rate timed with `Decoder::generate` between device synchronizations.
 
-use super::{GraphDecoder, GraphFactory};
-use crate::candle::{prompt_ids, CandleFactory, WeightSource};
-use crate::decoder::{DecodeError, Decoder};
+use crate::eager::{prompt_ids, CandleFactory, WeightSource};
+use crate::graph::{GraphDecoder, GraphFactory};
 use crate::{Error, Result};
 use candle_core::{Device, Tensor, D};
+use meter::decoder::{DecodeError, Decoder};
 use report::Precision;
 use serde::Serialize;
 
@@ -84,7 +84,7 @@ impl CheckResult {
             "{} {} b{}: tokens {} ({} of {} agree{}); replay vs op by op {}; teacher-forced: max rel logit diff {:.2e}, \
              argmax differs {}× (eager top-2 gap ≤ {:.2e}); eager {:.1} tok/s, graph {:.1} tok/s ({:.2}×)",
             r.model,
-            crate::candle::engine_name(r.precision),
+            crate::eager::engine_name(r.precision),
             r.batch,
             if r.identical { "IDENTICAL" } else { "DIFFER" },
             r.agreeing,
@@ -142,14 +142,14 @@ pub fn run(a: &CheckOptions, each: impl FnMut(&CheckResult)) -> Result<Vec<Check
             known: analysis::shapes().iter().map(|s| s.name.clone()).collect(),
         })?
         .clone();
-    run_shape(shape, a, each).map_err(Error::from)
+    run_shape(shape, a, each)
 }
 
 fn run_shape(
     shape: analysis::ModelShape,
     a: &CheckOptions,
     mut each: impl FnMut(&CheckResult),
-) -> Result<Vec<CheckResult>, DecodeError> {
+) -> Result<Vec<CheckResult>> {
     let dev = Device::cuda_if_available(a.device)?;
     let source = WeightSource::Synthetic {
         shape: shape.clone(),
@@ -272,12 +272,12 @@ fn graph_tokens(
     g: &mut GraphDecoder,
     prompt: &Tensor,
     n: usize,
-    mut step: impl FnMut(&mut GraphDecoder) -> Result<(), DecodeError>,
-) -> Result<Vec<Vec<u32>>, DecodeError> {
-    let tok = |g: &GraphDecoder| -> Result<Tensor, DecodeError> {
+    mut step: impl FnMut(&mut GraphDecoder) -> Result<()>,
+) -> Result<Vec<Vec<u32>>> {
+    let tok = |g: &GraphDecoder| -> Result<Tensor> {
         Ok(g.state
             .as_ref()
-            .ok_or(DecodeError::NoDecodeState)?
+            .ok_or(crate::Error::NoDecodeState)?
             .tok
             .copy()?)
     };
@@ -332,7 +332,7 @@ mod tests {
             device: 0,
         };
         let mut seen = 0;
-        let r = run_shape(crate::candle::tests::tiny("llama"), &a, |_| seen += 1).unwrap();
+        let r = run_shape(crate::testing::tiny("llama"), &a, |_| seen += 1).unwrap();
         assert_eq!(seen, 2);
         for r in r {
             assert!(r.identical, "{r:?}");

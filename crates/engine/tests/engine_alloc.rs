@@ -8,9 +8,10 @@
 //! same sizes, at every position, while the eager engine's step grows with the position (its KV
 //! cache is concatenated anew every step).
 
-use analysis::ModelShape;
-use meter::candle::{prompt_ids, CandleFactory, WeightSource};
-use meter::engine::{Engine, GraphFactory};
+use engine::eager::{prompt_ids, CandleFactory, WeightSource};
+use engine::graph::GraphFactory;
+use engine::testing::tiny;
+use meter::decoder::EngineKind;
 use report::Precision;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -57,28 +58,6 @@ fn counted(f: impl FnOnce()) -> (usize, usize) {
     f();
     ON.store(false, Relaxed);
     (COUNT.load(Relaxed), BYTES.load(Relaxed))
-}
-
-fn tiny(family: &str) -> ModelShape {
-    let mut s = ModelShape {
-        name: format!("tiny-{family}"),
-        family: family.into(),
-        params_b: 0.0,
-        layers: 2,
-        hidden: 256,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 64,
-        intermediate: 512,
-        vocab: 512,
-        tied_embeddings: family == "qwen2",
-        rope_theta: 10000.0,
-        rms_eps: 1e-6,
-        max_position: 512,
-        source: "test".into(),
-    };
-    s.params_b = s.param_count() as f64 / 1e9;
-    s
 }
 
 fn factory(family: &str) -> CandleFactory {
@@ -143,7 +122,9 @@ fn a_static_decode_step_allocates_the_same_at_every_position_and_the_eager_one_d
 
         // The eager engine: bytes of the step at position 4 + n − 1, as the difference of two
         // generations that differ by that one step.
-        let mut e = Engine::Eager.factory(factory(family)).load(p).unwrap();
+        let mut e = engine::factory(EngineKind::Eager, factory(family))
+            .load(p)
+            .unwrap();
         let mut step_bytes = |n: usize| {
             let a = counted(|| {
                 e.generate(1, 4, n).unwrap();

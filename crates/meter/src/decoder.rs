@@ -1,146 +1,16 @@
-//! Decode engines behind a trait: candle (`crate::candle`) and a fake for tests, and the
-//! [`DecodeError`] both return.
+//! What the protocol drives: a [`Decoder`] per arm, loaded by a [`DecoderFactory`] — the candle
+//! engines (crate `engine`), a served model (crate `server`), or the fake here for tests — and
+//! the [`DecodeError`] they return. [`EngineKind`] names quantenergy's own engines.
 
 use crate::meter::FakeMeter;
 use report::Precision;
-use std::path::PathBuf;
 
-/// Why a decode engine could not load a model, decode, synchronize, tokenize or score. Its
-/// `Display` names what failed (the path, the field, the precision); the cause, where there is
-/// one, is its [`std::error::Error::source`] (see [`crate::error::chain`]).
+/// Why a decoder could not load a model, decode, synchronize, tokenize or score. The meter's own
+/// variants are the protocol's; a backend (the candle engines, a served model) boxes its own typed
+/// error into [`DecodeError::Backend`], whose `Display` and causes pass through unchanged (see
+/// [`crate::causes::chain`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    /// A third-party loader (candle's GGUF or safetensors reader) panicked on this input.
-    #[error("{source_name}: the model loader failed on this file (it panicked: {message})")]
-    LoaderPanic {
-        /// The file or directory being loaded.
-        source_name: String,
-        /// The panic's message.
-        message: String,
-    },
-    /// The engine does not run this precision.
-    #[error(
-        "unsupported precision {0}: the candle engine runs FP32, FP16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"
-    )]
-    UnsupportedPrecision(Precision),
-    /// The engine has no model for this family.
-    #[error("unsupported model family {0:?} (llama, qwen2)")]
-    UnsupportedFamily(String),
-    /// A model file or directory could not be opened, read or written; `action` is what was
-    /// being done ("opening", "reading", "writing", "creating").
-    #[error("{action} {}", path.display())]
-    Io {
-        /// What was being done to the file (e.g. "read").
-        action: &'static str,
-        /// The file concerned.
-        path: PathBuf,
-        /// The underlying I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A Hugging Face directory without weights.
-    #[error("{}: no *.safetensors files", .0.display())]
-    NoSafetensors(PathBuf),
-    /// `config.json` is not JSON.
-    #[error("{}: not JSON", path.display())]
-    ConfigJson {
-        /// The config file that did not parse.
-        path: PathBuf,
-        /// The JSON parse error.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// `config.json` lacks a field the shape needs (or it is not an integer).
-    #[error("{}: missing integer `{field}`", path.display())]
-    ConfigField {
-        /// The `config.json` concerned.
-        path: PathBuf,
-        /// The missing field.
-        field: String,
-    },
-    /// `config.json` names a `model_type` the engine does not run.
-    #[error("{}: model_type {model_type:?} is not supported (llama, mistral, qwen2)", path.display())]
-    UnsupportedModelType {
-        /// The `config.json` concerned.
-        path: PathBuf,
-        /// The `model_type` it names.
-        model_type: String,
-    },
-    /// A file that should be GGUF cannot be parsed as GGUF.
-    #[error("{}: not a GGUF file", path.display())]
-    NotGguf {
-        /// The weights file concerned.
-        path: PathBuf,
-        /// The loader's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A GGUF file lacks a metadata key or tensor the shape needs.
-    #[error("{}: missing {key}", path.display())]
-    GgufMissing {
-        /// The GGUF file concerned.
-        path: PathBuf,
-        /// The missing metadata key or tensor name.
-        key: String,
-    },
-    /// A GGUF file of an architecture the engine does not run.
-    #[error("{}: GGUF architecture {arch:?} is not supported (llama, qwen2)", path.display())]
-    UnsupportedGgufArchitecture {
-        /// The GGUF file concerned.
-        path: PathBuf,
-        /// The architecture it names.
-        arch: String,
-    },
-    /// A GGUF file holds one quantization; another was asked for. `found` is the format of most
-    /// of its 2-D block weights (`None`: it has none).
-    #[error(
-        "{} holds {} weights, not {requested}: a GGUF file is one quantization",
-        path.display(),
-        found.as_deref().unwrap_or("no quantized block")
-    )]
-    WrongQuantization {
-        /// The weights file concerned.
-        path: PathBuf,
-        /// The weight type found in the file, if any.
-        found: Option<String>,
-        /// The precision that was requested.
-        requested: Precision,
-    },
-    /// A float arm asked of a (quantized) GGUF file.
-    #[error(
-        "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
-        path.display()
-    )]
-    NeedsFloatWeights {
-        /// The quantized GGUF file.
-        path: PathBuf,
-        /// The arm that needs float weights.
-        precision: Precision,
-    },
-    /// Perplexity needs the model's `tokenizer.json` and there is none.
-    #[error(
-        "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
-        path.display(),
-        if *beside_gguf { " beside the GGUF file" } else { "" }
-    )]
-    NoTokenizer {
-        /// Where the tokenizer was looked for.
-        path: PathBuf,
-        /// Whether it was looked for beside a GGUF file.
-        beside_gguf: bool,
-    },
-    /// The tokenizer failed; `action` is what it was doing ("loading", "configuring",
-    /// "tokenizing with").
-    #[error("{action} {}", path.display())]
-    Tokenizer {
-        /// What was being done (e.g. "load").
-        action: &'static str,
-        /// The tokenizer file concerned.
-        path: PathBuf,
-        /// The tokenizer library's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
     /// `generate` was asked for no new token.
     #[error("new_tokens must be ≥ 1")]
     NoNewTokens,
@@ -155,47 +25,82 @@ pub enum DecodeError {
         /// The model's vocabulary size, tokens.
         vocab: usize,
     },
-    /// A GGUF file (or in-memory GGUF) lacks a metadata key the graph engine needs.
-    #[error("GGUF metadata {0} missing")]
-    GgufMetadata(String),
-    /// The graph engine was asked to decode before it had a decode state (a bug).
-    #[error("graph engine: no decode state")]
-    NoDecodeState,
-    /// A decode state longer than the model's rotary table.
-    #[error("context {ctx} exceeds the model's rotary table ({max} positions)")]
-    ContextTooLong {
-        /// Prompt + new tokens asked for.
-        ctx: usize,
-        /// Positions the rotary table holds.
-        max: usize,
-    },
-    /// A forward fed a batch other than its decode state's.
-    #[error("batch {fed} fed to a state of batch {state}")]
-    BatchMismatch {
-        /// The batch fed.
-        fed: usize,
-        /// The batch the state was made for.
-        state: usize,
-    },
-    /// A CUDA graph call of the graph engine failed; `action` is the call ("begin_capture",
-    /// "end_capture", "graph upload", "CUDA graph launch"), `detail` the driver's error.
-    #[error("{action}: {detail}")]
-    CudaGraph {
-        /// The call that failed.
-        action: &'static str,
-        /// The driver's error.
-        detail: String,
-    },
-    /// candle itself failed (a tensor op, a CUDA call, a safetensors or GGUF read …).
-    #[cfg(feature = "candle")]
+    /// The backend's own error (an engine's, a server's).
     #[error(transparent)]
-    Candle(#[from] candle_core::Error),
-    /// A served model failed (started, answered, streamed or counted wrong).
-    #[error(transparent)]
-    Server(#[from] crate::server::ServerError),
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A failure scripted into [`FakeDecoderFactory`] (tests).
     #[error("{0}")]
     Scripted(String),
+}
+
+impl DecodeError {
+    /// A backend's error, boxed.
+    pub fn backend(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        DecodeError::Backend(Box::new(e))
+    }
+
+    /// The backend's error as its own type `E`, if it is one.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            DecodeError::Backend(b) => b.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+}
+
+/// Which of quantenergy's own decode engines a run uses (the `engine` crate runs both; plans and
+/// the CLI name them, so the name needs no engine code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Static KV cache, fused kernels, one CUDA graph per token.
+    #[default]
+    Graph,
+    /// candle_transformers' models, op by op.
+    Eager,
+}
+
+/// An engine name other than `graph` or `eager`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown engine {0:?} (graph, eager)")]
+pub struct UnknownEngine(pub String);
+
+impl EngineKind {
+    /// Every engine, in the order the CLI lists them.
+    pub const ALL: [EngineKind; 2] = [EngineKind::Graph, EngineKind::Eager];
+
+    /// The report's `stack.engine`.
+    pub fn stack_name(self) -> &'static str {
+        match self {
+            EngineKind::Graph => "candle-graph",
+            EngineKind::Eager => "candle",
+        }
+    }
+
+    /// The CLI's (and plans') name: `graph` or `eager`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Graph => "graph",
+            EngineKind::Eager => "eager",
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|e| e.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| UnknownEngine(s.to_string()))
+    }
 }
 
 /// A loaded model that decodes tokens at one precision.
@@ -224,7 +129,7 @@ pub trait Decoder {
     /// the timed iterations are summarized).
     fn reset_latency(&mut self) {}
     /// For a served model: who served it and the streamed latency since the last reset.
-    fn served(&self) -> Option<crate::server::Served> {
+    fn served(&self) -> Option<crate::served::Served> {
         None
     }
 }
@@ -238,7 +143,7 @@ pub trait DecoderFactory {
     /// The perplexity text as token ids, and how they were made (the model's tokenizer file, or
     /// byte ids where the weights come without one).
     fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError>;
-    /// The bytes of weights a decode step of the arm last loaded at `precision` reads (issue 13),
+    /// The bytes of weights a decode step of the arm last loaded at `precision` reads,
     /// or `None` where the engine cannot say (a server, a fake): never a guess.
     fn decode_weight_bytes(
         &self,
@@ -406,5 +311,42 @@ impl DecoderFactory for FakeDecoderFactory {
             text.bytes().map(u32::from).collect(),
             "byte ids (fake)".into(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn engine_names_parse_and_print() {
+        for e in EngineKind::ALL {
+            assert_eq!(e.as_str().parse::<EngineKind>(), Ok(e));
+            assert_eq!(e.to_string(), e.as_str());
+        }
+        assert_eq!("Eager".parse::<EngineKind>(), Ok(EngineKind::Eager));
+        assert_eq!(
+            "cuda".parse::<EngineKind>(),
+            Err(UnknownEngine("cuda".into()))
+        );
+        assert_eq!(EngineKind::default(), EngineKind::Graph);
+        assert_eq!(EngineKind::Eager.stack_name(), "candle");
+        assert_eq!(EngineKind::Graph.stack_name(), "candle-graph");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("backend says no")]
+    struct BackendError(#[source] std::io::Error);
+
+    /// A boxed backend error keeps its words, its cause and its type.
+    #[test]
+    fn a_backend_error_passes_through_with_its_cause() {
+        let e = DecodeError::backend(BackendError(std::io::Error::other("disk")));
+        assert_eq!(e.to_string(), "backend says no");
+        assert_eq!(crate::causes::chain(&e), "backend says no: disk");
+        assert!(e.downcast_ref::<BackendError>().is_some());
+        assert!(DecodeError::NoNewTokens
+            .downcast_ref::<BackendError>()
+            .is_none());
     }
 }

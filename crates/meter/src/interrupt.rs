@@ -76,7 +76,7 @@ pub fn stop_requested() -> i32 {
 }
 
 /// Register a server's process group: a signal kills it.
-pub(crate) fn register_group(pgid: i32) {
+pub fn register_group(pgid: i32) {
     install();
     if !LIVE_GROUPS.iter().any(|s| {
         s.compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst)
@@ -90,7 +90,7 @@ pub(crate) fn register_group(pgid: i32) {
 }
 
 /// The server's group is gone.
-pub(crate) fn unregister_group(pgid: i32) {
+pub fn unregister_group(pgid: i32) {
     for s in &LIVE_GROUPS {
         let _ = s.compare_exchange(pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
     }

@@ -3,8 +3,8 @@
 //! freed between arms. Hardware-free: it talks only to [`EnergyMeter`], [`DecoderFactory`] and
 //! [`Clock`], so every branch is tested with fakes.
 
+use crate::causes::chain;
 use crate::decoder::{DecodeError, DecoderFactory};
-use crate::error::chain;
 use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};
 use crate::sampler::{Sampler, Trace};
 use rand::seq::SliceRandom;
@@ -280,7 +280,7 @@ pub struct ArmMeasurement {
     /// Perplexity scored after the window closed (`None` when not asked for).
     pub perplexity: Option<Result<PerplexityScore, ScoreError>>,
     /// Server arms: who served the model and the streamed latency of the timed iterations.
-    pub served: Option<crate::server::Served>,
+    pub served: Option<crate::served::Served>,
     /// The bytes of weights a decode step of this arm reads, where the engine can say.
     pub weight_bytes: Option<crate::roofline::DecodeWeightBytes>,
 }
@@ -327,7 +327,7 @@ pub struct ArmResult {
 
 /// Why an arm has no measurement. Its `Display` is the text the report's `protocol.arms[].error`
 /// and notes carry. The underlying errors are kept as their rendered text (with their causes, see
-/// [`crate::error::chain`]), so an outcome stays `Clone`, comparable and serializable.
+/// [`crate::causes::chain`]), so an outcome stays `Clone`, comparable and serializable.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, thiserror::Error)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ArmFailure {

@@ -153,11 +153,7 @@ fn arm_entry(
         cooldown: Some(cooldown_block(&a.cooldown)),
         temperature_start_c: a.temp_start_c,
         temperature_end_c: a.temp_end_c,
-        latency: a
-            .served
-            .as_ref()
-            .and_then(|s| s.latency.as_ref())
-            .map(|l| l.to_report()),
+        latency: a.served.as_ref().and_then(|s| s.latency.clone()),
         perplexity: a.perplexity.as_ref().map(|p| match p {
             Ok(s) => report::ArmPerplexity {
                 value: Some(r(s.perplexity(), 4)),
@@ -480,9 +476,9 @@ fn stack_block(
 ) -> report::Stack {
     let served = ok.and_then(|a| a.served.as_ref());
     report::Stack {
-        engine: Some(served.map_or(ctx.engine.clone(), |s| s.identity.engine.clone())),
+        engine: Some(served.map_or(ctx.engine.clone(), |s| s.engine.clone())),
         engine_version: match served {
-            Some(s) => s.identity.version.clone(),
+            Some(s) => s.engine_version.clone(),
             None => Some(ctx.engine_version.clone()),
         },
         kernel: Some(ok.map(|a| a.kernel.clone()).unwrap_or_default()),
@@ -494,7 +490,7 @@ fn stack_block(
             command: s.command.clone(),
             concurrency: Some(cfg.batch as u32),
             model_id: s.model_id.clone(),
-            identified_by: Some(s.identity.identified_by.clone()),
+            identified_by: Some(s.identified_by.clone()),
             extra: Default::default(),
         }),
         extra: Default::default(),
@@ -640,4 +636,50 @@ fn extra<const N: usize>(fields: [(&str, serde_json::Value); N]) -> report::Extr
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
+}
+
+/// The model a synthetic GGUF's name stands for: `Qwen2-0.5B` of `synthetic Qwen2-0.5B Q4_K seed 0`
+/// (reports written before the meter named synthetic files by their shape still carry that name).
+pub fn synthetic_model_of(name: &str) -> Option<&str> {
+    WeightsInfo::from_synthetic_name(name)?;
+    name.strip_prefix("synthetic ")?.split_whitespace().next()
+}
+
+impl WeightsInfo {
+    /// Our synthetic GGUF writers name a file `synthetic <architecture> <type> seed <n>`; such a
+    /// file's reports say synthetic weights, never real ones.
+    pub fn from_synthetic_name(name: &str) -> Option<WeightsInfo> {
+        let rest = name.strip_prefix("synthetic ")?;
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let seed_at = words.iter().position(|w| *w == "seed")?;
+        Some(WeightsInfo::Synthetic {
+            architecture: words.first()?.to_string(),
+            seed: words.get(seed_at + 1)?.parse().ok()?,
+            quantized_from_float: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_names_are_read_back() {
+        match WeightsInfo::from_synthetic_name("synthetic qwen2-0.5b Q4_K seed 7") {
+            Some(WeightsInfo::Synthetic {
+                architecture, seed, ..
+            }) => {
+                assert_eq!((architecture.as_str(), seed), ("qwen2-0.5b", 7));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            synthetic_model_of("synthetic Qwen2-0.5B F16 seed 0"),
+            Some("Qwen2-0.5B")
+        );
+        assert_eq!(synthetic_model_of("synthetic qwen2 seed x"), None);
+        assert!(WeightsInfo::from_synthetic_name("Qwen2 0.5B Instruct").is_none());
+        assert!(WeightsInfo::from_synthetic_name("synthetic qwen2 seed x").is_none());
+    }
 }

@@ -1,7 +1,9 @@
-//! What the server-path tests share: a meter that integrates a constant power over real time
-//! (there is no GPU here; a real server runs on the wall clock, not on a fake one).
+//! What tests of the meter's users share (the server path, the CLI, the engines): a meter that
+//! integrates a constant power over real time — a real server runs on the wall clock, not on a
+//! fake one — and the device the simulated meters say they are. A documented test hook, never
+//! used by a measurement.
 
-use meter::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe};
+use crate::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe};
 use std::time::Instant;
 
 /// The simulated board power, W.
@@ -10,6 +12,12 @@ pub const WATTS: f64 = 100.0;
 /// Constant power over real time: energy = W × elapsed since creation (+1 mJ, so a window
 /// opened at once never reads a stuck counter).
 pub struct WallMeter(Instant);
+
+impl Default for WallMeter {
+    fn default() -> Self {
+        WallMeter::new()
+    }
+}
 
 impl WallMeter {
     /// A meter whose counter starts now.

@@ -13,9 +13,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[allow(dead_code)] // each test binary uses part of the shared helpers
-mod common;
-
 const CHILD: &str = "QE_INTERRUPT_CHILD";
 
 fn dir(stage: &str) -> PathBuf {
@@ -39,7 +36,7 @@ impl StageMeter {
 
 impl EnergyMeter for StageMeter {
     fn info(&mut self) -> Result<DeviceInfo, MeterError> {
-        Ok(common::simulated_h200())
+        Ok(meter::testing::simulated_h200())
     }
     fn energy_mj(&mut self) -> Result<u64, MeterError> {
         self.mark("window");

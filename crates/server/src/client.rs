@@ -2,8 +2,9 @@
 //! this machine, so the server runs here), one streamed request with its timings, and the probes
 //! that ask a server what it is.
 
-use super::stream::{clip, parse_event, Api, Event};
+use super::stream::{clip, parse_event, Event};
 use super::ServerError;
+use meter::served::Api;
 use serde_json::Value;
 use std::io::BufRead;
 use std::time::{Duration, Instant};

@@ -15,14 +15,16 @@ pub mod process;
 pub mod run;
 pub mod stream;
 
-use crate::decoder::{DecodeError, Decoder, DecoderFactory};
-use crate::model_file::ModelFileInfo;
 use client::{identify, Client, Identity, RequestRecord};
+use meter::decoder::{DecodeError, Decoder, DecoderFactory};
+pub use meter::served::Api;
+use meter::served::Served;
+use modelfile::ModelFileInfo;
 use process::{fill_template, free_port, ServerProcess};
 use report::Precision;
 use std::path::PathBuf;
 use std::time::Duration;
-pub use stream::{Api, Prompt};
+pub use stream::Prompt;
 
 /// Why a server arm could not start, answer or count its tokens. The message carries the
 /// server's own words (its error body, or the tail of its log when it died).
@@ -113,7 +115,27 @@ pub enum ServerError {
     /// Perplexity needs logits the server does not give.
     #[error("perplexity is not scored on the server path (it needs the model's logits)")]
     NoPerplexity,
+    /// An external server's size was not given (`--params-b`).
+    #[error(
+        "an external server's model size is unknown: pass --params-b (billions of parameters)"
+    )]
+    ParamsUnknown,
+    /// A model file given to a server run could not be inspected.
+    #[error(transparent)]
+    ModelFile(#[from] modelfile::ModelFileError),
+    /// The meter failed (the protocol, a report, a file).
+    #[error(transparent)]
+    Meter(#[from] meter::Error),
 }
+
+impl From<ServerError> for DecodeError {
+    fn from(e: ServerError) -> Self {
+        DecodeError::backend(e)
+    }
+}
+
+/// `Result` with the server path's [`ServerError`].
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 
 /// One arm of a started server: the file it serves and what the file says of itself.
 #[derive(Debug, Clone)]
@@ -164,28 +186,6 @@ pub struct ServerOptions {
     pub stall_timeout: Duration,
     /// Seed of the prompt ids.
     pub seed: u64,
-}
-
-/// What a server arm reports besides its energy: who served it and the streamed latency of the
-/// timed iterations.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Served {
-    /// What the server said it is.
-    pub identity: Identity,
-    /// Started by the meter, or external.
-    pub mode: report::ServingMode,
-    /// The endpoint driven.
-    pub api: Api,
-    /// The command line (started servers).
-    pub command: Option<String>,
-    /// Concurrent streams.
-    pub concurrency: usize,
-    /// The model name the stream answered with.
-    pub model_id: Option<String>,
-    /// Latency and token accounting over the timed iterations (`None` before any request).
-    pub latency: Option<LatencySummary>,
-    /// Seconds from start to `/health` answering 200 (started servers).
-    pub ready_s: Option<f64>,
 }
 
 /// Latency percentiles and token accounting over many requests.
@@ -507,7 +507,9 @@ impl Decoder for ServerDecoder {
 
     fn served(&self) -> Option<Served> {
         Some(Served {
-            identity: self.identity.clone(),
+            engine: self.identity.engine.clone(),
+            engine_version: self.identity.version.clone(),
+            identified_by: self.identity.identified_by.clone(),
             mode: if self.process.is_some() {
                 report::ServingMode::Started
             } else {
@@ -515,10 +517,8 @@ impl Decoder for ServerDecoder {
             },
             api: self.api,
             command: self.process.as_ref().map(|p| p.command.clone()),
-            concurrency: self.concurrency,
             model_id: self.stream_model.clone().or(self.identity.model_id.clone()),
-            latency: LatencySummary::of(&self.records),
-            ready_s: self.ready_s,
+            latency: LatencySummary::of(&self.records).map(|l| l.to_report()),
         })
     }
 }

@@ -58,11 +58,11 @@ pub fn free_port() -> Result<u16, ServerError> {
 }
 
 fn register_group(pgid: i32) {
-    crate::interrupt::register_group(pgid);
+    meter::interrupt::register_group(pgid);
 }
 
 fn unregister_group(pgid: i32) {
-    crate::interrupt::unregister_group(pgid);
+    meter::interrupt::unregister_group(pgid);
 }
 
 /// A running server. Dropping it stops it (SIGTERM to its group, SIGKILL after 15 s); a signal

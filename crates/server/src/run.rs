@@ -3,12 +3,12 @@
 //! when there is no GPU to read.
 
 use super::{Launch, ServerFactory, ServerOptions};
-use crate::error::{Error, Result};
-use crate::fallback::{estimate_reports, EstimateTarget, MeasureResult};
-use crate::files::{hostname, report_path, sha256_file, utc_now, write_report};
-use crate::meter::{Clock, EnergyMeter};
-use crate::protocol::{self, ProtocolConfig};
-use crate::run_report::{build_report, RunContext, WeightsInfo};
+use crate::{Result, ServerError};
+use meter::fallback::{estimate_reports, EstimateTarget, MeasureResult};
+use meter::files::{hostname, report_path, sha256_file, utc_now, write_report};
+use meter::meter::{Clock, EnergyMeter};
+use meter::protocol::{self, ProtocolConfig};
+use meter::run_report::{build_report, RunContext, WeightsInfo};
 use report::Precision;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,13 +61,14 @@ impl ServerRun {
                         .map(|f| f.to_string_lossy().into_owned())
                         .unwrap_or_default();
                     let name = m.info.name.clone().unwrap_or_else(|| stem_of(&m.path));
-                    let weights = synthetic_from_name(&name).unwrap_or(WeightsInfo::Real {
-                        path: m.path.display().to_string(),
-                        files: vec![(file, h, n)],
-                    });
+                    let weights =
+                        WeightsInfo::from_synthetic_name(&name).unwrap_or(WeightsInfo::Real {
+                            path: m.path.display().to_string(),
+                            files: vec![(file, h, n)],
+                        });
                     // A synthetic file stands for its shape, named as the candle engine names it:
                     // every arm of a run is then one model, whatever type its file has.
-                    let name = match synthetic_model_of(&name) {
+                    let name = match meter::run_report::synthetic_model_of(&name) {
                         Some(model) => format!("{model} (synthetic weights)"),
                         None => name,
                     };
@@ -75,7 +76,7 @@ impl ServerRun {
                 })
                 .collect(),
             Launch::External { url, precision } => {
-                let params_b = self.params_b.ok_or(Error::ServerParamsUnknown)?;
+                let params_b = self.params_b.ok_or(ServerError::ParamsUnknown)?;
                 let name = self
                     .model_name
                     .clone()
@@ -100,26 +101,6 @@ fn stem_of(p: &Path) -> String {
         .unwrap_or_else(|| "model".into())
 }
 
-/// The model a synthetic GGUF's name stands for: `Qwen2-0.5B` of `synthetic Qwen2-0.5B Q4_K seed 0`
-/// (reports written before the meter named synthetic files by their shape still carry that name).
-pub fn synthetic_model_of(name: &str) -> Option<&str> {
-    synthetic_from_name(name)?;
-    name.strip_prefix("synthetic ")?.split_whitespace().next()
-}
-
-/// Our synthetic GGUF writers name a file `synthetic <architecture> <type> seed <n>`; such a
-/// file's reports say synthetic weights, never real ones.
-fn synthetic_from_name(name: &str) -> Option<WeightsInfo> {
-    let rest = name.strip_prefix("synthetic ")?;
-    let words: Vec<&str> = rest.split_whitespace().collect();
-    let seed_at = words.iter().position(|w| *w == "seed")?;
-    Some(WeightsInfo::Synthetic {
-        architecture: words.first()?.to_string(),
-        seed: words.get(seed_at + 1)?.parse().ok()?,
-        quantized_from_float: false,
-    })
-}
-
 /// Run the protocol over the server arms on `meter` and write one report per arm.
 pub fn measure_served(
     run: &ServerRun,
@@ -130,7 +111,7 @@ pub fn measure_served(
     let precisions: Vec<Precision> = arms.iter().map(|a| a.0).collect();
     let cfg = run.arm_protocol(&precisions);
     let mut factory = ServerFactory::new(run.server.clone());
-    let outcome = protocol::run(&cfg, meter, &mut factory, clock)?;
+    let outcome = protocol::run(&cfg, meter, &mut factory, clock).map_err(meter::Error::from)?;
     let timestamp = utc_now();
     let mut reports = Vec::new();
     let mut measured = false;
@@ -178,15 +159,16 @@ pub fn estimate_served(run: &ServerRun, reason: &str) -> Result<MeasureResult> {
         &cfg,
         reason,
     )
+    .map_err(ServerError::from)
 }
 
 /// `measure --server-cmd` / `--server` on this machine: the NVML meters of `gpus` summed, or
 /// the labelled estimate when NVML cannot read them.
 #[cfg(feature = "nvml")]
 pub fn run_served(run: &ServerRun, gpus: &[u32]) -> Result<MeasureResult> {
-    use crate::meter::RealClock;
-    use crate::multi_meter::SumMeter;
-    use crate::nvml_meter::NvmlMeter;
+    use meter::meter::RealClock;
+    use meter::multi_meter::SumMeter;
+    use meter::nvml_meter::NvmlMeter;
     let mut meters: Vec<(u32, Box<dyn EnergyMeter + Send>)> = Vec::new();
     for &g in gpus {
         match NvmlMeter::open_visible(g) {
@@ -194,30 +176,6 @@ pub fn run_served(run: &ServerRun, gpus: &[u32]) -> Result<MeasureResult> {
             Err(e) => return estimate_served(run, &e.to_string()),
         }
     }
-    let mut meter = SumMeter::new(meters)?;
+    let mut meter = SumMeter::new(meters).map_err(meter::Error::from)?;
     measure_served(run, &mut meter, Arc::new(RealClock::default()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn synthetic_names_are_read_back() {
-        match synthetic_from_name("synthetic qwen2-0.5b Q4_K seed 7") {
-            Some(WeightsInfo::Synthetic {
-                architecture, seed, ..
-            }) => {
-                assert_eq!((architecture.as_str(), seed), ("qwen2-0.5b", 7));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(
-            synthetic_model_of("synthetic Qwen2-0.5B F16 seed 0"),
-            Some("Qwen2-0.5B")
-        );
-        assert_eq!(synthetic_model_of("synthetic qwen2 seed x"), None);
-        assert!(synthetic_from_name("Qwen2 0.5B Instruct").is_none());
-        assert!(synthetic_from_name("synthetic qwen2 seed x").is_none());
-    }
 }

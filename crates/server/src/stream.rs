@@ -1,55 +1,9 @@
 //! The request bodies the meter sends and the streamed events it reads back, per API. Pure: no
 //! I/O, so every server dialect is unit-tested on captured chunks.
 
+use meter::served::Api;
 use serde::Serialize;
 use serde_json::Value;
-
-/// Which HTTP API drives the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Api {
-    /// OpenAI-compatible `/v1/completions` (vLLM, SGLang, TGI, llama-server, ollama).
-    Completions,
-    /// OpenAI-compatible `/v1/chat/completions` (the server applies its chat template).
-    Chat,
-    /// llama.cpp's native `/completion` (token ids back with every chunk).
-    Llama,
-}
-
-impl Api {
-    /// Every API, in `--api` order.
-    pub const ALL: [Api; 3] = [Api::Completions, Api::Chat, Api::Llama];
-    /// The `--api` spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Api::Completions => "completions",
-            Api::Chat => "chat",
-            Api::Llama => "llama",
-        }
-    }
-    /// The endpoint path.
-    pub fn path(self) -> &'static str {
-        match self {
-            Api::Completions => "/v1/completions",
-            Api::Chat => "/v1/chat/completions",
-            Api::Llama => "/completion",
-        }
-    }
-    /// Whether the API takes a prompt as token ids (else the fixed text is sent).
-    pub fn takes_token_ids(self) -> bool {
-        !matches!(self, Api::Chat)
-    }
-}
-
-impl std::str::FromStr for Api {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Api::ALL
-            .into_iter()
-            .find(|a| a.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown API {s:?} (completions, chat, llama)"))
-    }
-}
 
 /// The fixed prompt: token ids where the API takes them, else text.
 #[derive(Debug, Clone, PartialEq)]

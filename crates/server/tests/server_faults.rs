@@ -12,11 +12,11 @@
 
 use meter::fallback::MeasureResult;
 use meter::meter::RealClock;
-use meter::model_file::{ModelFileInfo, ModelFormat};
 use meter::protocol::{CooldownConfig, ProtocolConfig};
-use meter::server::run::{measure_served, ServerRun};
-use meter::server::{Api, Launch, ServedModel, ServerOptions};
+use modelfile::{ModelFileInfo, ModelFormat};
 use report::Precision;
+use server::run::{measure_served, ServerRun};
+use server::{Api, Launch, ServedModel, ServerOptions};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -24,8 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::WallMeter;
+use meter::testing::WallMeter;
 const TOKENS: usize = 16;
 const ITERATIONS: usize = 3;
 

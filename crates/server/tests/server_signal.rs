@@ -2,7 +2,7 @@
 //! started is running must take the server down with it: the server lives in its own process
 //! group, which a terminal's Ctrl-C does not reach. The test re-runs itself as the "meter" child.
 
-use meter::server::process::ServerProcess;
+use server::process::ServerProcess;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};

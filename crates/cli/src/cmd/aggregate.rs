@@ -5,10 +5,10 @@
 //! is not a measurement never contributes a figure.
 
 use anyhow::{bail, Result};
-use clap::Args;
-use meter::campaign::{
+use campaign::aggregate::{
     aggregate_anchors, anchors_csv, markdown_table, CampaignTargets, Provenance,
 };
+use clap::Args;
 use std::path::PathBuf;
 
 /// A campaign's directory and the provenance its rows get.

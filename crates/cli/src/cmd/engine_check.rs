@@ -1,9 +1,9 @@
 //! `quantenergy engine-check`: the graph decode engine against the eager one on the same synthetic
-//! weights, with no energy metering (the comparison itself is `meter::engine::check`).
+//! weights, with no energy metering (the comparison itself is `engine::check`).
 
 use anyhow::{Context, Result};
 use clap::Args;
-use meter::engine::check::{self, CheckOptions};
+use engine::check::{self, CheckOptions};
 use report::Precision;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,11 +11,15 @@ use std::process::ExitCode;
 #[derive(Args, Debug, Clone)]
 pub struct EngineCheckArgs {
     /// Synthetic weights at a real architecture's shapes (see data/models.csv).
-    #[arg(long)]
-    pub synthetic: String,
+    #[arg(long, required_unless_present = "ops")]
+    pub synthetic: Option<String>,
     /// Precision(s), comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "ops")]
     pub precision: Vec<Precision>,
+    /// Instead of the engines: every op of the graph engine on the device against its CPU
+    /// reference, every dtype, odd shapes (`engine::opcheck`). Exit 1 when any differs.
+    #[arg(long, conflicts_with_all = ["synthetic", "precision"])]
+    pub ops: bool,
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
     #[arg(long, default_value_t = 16)]
@@ -39,7 +43,7 @@ pub struct EngineCheckArgs {
 impl EngineCheckArgs {
     pub fn options(&self) -> CheckOptions {
         CheckOptions {
-            synthetic: self.synthetic.clone(),
+            synthetic: self.synthetic.clone().unwrap_or_default(),
             precisions: self.precision.clone(),
             batch: self.batch,
             prompt_len: self.prompt_len,
@@ -54,12 +58,39 @@ impl EngineCheckArgs {
 /// Print one line per precision as it is compared; exit 0 when every precision's greedy tokens
 /// are identical, 1 otherwise.
 pub fn run(args: &EngineCheckArgs) -> Result<ExitCode> {
+    if args.ops {
+        return run_ops(args);
+    }
     let results = check::run(&args.options(), |r| println!("{}", r.summary()))?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&results).context("serializing the results")?;
         meter::files::write_atomic(path, json.as_bytes())?;
     }
     Ok(if results.iter().all(|r| r.identical) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `--ops`: one line per op, case and dtype as it is checked; exit 0 when every one agrees.
+fn run_ops(args: &EngineCheckArgs) -> Result<ExitCode> {
+    let dev = engine::Device::cuda_if_available(args.device).context("opening the device")?;
+    if dev.is_cpu() {
+        eprintln!(
+            "note: no CUDA device (or a binary without `cuda`): the CPU is compared with itself"
+        );
+    }
+    let results = engine::opcheck::run(&dev, engine::opcheck::Scope::Full, &mut |c| {
+        println!("{}", c.line())
+    })?;
+    let failed = results.iter().filter(|c| !c.ok()).count();
+    println!("{} checks, {failed} outside their tolerance", results.len());
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&results).context("serializing the results")?;
+        meter::files::write_atomic(path, json.as_bytes())?;
+    }
+    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

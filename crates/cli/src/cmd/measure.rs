@@ -1,12 +1,16 @@
 //! `quantenergy measure` and `quantenergy overhead`: the arguments, parsed once into the meter's
 //! typed options, and thin printers of what the meter wrote.
 
-use anyhow::Result;
+use super::gpu::GpuSel;
+use crate::session::{MeasureOptions, ModelSpec};
+use anyhow::{bail, Result};
 use clap::Args;
-use meter::engine::Engine;
+use meter::decoder::EngineKind;
+use meter::fallback::MeasureResult;
 use meter::protocol::{ArmOrder, CooldownConfig, PerplexityConfig, ProtocolConfig};
-use meter::session::{MeasureOptions, ModelSpec};
 use report::Precision;
+use server::run::ServerRun;
+use server::{Launch, ServerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -94,8 +98,8 @@ pub struct MeasureArgs {
     /// `CUDA_VISIBLE_DEVICES` leaves: under Slurm, the job's own card; NVML meters it by UUID),
     /// comma-separated (`0,1`: a server spread over two cards, counters summed); or, without a
     /// GPU, the card name to estimate for (e.g. "RTX 4090").
-    #[arg(long, value_parser = super::serve::parse_gpu)]
-    pub gpu: Option<super::serve::GpuSel>,
+    #[arg(long, value_parser = super::gpu::parse_gpu)]
+    pub gpu: Option<super::gpu::GpuSel>,
     #[command(flatten)]
     pub server: super::serve::ServerArgs,
     /// After each arm's energy window, score teacher-forced perplexity on the fixed public-domain
@@ -112,7 +116,7 @@ pub struct MeasureArgs {
     /// `eager` (candle_transformers' models, op by op). The report's `stack.engine` says which
     /// ("candle-graph" or "candle"), so the two are never pooled.
     #[arg(long, default_value = "graph", value_parser = parse_engine())]
-    pub engine: Engine,
+    pub engine: EngineKind,
     /// The measurement session this run belongs to (`protocol.session`; a sweep passes its
     /// plan's): `aggregate` never pools runs of different sessions.
     #[arg(long, value_parser = parse_session)]
@@ -121,7 +125,7 @@ pub struct MeasureArgs {
 
 /// `--session`: a plain label, as a plan's `session`.
 fn parse_session(s: &str) -> Result<String, String> {
-    if meter::plan::is_session_label(s) {
+    if campaign::plan::is_session_label(s) {
         Ok(s.to_string())
     } else {
         Err("use letters, digits, `.`, `-` and `_` only".into())
@@ -129,10 +133,10 @@ fn parse_session(s: &str) -> Result<String, String> {
 }
 
 /// `--engine`: `graph` or `eager` (clap lists them on a wrong value).
-fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
+fn parse_engine() -> impl clap::builder::TypedValueParser<Value = EngineKind> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(Engine::ALL.map(Engine::as_str))
-        .try_map(|s| s.parse::<Engine>())
+    clap::builder::PossibleValuesParser::new(EngineKind::ALL.map(EngineKind::as_str))
+        .try_map(|s| s.parse::<EngineKind>())
 }
 
 impl MeasureArgs {
@@ -149,7 +153,7 @@ impl MeasureArgs {
             device: self.device,
             out: self.out.clone(),
             name: self.name.clone(),
-            card: self.gpu.as_ref().and_then(super::serve::GpuSel::card),
+            card: self.gpu.as_ref().and_then(super::gpu::GpuSel::card),
             engine: self.engine,
         }
     }
@@ -192,15 +196,15 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
     // Told to stop mid-run: kill started servers, drop a half-written file, die of the signal.
     meter::interrupt::install();
     let res = if args.server.is_server() {
-        super::serve::run(args)?
+        run_server(args)?
     } else {
         let opts = args.options();
-        match args.gpu.as_ref().map(super::serve::GpuSel::single_index) {
+        match args.gpu.as_ref().map(super::gpu::GpuSel::single_index) {
             Some(Err(e)) => anyhow::bail!(e),
             Some(Ok(Some(i))) => {
-                meter::session::run_measure(&MeasureOptions { device: i, ..opts })?
+                crate::session::run_measure(&MeasureOptions { device: i, ..opts })?
             }
-            _ => meter::session::run_measure(&opts)?,
+            _ => crate::session::run_measure(&opts)?,
         }
     };
     print_results(&res)
@@ -256,7 +260,7 @@ pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<ExitCode> {
 /// The trace-thread A/B on one loaded model; prints every window and the paired verdict.
 pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<ExitCode> {
     meter::interrupt::install();
-    let (path, res) = meter::session::run_overhead(&args.options(), pairs)?;
+    let (path, res) = crate::session::run_overhead(&args.options(), pairs)?;
     println!("wrote {}", path.display());
     for w in &res.windows {
         println!(
@@ -285,4 +289,59 @@ pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<ExitCode> {
         None => println!("fewer than two complete pairs: no comparison"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The typed server run for `args`.
+pub fn server_run(args: &MeasureArgs) -> Result<ServerRun> {
+    let s = &args.server;
+    let launch = match (&s.server_cmd, &s.server) {
+        (Some(cmd), _) => Launch::Start {
+            command: cmd.clone(),
+            models: super::serve::served_models(&s.model_files)?,
+            log_dir: args.out.join("server-logs"),
+        },
+        (None, Some(url)) => {
+            let [precision] = args.precision.as_slice() else {
+                bail!(
+                    "--server measures one model: give exactly one --precision (got {:?})",
+                    args.precision
+                );
+            };
+            Launch::External {
+                url: url.clone(),
+                precision: *precision,
+            }
+        }
+        (None, None) => bail!("neither --server-cmd nor --server"),
+    };
+    if args.perplexity {
+        bail!("--perplexity needs the model's logits: it is not scored on the server path");
+    }
+    Ok(ServerRun {
+        server: ServerOptions {
+            launch,
+            api: s.api,
+            served_model: s.served_model.clone(),
+            ready_timeout: super::serve::secs(s.ready_timeout_s, "--ready-timeout-s")?,
+            request_timeout: super::serve::secs(s.request_timeout_s, "--request-timeout-s")?,
+            stall_timeout: super::serve::secs(s.stall_timeout_s, "--stall-timeout-s")?,
+            seed: args.seed,
+        },
+        protocol: args.protocol(),
+        out: args.out.clone(),
+        name: args.name.clone(),
+        card: args.gpu.as_ref().and_then(GpuSel::card),
+        params_b: s.params_b,
+        model_name: s.served_model.clone(),
+    })
+}
+
+/// Run the server path on the GPUs of `--gpu` (default 0).
+pub fn run_server(args: &MeasureArgs) -> Result<MeasureResult> {
+    let run = server_run(args)?;
+    let gpus = match &args.gpu {
+        Some(GpuSel::Indices(v)) => v.clone(),
+        _ => vec![args.device],
+    };
+    Ok(server::run::run_served(&run, &gpus)?)
 }

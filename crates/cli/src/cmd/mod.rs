@@ -8,6 +8,8 @@ pub mod crossover;
 pub mod engine_check;
 pub mod estimate;
 #[cfg(feature = "gpu")]
+pub mod gpu;
+#[cfg(feature = "gpu")]
 pub mod measure;
 pub mod optimize;
 #[cfg(feature = "gpu")]

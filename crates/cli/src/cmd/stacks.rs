@@ -9,8 +9,8 @@ use analysis::dataset::{ANCHORS_CSV, GPUS_CSV};
 use analysis::stacks::{compare_stacks, markdown, shared_sizes};
 use analysis::Dataset;
 use anyhow::{bail, Context, Result};
+use campaign::aggregate::{aggregate_anchors, anchors_csv, CampaignTargets, Provenance};
 use clap::Args;
-use meter::campaign::{aggregate_anchors, anchors_csv, CampaignTargets, Provenance};
 use std::path::PathBuf;
 
 /// What to set side by side.

@@ -10,10 +10,10 @@
 //! run or resubmission starts exactly there.
 
 use anyhow::{bail, Context, Result};
+use campaign::aggregate::aggregate_csv;
+use campaign::plan::{jobs, parse_plan, Job, JobModel, JobState, JobTarget, MeasureJob};
+use campaign::slurm::{sbatch_script, ArrayScript, SlurmOptions};
 use clap::{Args, ValueEnum};
-use meter::campaign::aggregate_csv;
-use meter::plan::{jobs, parse_plan, Job, JobState};
-use meter::slurm::{sbatch_script, ArrayScript, SlurmOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -109,7 +109,7 @@ fn load(opts: &SweepArgs) -> Result<Loaded> {
         plan_path,
         out,
         jobs,
-        order_notes: meter::plan::order_balance_notes(&plan),
+        order_notes: campaign::plan::order_balance_notes(&plan),
     })
 }
 
@@ -343,6 +343,83 @@ enum JobEnd {
     Interrupted(i32),
 }
 
+/// The arguments of a job's `quantenergy measure` process: the one place a typed job becomes
+/// argv (the round-trip test below parses them back with the CLI's own parser).
+pub fn measure_args(m: &MeasureJob) -> Vec<String> {
+    let mut a: Vec<String> = vec!["measure".into()];
+    let batch_flag = match &m.target {
+        JobTarget::Engine {
+            model,
+            precisions,
+            baseline,
+            engine,
+        } => {
+            match model {
+                JobModel::Synthetic(s) => a.extend(["--synthetic".into(), s.clone()]),
+                JobModel::Path(p) => a.extend(["--model".into(), p.display().to_string()]),
+            }
+            let list: Vec<&str> = precisions.iter().map(|p| p.as_str()).collect();
+            a.extend([
+                "--precision".into(),
+                list.join(","),
+                "--baseline".into(),
+                baseline.as_str().into(),
+                "--engine".into(),
+                engine.as_str().into(),
+            ]);
+            "--batch"
+        }
+        JobTarget::Server {
+            command,
+            api,
+            model_files,
+        } => {
+            a.extend(["--server-cmd".into(), command.clone()]);
+            if let Some(api) = api {
+                a.extend(["--api".into(), api.as_str().into()]);
+            }
+            for (p, f) in model_files {
+                let t = campaign::plan::gguf_type_name(*p);
+                a.extend(["--model-file".into(), format!("{t}={}", f.display())]);
+            }
+            "--concurrency"
+        }
+    };
+    a.extend([
+        batch_flag.into(),
+        m.batch.to_string(),
+        "--tokens".into(),
+        m.tokens.to_string(),
+        "--iterations".into(),
+        m.iterations.to_string(),
+        "--warmup".into(),
+        m.warmup.to_string(),
+        "--seed".into(),
+        m.seed.to_string(),
+        "--cooldown-max-s".into(),
+        m.cooldown_max_s.to_string(),
+        "--sample-hz".into(),
+        m.sample_hz.to_string(),
+        "--out".into(),
+        m.out.display().to_string(),
+        "--name".into(),
+        m.name.clone(),
+    ]);
+    if let Some(card) = &m.card {
+        a.extend(["--gpu".into(), card.clone()]);
+    }
+    a.extend([
+        "--order-seed".into(),
+        m.order_seed.to_string(),
+        "--order-repeat".into(),
+        m.order_repeat.to_string(),
+    ]);
+    if let Some(s) = &m.session {
+        a.extend(["--session".into(), s.clone()]);
+    }
+    a
+}
+
 /// The command a job runs: `QUANTENERGY_EXE` (a Slurm array sets it to what was emitted), else
 /// this binary.
 fn job_exe() -> Result<PathBuf> {
@@ -359,7 +436,7 @@ const TAIL_LINES: usize = 8;
 fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
     use std::io::BufRead;
     let mut child = std::process::Command::new(exe)
-        .args(&job.args)
+        .args(measure_args(&job.measure))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {}", exe.display()))?;
@@ -407,7 +484,7 @@ fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
     let missing = job.unwritten();
     if status.success() && missing == 0 {
         for p in &job.expected {
-            let _ = std::fs::remove_file(meter::plan::with_kind(p, ".failed"));
+            let _ = std::fs::remove_file(campaign::plan::with_kind(p, ".failed"));
         }
         return Ok(JobEnd::Done);
     }
@@ -434,5 +511,120 @@ fn signal_hint(sig: i32) -> &'static str {
         libc::SIGSEGV => " (SIGSEGV)",
         libc::SIGABRT => " (SIGABRT)",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod job_args_tests {
+    use super::*;
+    use crate::cmd::measure::MeasureArgs;
+    use clap::Parser;
+    use report::Precision;
+
+    fn parse(m: &MeasureJob) -> MeasureArgs {
+        let argv = std::iter::once("quantenergy".to_string()).chain(measure_args(m));
+        match crate::Cli::try_parse_from(argv) {
+            Ok(crate::Cli {
+                command: crate::Command::Measure(a),
+                ..
+            }) => a,
+            Ok(other) => panic!("not a measure command: {other:?}"),
+            Err(e) => panic!("clap refused the job's arguments: {e}"),
+        }
+    }
+
+    fn job(target: JobTarget) -> MeasureJob {
+        MeasureJob {
+            target,
+            batch: 8,
+            tokens: 128,
+            iterations: 7,
+            warmup: 3,
+            seed: 2003,
+            cooldown_max_s: 45.5,
+            sample_hz: 40.0,
+            out: "/r/raw dir".into(),
+            name: "qwen2-7b_b8_r3".into(),
+            card: Some("H200".into()),
+            order_seed: 2000,
+            order_repeat: 3,
+            session: Some("h200-2026-12".into()),
+        }
+    }
+
+    /// What the protocol settings of a job say, the CLI reads back.
+    fn same_protocol(m: &MeasureJob, a: &MeasureArgs) {
+        assert_eq!(
+            (a.batch, a.tokens, a.iterations, a.warmup, a.seed),
+            (m.batch, m.tokens, m.iterations, m.warmup, m.seed)
+        );
+        assert_eq!(
+            (a.cooldown_max_s, a.sample_hz),
+            (m.cooldown_max_s, m.sample_hz)
+        );
+        assert_eq!((&a.out, a.name.as_deref()), (&m.out, Some(m.name.as_str())));
+        assert_eq!(a.gpu.as_ref().and_then(|g| g.card()), m.card);
+        assert_eq!(
+            (a.order_seed, a.order_repeat),
+            (Some(m.order_seed), Some(m.order_repeat as u64))
+        );
+        assert_eq!(a.session, m.session);
+    }
+
+    #[test]
+    fn an_engine_job_round_trips_through_the_cli_parser() {
+        let p = |s: &str| s.parse::<Precision>().unwrap();
+        for model in [
+            JobModel::Synthetic("qwen2-7b".into()),
+            JobModel::Path("/models/q 7b.gguf".into()),
+        ] {
+            let m = job(JobTarget::Engine {
+                model: model.clone(),
+                precisions: vec![p("Q8_0"), p("Q4_K")],
+                baseline: p("BF16"),
+                engine: meter::decoder::EngineKind::Graph,
+            });
+            let a = parse(&m);
+            same_protocol(&m, &a);
+            match model {
+                JobModel::Synthetic(s) => assert_eq!(a.synthetic, Some(s)),
+                JobModel::Path(path) => assert_eq!(a.model, Some(path)),
+            }
+            assert_eq!(a.precision, [p("Q8_0"), p("Q4_K")]);
+            assert_eq!(a.baseline.0, Some(p("BF16")));
+            assert_eq!(a.engine, meter::decoder::EngineKind::Graph);
+            assert!(!a.server.is_server());
+        }
+    }
+
+    #[test]
+    fn a_server_job_round_trips_through_the_cli_parser() {
+        let p = |s: &str| s.parse::<Precision>().unwrap();
+        let files = vec![
+            (p("F16"), PathBuf::from("/g/qwen2-7b-F16.gguf")),
+            (p("Q4_K"), PathBuf::from("/g/qwen2-7b-Q4_K.gguf")),
+        ];
+        let m = job(JobTarget::Server {
+            command: "llama-server -m {model} --port {port} -np 8".into(),
+            api: Some(meter::served::Api::Llama),
+            model_files: files.clone(),
+        });
+        let a = parse(&m);
+        same_protocol(&m, &a);
+        assert_eq!(
+            a.server.server_cmd.as_deref(),
+            Some("llama-server -m {model} --port {port} -np 8")
+        );
+        assert_eq!(a.server.api, meter::served::Api::Llama);
+        let got: Vec<(Option<Precision>, PathBuf)> = a
+            .server
+            .model_files
+            .iter()
+            .map(|f| (f.precision, f.path.clone()))
+            .collect();
+        let want: Vec<(Option<Precision>, PathBuf)> =
+            files.into_iter().map(|(p, f)| (Some(p), f)).collect();
+        assert_eq!(got, want);
+        assert!(a.precision.is_empty());
     }
 }

@@ -76,10 +76,11 @@ pub fn prompt_ids(batch: usize, len: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-impl Decoder for CandleDecoder {
-    fn generate(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
+impl CandleDecoder {
+    /// [`Decoder::generate`] in the engine's own error.
+    pub fn decode(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
         if new_tokens == 0 {
-            return Err(DecodeError::NoNewTokens);
+            return Err(DecodeError::NoNewTokens.into());
         }
         self.clear();
         let mut cache = None;
@@ -109,9 +110,49 @@ impl Decoder for CandleDecoder {
         Ok(batch * new_tokens)
     }
 
-    fn synchronize(&mut self) -> Result<()> {
+    /// [`Decoder::synchronize`] in the engine's own error.
+    pub fn sync(&mut self) -> Result<()> {
         self.device.synchronize()?;
         Ok(())
+    }
+
+    /// [`Decoder::nll`] in the engine's own error.
+    pub fn score(&mut self, ids: &[u32]) -> Result<f64> {
+        if ids.len() < 2 {
+            return Err(DecodeError::TooFewTokens(ids.len()).into());
+        }
+        if let Some(&id) = ids.iter().find(|&&t| t as usize >= self.vocab) {
+            return Err(DecodeError::TokenOutOfVocabulary {
+                id,
+                vocab: self.vocab,
+            }
+            .into());
+        }
+        self.clear();
+        let mut cache = None;
+        let mut sum = 0.0f64;
+        // candle's models return only the last position's logits, so the text is fed one token
+        // at a time through the KV cache: the same logits a full-sequence pass would give.
+        for (pos, pair) in ids.windows(2).enumerate() {
+            let x = Tensor::new(&[[pair[0]]], &self.device)?;
+            sum -= log_prob(&self.forward(&x, pos, &mut cache)?, pair[1])?;
+        }
+        Ok(sum)
+    }
+}
+
+impl Decoder for CandleDecoder {
+    fn generate(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        new_tokens: usize,
+    ) -> Result<usize, DecodeError> {
+        Ok(self.decode(batch, prompt_len, new_tokens)?)
+    }
+
+    fn synchronize(&mut self) -> Result<(), DecodeError> {
+        Ok(self.sync()?)
     }
 
     fn kernel(&self) -> String {
@@ -126,26 +167,8 @@ impl Decoder for CandleDecoder {
         self.model.notes.clone()
     }
 
-    fn nll(&mut self, ids: &[u32]) -> Result<f64> {
-        if ids.len() < 2 {
-            return Err(DecodeError::TooFewTokens(ids.len()));
-        }
-        if let Some(&id) = ids.iter().find(|&&t| t as usize >= self.vocab) {
-            return Err(DecodeError::TokenOutOfVocabulary {
-                id,
-                vocab: self.vocab,
-            });
-        }
-        self.clear();
-        let mut cache = None;
-        let mut sum = 0.0f64;
-        // candle's models return only the last position's logits, so the text is fed one token
-        // at a time through the KV cache: the same logits a full-sequence pass would give.
-        for (pos, pair) in ids.windows(2).enumerate() {
-            let x = Tensor::new(&[[pair[0]]], &self.device)?;
-            sum -= log_prob(&self.forward(&x, pos, &mut cache)?, pair[1])?;
-        }
-        Ok(sum)
+    fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError> {
+        Ok(self.score(ids)?)
     }
 }
 
@@ -171,7 +194,7 @@ pub(crate) fn float_model(shape: &ModelShape, vb: VarBuilder) -> Result<Loaded> 
             let cfg = llama_config(shape);
             Model::Llama(llama::Llama::load(vb, &cfg)?, cfg, dt)
         }
-        f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
+        f => return Err(crate::Error::UnsupportedFamily(f.to_string())),
     };
     Ok(Loaded {
         model,
@@ -194,7 +217,7 @@ pub(crate) fn quant_model<R: std::io::Read + std::io::Seek>(
     let model = match shape.family.as_str() {
         "qwen2" => Model::QQwen2(quantized_qwen2::ModelWeights::from_gguf(ct, reader, dev)?),
         "llama" => Model::QLlama(quantized_llama::ModelWeights::from_gguf(ct, reader, dev)?),
-        f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
+        f => return Err(crate::Error::UnsupportedFamily(f.to_string())),
     };
     Ok(Loaded {
         model,

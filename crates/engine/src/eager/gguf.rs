@@ -110,12 +110,12 @@ pub(crate) fn dominant_type(ct: &gguf_file::Content) -> Option<GgmlDType> {
 /// Open a GGUF file and read its header (metadata and tensor index); the file is returned for
 /// the tensor data.
 pub(crate) fn read_gguf(path: &std::path::Path) -> Result<(gguf_file::Content, std::fs::File)> {
-    let mut f = std::fs::File::open(path).map_err(|source| DecodeError::Io {
+    let mut f = std::fs::File::open(path).map_err(|source| crate::Error::Io {
         action: "opening",
         path: path.to_path_buf(),
         source,
     })?;
-    let ct = gguf_file::Content::read(&mut f).map_err(|e| DecodeError::NotGguf {
+    let ct = gguf_file::Content::read(&mut f).map_err(|e| crate::Error::NotGguf {
         path: path.to_path_buf(),
         source: Box::new(e),
     })?;
@@ -125,7 +125,7 @@ pub(crate) fn read_gguf(path: &std::path::Path) -> Result<(gguf_file::Content, s
 /// Read a shape from a GGUF file's metadata.
 pub fn shape_from_gguf(path: &std::path::Path) -> Result<ModelShape> {
     let (ct, _) = read_gguf(path)?;
-    let missing = |key: String| DecodeError::GgufMissing {
+    let missing = |key: String| crate::Error::GgufMissing {
         path: path.to_path_buf(),
         key,
     };
@@ -139,7 +139,7 @@ pub fn shape_from_gguf(path: &std::path::Path) -> Result<ModelShape> {
         "qwen2" => "qwen2",
         "llama" => "llama",
         other => {
-            return Err(DecodeError::UnsupportedGgufArchitecture {
+            return Err(crate::Error::UnsupportedGgufArchitecture {
                 path: path.to_path_buf(),
                 arch: other.to_string(),
             })

@@ -4,7 +4,7 @@ use super::*;
 
 pub(crate) fn safetensor_files(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|source| DecodeError::Io {
+        .map_err(|source| crate::Error::Io {
             action: "reading",
             path: dir.to_path_buf(),
             source,
@@ -14,7 +14,7 @@ pub(crate) fn safetensor_files(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(DecodeError::NoSafetensors(dir.to_path_buf()));
+        return Err(crate::Error::NoSafetensors(dir.to_path_buf()));
     }
     Ok(files)
 }
@@ -108,13 +108,13 @@ pub(crate) fn quantize_hf_tensors(
 /// Read a shape from a Hugging Face config.json.
 pub fn shape_from_hf_config(dir: &std::path::Path) -> Result<ModelShape> {
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|source| DecodeError::Io {
+    let text = std::fs::read_to_string(&path).map_err(|source| crate::Error::Io {
         action: "reading",
         path: path.clone(),
         source,
     })?;
     let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|source| DecodeError::ConfigJson {
+        serde_json::from_str(&text).map_err(|source| crate::Error::ConfigJson {
             path: path.clone(),
             source,
         })?;
@@ -122,7 +122,7 @@ pub fn shape_from_hf_config(dir: &std::path::Path) -> Result<ModelShape> {
         v.get(k)
             .and_then(|x| x.as_u64())
             .map(|x| x as usize)
-            .ok_or_else(|| DecodeError::ConfigField {
+            .ok_or_else(|| crate::Error::ConfigField {
                 path: path.clone(),
                 field: k.to_string(),
             })
@@ -135,7 +135,7 @@ pub fn shape_from_hf_config(dir: &std::path::Path) -> Result<ModelShape> {
         "qwen2" => "qwen2",
         "llama" | "mistral" => "llama",
         other => {
-            return Err(DecodeError::UnsupportedModelType {
+            return Err(crate::Error::UnsupportedModelType {
                 path,
                 model_type: other.to_string(),
             })

@@ -3,12 +3,12 @@
 //! from a local Hugging Face directory, a GGUF file, or seeded random values at a real
 //! architecture's exact shapes (`--synthetic`).
 
-use crate::decoder::{DecodeError, Decoder, DecoderFactory};
 use analysis::ModelShape;
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
 use candle_transformers::models::{llama, quantized_llama, quantized_qwen2, qwen2};
+use meter::decoder::{DecodeError, Decoder, DecoderFactory};
 use rand::{RngCore, SeedableRng};
 use report::Precision;
 use std::collections::HashMap;
@@ -36,8 +36,8 @@ pub use synthetic::{write_synthetic_gguf, write_synthetic_hf_dir};
 /// The candle crate version this engine is built against, recorded in reports.
 pub const CANDLE_VERSION: &str = "0.11.1";
 
-/// The engine's results fail with a [`DecodeError`] (candle's own errors convert with `?`).
-type Result<T, E = DecodeError> = std::result::Result<T, E>;
+/// The engine's results fail with its [`crate::Error`] (candle's own errors convert with `?`).
+type Result<T, E = crate::Error> = std::result::Result<T, E>;
 
 /// Where the weights come from.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ pub fn format_of(p: Precision) -> Result<Format> {
         Precision::Q4K => Format::Quant(GgmlDType::Q4K),
         Precision::Q5K => Format::Quant(GgmlDType::Q5K),
         Precision::Q6K => Format::Quant(GgmlDType::Q6K),
-        other => return Err(DecodeError::UnsupportedPrecision(other)),
+        other => return Err(crate::Error::UnsupportedPrecision(other)),
     })
 }
 
@@ -113,7 +113,7 @@ pub struct CandleFactory {
     pub quantize_synthetic_floats: bool,
     /// What a decode step of each precision's last loaded weights reads (see
     /// [`DecoderFactory::decode_weight_bytes`]).
-    weight_bytes: HashMap<Precision, crate::roofline::DecodeWeightBytes>,
+    weight_bytes: HashMap<Precision, meter::roofline::DecodeWeightBytes>,
 }
 
 impl CandleFactory {
@@ -144,7 +144,7 @@ impl CandleFactory {
 
     /// The weights of one arm, before any model is built from them: a float `VarBuilder` or an
     /// (in-memory or on-disk) GGUF file. Both engines (eager candle models and the static-cache
-    /// graph engine, [`crate::engine`]) build from this, so they run the same weights. Records
+    /// graph engine, [`crate::graph`]) build from this, so they run the same weights. Records
     /// the bytes of weights a decode step of them reads.
     pub(crate) fn arm_weights(&mut self, precision: Precision) -> Result<ArmWeights> {
         let w = self.load_arm_weights(precision)?;
@@ -218,7 +218,7 @@ impl CandleFactory {
                 let (content, f) = read_gguf(path)?;
                 let found = dominant_type(&content);
                 if found != Some(q) {
-                    return Err(DecodeError::WrongQuantization {
+                    return Err(crate::Error::WrongQuantization {
                         path: path.clone(),
                         found: found.map(|d| format!("{d:?}")),
                         requested: precision,
@@ -231,7 +231,7 @@ impl CandleFactory {
                 }
             }
             (WeightSource::Gguf(path), Format::Float(_)) => {
-                return Err(DecodeError::NeedsFloatWeights {
+                return Err(crate::Error::NeedsFloatWeights {
                     path: path.clone(),
                     precision,
                 })
@@ -309,36 +309,24 @@ pub(crate) fn guard_loader<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Resu
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "no message".into());
-        Err(DecodeError::LoaderPanic {
+        Err(crate::Error::LoaderPanic {
             source_name: name.to_string(),
             message,
         })
     })
 }
 
-impl DecoderFactory for CandleFactory {
-    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
+impl CandleFactory {
+    /// [`DecoderFactory::load`] in the engine's own error.
+    pub fn load_decoder(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
         let name = source_name(&self.source);
         Ok(Box::new(guard_loader(&name, || {
             self.load_candle(precision)
         })?))
     }
 
-    fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {
-        let Ok(p) = format_of(precision) else {
-            return 0;
-        };
-        required_bytes(&self.shape, p, batch, context)
-    }
-
-    fn decode_weight_bytes(
-        &self,
-        precision: Precision,
-    ) -> Option<crate::roofline::DecodeWeightBytes> {
-        self.weight_bytes.get(&precision).copied()
-    }
-
-    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {
+    /// [`DecoderFactory::tokenize`] in the engine's own error.
+    pub fn tokens_of(&self, text: &str) -> Result<(Vec<u32>, String)> {
         let file = match &self.source {
             WeightSource::Synthetic { .. } => {
                 // Random weights have no tokenizer and no language: byte ids are as good as any
@@ -354,14 +342,14 @@ impl DecoderFactory for CandleFactory {
             WeightSource::Gguf(path) => path.with_file_name("tokenizer.json"),
         };
         if !file.is_file() {
-            return Err(DecodeError::NoTokenizer {
+            return Err(crate::Error::NoTokenizer {
                 path: file,
                 beside_gguf: matches!(self.source, WeightSource::Gguf(_)),
             });
         }
         let tokenizer_error = |action| {
             let path = file.clone();
-            move |source| DecodeError::Tokenizer {
+            move |source| crate::Error::Tokenizer {
                 action,
                 path,
                 source,
@@ -380,6 +368,30 @@ impl DecoderFactory for CandleFactory {
             enc.get_ids().to_vec(),
             format!("tokenizer.json ({})", file.display()),
         ))
+    }
+}
+
+impl DecoderFactory for CandleFactory {
+    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError> {
+        Ok(self.load_decoder(precision)?)
+    }
+
+    fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {
+        let Ok(p) = format_of(precision) else {
+            return 0;
+        };
+        required_bytes(&self.shape, p, batch, context)
+    }
+
+    fn decode_weight_bytes(
+        &self,
+        precision: Precision,
+    ) -> Option<meter::roofline::DecodeWeightBytes> {
+        self.weight_bytes.get(&precision).copied()
+    }
+
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError> {
+        Ok(self.tokens_of(text)?)
     }
 }
 

@@ -168,7 +168,7 @@ pub fn write_synthetic_gguf(
     path: &std::path::Path,
 ) -> Result<()> {
     let (bytes, _) = synthetic_gguf(shape, q, seed)?;
-    std::fs::write(path, bytes).map_err(|source| DecodeError::Io {
+    std::fs::write(path, bytes).map_err(|source| crate::Error::Io {
         action: "writing",
         path: path.to_path_buf(),
         source,
@@ -178,7 +178,7 @@ pub fn write_synthetic_gguf(
 /// Write a synthetic model as a Hugging Face directory (config.json + model.safetensors).
 pub fn write_synthetic_hf_dir(shape: &ModelShape, seed: u64, dir: &std::path::Path) -> Result<()> {
     let io = |action, path: PathBuf| {
-        move |source| DecodeError::Io {
+        move |source| crate::Error::Io {
             action,
             path,
             source,

@@ -1,33 +1,11 @@
 //! CPU tests of the candle engine on tiny models.
 
 use super::*;
+use crate::testing::tiny;
 
 /// A precision from its name (test shorthand).
 fn p(s: &str) -> Precision {
     s.parse().unwrap()
-}
-
-/// A tiny model with real structure (GQA, biases for qwen2, block-size-compatible widths).
-pub fn tiny(family: &str) -> ModelShape {
-    let mut s = ModelShape {
-        name: format!("tiny-{family}"),
-        family: family.into(),
-        params_b: 0.0,
-        layers: 2,
-        hidden: 256,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 64,
-        intermediate: 512,
-        vocab: 512,
-        tied_embeddings: family == "qwen2",
-        rope_theta: 10000.0,
-        rms_eps: 1e-6,
-        max_position: 512,
-        source: "test".into(),
-    };
-    s.params_b = s.param_count() as f64 / 1e9;
-    s
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The bytes of weights a decode step reads, counted from what an arm loads (issue 13; the
-//! arithmetic is [`crate::roofline`]).
+//! arithmetic is [`meter::roofline`]).
 //!
 //! Both engines build from the same [`ArmWeights`] and hold the same tensors (the graph engine
 //! concatenates q/k/v and gate/up, which changes no byte count):
@@ -13,7 +13,7 @@
 //!   head reads the stored `token_embd.weight` blocks (a second copy).
 
 use super::*;
-use crate::roofline::{DecodeWeightBytes, EmbeddingRead};
+use meter::roofline::{DecodeWeightBytes, EmbeddingRead};
 
 /// The Hugging Face name of the token-embedding table.
 const EMBED: &str = "model.embed_tokens.weight";
@@ -113,8 +113,8 @@ impl ArmWeights {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::tiny;
     use super::*;
+    use crate::testing::tiny;
 
     /// tiny("qwen2") in elements, by hand: per layer q 256·256 + k 128·256 + v 128·256 +
     /// o 256·256 = 196 608, gate/up/down 3 · 512·256 = 393 216, biases 256+128+128 = 512,
@@ -297,7 +297,7 @@ mod tests {
             Device::Cpu,
         )
         .unwrap();
-        let mut g = crate::engine::Engine::Graph.factory(inner);
+        let mut g = crate::factory(meter::decoder::EngineKind::Graph, inner);
         let p: Precision = "F16".parse().unwrap();
         assert_eq!(g.decode_weight_bytes(p), None, "nothing loaded yet");
         g.load(p).unwrap();

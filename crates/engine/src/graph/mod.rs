@@ -1,30 +1,26 @@
-//! The graph engine's factory and decoder (see the module above).
+//! The graph engine (`--engine graph`): a static-KV-cache forward ([`static_model`]) whose
+//! decode step reads and writes only device tensors, captured once into a CUDA graph and
+//! replayed for every token. The eager engine ([`crate::eager`]) runs candle's own models op by
+//! op and is launch-bound at batch 1; this one launches one graph per token.
 
-use super::ops::AddU32;
-use super::static_model::{self, argmax, DecodeState, StaticModel};
-use super::Engine;
-use crate::candle::{engine_name, log_prob, prompt_ids, CandleFactory, CANDLE_VERSION};
-use crate::decoder::{DecodeError, Decoder, DecoderFactory};
+pub mod static_model;
+#[cfg(test)]
+mod tests;
+
+use crate::eager::{engine_name, log_prob, prompt_ids, CandleFactory, CANDLE_VERSION};
+use crate::ops::kv::AddU32;
 use candle_core::{DType, Device, Tensor};
+use meter::decoder::{DecodeError, Decoder, DecoderFactory};
 use report::Precision;
+use static_model::{argmax, DecodeState, StaticModel};
 
-/// The graph engine's results fail with a [`DecodeError`].
-type Result<T, E = DecodeError> = std::result::Result<T, E>;
+/// The graph engine's results fail with the engines' [`crate::Error`].
+type Result<T, E = crate::Error> = std::result::Result<T, E>;
 
 /// Eager steps before the capture (fill candle's kernel and parameter caches; a cache miss
 /// during capture is an error).
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 const WARM_STEPS: usize = 2;
-
-impl Engine {
-    /// A factory for this engine over `inner`'s weights.
-    pub fn factory(self, inner: CandleFactory) -> Box<dyn DecoderFactory> {
-        match self {
-            Engine::Graph => Box::new(GraphFactory { inner }),
-            Engine::Eager => Box::new(inner),
-        }
-    }
-}
 
 /// Loads [`GraphDecoder`]s from the same weights [`CandleFactory`] gives the eager engine.
 pub struct GraphFactory {
@@ -49,7 +45,7 @@ impl GraphFactory {
         let (model, notes) = StaticModel::load(&shape, weights, &dev)?;
         let base = match (model.kind, dev.is_cuda()) {
             (static_model::Kind::FloatQwen2 | static_model::Kind::FloatLlama, true)
-                if super::fused::GEMV.on()
+                if crate::ops::GEMV.on()
                     && matches!(precision, Precision::Fp16 | Precision::Bf16) =>
             {
                 "custom GEMV at one row (QE_GEMV=1), cuBLAS GEMM otherwise"
@@ -67,12 +63,12 @@ impl GraphFactory {
         };
         let mut base_kernel = base.to_string();
         if dev.is_cuda() {
-            if super::fused::ATTN_SPLIT.on() {
+            if crate::ops::ATTN_SPLIT.on() {
                 base_kernel.push_str(
                     "; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)",
                 );
             }
-            if let Some(k) = super::fused::NORM_THREADS.label() {
+            if let Some(k) = crate::ops::NORM_THREADS.label() {
                 base_kernel.push_str(&format!("; add+norm threads {k} (a floor)"));
             }
         }
@@ -96,20 +92,32 @@ impl GraphFactory {
     }
 }
 
-impl DecoderFactory for GraphFactory {
-    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
-        let name = crate::candle::source_name(&self.inner.source);
-        Ok(Box::new(crate::candle::guard_loader(&name, || {
+impl GraphFactory {
+    /// [`DecoderFactory::load`] in the engine's own error.
+    pub fn load_decoder(&mut self, precision: Precision) -> Result<Box<dyn Decoder>> {
+        let name = crate::eager::source_name(&self.inner.source);
+        Ok(Box::new(crate::eager::guard_loader(&name, || {
             self.load_graph(precision)
         })?))
+    }
+
+    /// [`DecoderFactory::tokenize`] in the engine's own error.
+    pub fn tokens_of(&self, text: &str) -> Result<(Vec<u32>, String)> {
+        self.inner.tokens_of(text)
+    }
+}
+
+impl DecoderFactory for GraphFactory {
+    fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError> {
+        Ok(self.load_decoder(precision)?)
     }
     fn required_bytes(&self, precision: Precision, batch: usize, context: usize) -> u64 {
         self.inner.required_bytes(precision, batch, context)
     }
-    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String)> {
-        self.inner.tokenize(text)
+    fn tokenize(&self, text: &str) -> Result<(Vec<u32>, String), DecodeError> {
+        Ok(self.tokens_of(text)?)
     }
-    fn decode_weight_bytes(&self, p: Precision) -> Option<crate::roofline::DecodeWeightBytes> {
+    fn decode_weight_bytes(&self, p: Precision) -> Option<meter::roofline::DecodeWeightBytes> {
         self.inner.decode_weight_bytes(p)
     }
 }
@@ -167,7 +175,7 @@ impl GraphDecoder {
     }
 
     fn st(&self) -> Result<&DecodeState> {
-        self.state.as_ref().ok_or(DecodeError::NoDecodeState)
+        self.state.as_ref().ok_or(crate::Error::NoDecodeState)
     }
 
     /// Set the position counter (host → device; not part of a step).
@@ -234,13 +242,13 @@ impl GraphDecoder {
         }
         let c = self.cuda.as_mut().expect("just set");
         if let Some(g) = &c.graph {
-            g.launch().map_err(|e| DecodeError::CudaGraph {
+            g.launch().map_err(|e| crate::Error::CudaGraph {
                 action: "CUDA graph launch",
                 detail: format!("{e:?}"),
             })?;
             return Ok(());
         }
-        let st = self.state.as_ref().ok_or(DecodeError::NoDecodeState)?;
+        let st = self.state.as_ref().ok_or(crate::Error::NoDecodeState)?;
         if c.warm < WARM_STEPS {
             Self::step_ops(&self.model, st)?;
             c.warm += 1;
@@ -250,7 +258,7 @@ impl GraphDecoder {
         let stream = cdev.cuda_stream();
         stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(|e| DecodeError::CudaGraph {
+            .map_err(|e| crate::Error::CudaGraph {
                 action: "begin_capture",
                 detail: format!("{e:?}"),
             })?;
@@ -261,20 +269,20 @@ impl GraphDecoder {
         );
         r?;
         let g = g
-            .map_err(|e| DecodeError::CudaGraph {
+            .map_err(|e| crate::Error::CudaGraph {
                 action: "end_capture",
                 detail: format!("{e:?}"),
             })?
-            .ok_or_else(|| DecodeError::CudaGraph {
+            .ok_or_else(|| crate::Error::CudaGraph {
                 action: "end_capture",
                 detail: "no graph returned".into(),
             })?;
-        g.upload().map_err(|e| DecodeError::CudaGraph {
+        g.upload().map_err(|e| crate::Error::CudaGraph {
             action: "graph upload",
             detail: format!("{e:?}"),
         })?;
         // The capture recorded the step without running it: run it now.
-        g.launch().map_err(|e| DecodeError::CudaGraph {
+        g.launch().map_err(|e| crate::Error::CudaGraph {
             action: "CUDA graph launch",
             detail: format!("{e:?}"),
         })?;
@@ -312,10 +320,11 @@ impl GraphDecoder {
     }
 }
 
-impl Decoder for GraphDecoder {
-    fn generate(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
+impl GraphDecoder {
+    /// [`Decoder::generate`] in the engine's own error.
+    pub fn decode(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
         if new_tokens == 0 {
-            return Err(DecodeError::NoNewTokens);
+            return Err(DecodeError::NoNewTokens.into());
         }
         let prompt_len = prompt_len.max(1);
         self.ensure_state(batch, prompt_len + new_tokens)?;
@@ -330,9 +339,48 @@ impl Decoder for GraphDecoder {
         Ok(batch * new_tokens)
     }
 
-    fn synchronize(&mut self) -> Result<()> {
+    /// [`Decoder::synchronize`] in the engine's own error.
+    pub fn sync(&mut self) -> Result<()> {
         self.device.synchronize()?;
         Ok(())
+    }
+
+    /// [`Decoder::nll`] in the engine's own error.
+    pub fn score(&mut self, ids: &[u32]) -> Result<f64> {
+        if ids.len() < 2 {
+            return Err(DecodeError::TooFewTokens(ids.len()).into());
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.model.vocab) {
+            return Err(DecodeError::TokenOutOfVocabulary {
+                id: *bad,
+                vocab: self.model.vocab,
+            }
+            .into());
+        }
+        self.ensure_state(1, ids.len())?;
+        self.set_pos(0)?;
+        let mut sum = 0.0f64;
+        for pair in ids.windows(2) {
+            self.set_tokens(&[pair[0]])?;
+            let logits = self.step_logits()?;
+            sum -= log_prob(&logits.to_dtype(DType::F32)?, pair[1])?;
+        }
+        Ok(sum)
+    }
+}
+
+impl Decoder for GraphDecoder {
+    fn generate(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        new_tokens: usize,
+    ) -> Result<usize, DecodeError> {
+        Ok(self.decode(batch, prompt_len, new_tokens)?)
+    }
+
+    fn synchronize(&mut self) -> Result<(), DecodeError> {
+        Ok(self.sync()?)
     }
 
     fn kernel(&self) -> String {
@@ -354,24 +402,7 @@ impl Decoder for GraphDecoder {
         self.notes.clone()
     }
 
-    fn nll(&mut self, ids: &[u32]) -> Result<f64> {
-        if ids.len() < 2 {
-            return Err(DecodeError::TooFewTokens(ids.len()));
-        }
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.model.vocab) {
-            return Err(DecodeError::TokenOutOfVocabulary {
-                id: *bad,
-                vocab: self.model.vocab,
-            });
-        }
-        self.ensure_state(1, ids.len())?;
-        self.set_pos(0)?;
-        let mut sum = 0.0f64;
-        for pair in ids.windows(2) {
-            self.set_tokens(&[pair[0]])?;
-            let logits = self.step_logits()?;
-            sum -= log_prob(&logits.to_dtype(DType::F32)?, pair[1])?;
-        }
-        Ok(sum)
+    fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError> {
+        Ok(self.score(ids)?)
     }
 }

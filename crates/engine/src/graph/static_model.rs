@@ -4,7 +4,7 @@
 //! Unlike candle_transformers' models, nothing in a decode step depends on a host value that
 //! changes from step to step: the KV cache is preallocated to the context length, the position
 //! lives in a device tensor (`u32`, shape `(1,)`), the rotary rows are gathered on the device by
-//! that position, the new K/V rows are written in place at it ([`super::ops::KvWrite`]), and
+//! that position, the new K/V rows are written in place at it ([`crate::ops::kv::KvWrite`]), and
 //! attention runs over the whole cache with a mask computed on the device (`arange(ctx) ≤ pos`).
 //! Every shape of a step is fixed by (batch, context), so the step can be captured into a CUDA
 //! graph and replayed.
@@ -13,20 +13,19 @@
 //! where attention is computed in F32, how the scale is applied, rope vs interleaved rope_i), so
 //! the logits match the eager engine's to rounding (tests in `super::tests`).
 
-use super::fused::{
+use crate::eager::ArmWeights;
+use crate::ops::kv::KvWrite;
+use crate::ops::q8::{self, QMatVec};
+use crate::ops::{
     AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu, ATTN_SPLIT, GEMV,
 };
-use super::ops::KvWrite;
-use super::q8::{self, QMatVec};
-use crate::candle::ArmWeights;
-use crate::decoder::DecodeError;
 use analysis::ModelShape;
 use candle_core::quantized::{ggml_file, gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 
 /// The static forward's results fail with a [`DecodeError`] (candle's errors convert with `?`).
-type Result<T, E = DecodeError> = std::result::Result<T, E>;
+type Result<T, E = crate::Error> = std::result::Result<T, E>;
 
 /// Which candle model this forward mirrors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,7 +404,7 @@ impl StaticModel {
         let kind = match s.family.as_str() {
             "qwen2" => Kind::FloatQwen2,
             "llama" => Kind::FloatLlama,
-            f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
+            f => return Err(crate::Error::UnsupportedFamily(f.to_string())),
         };
         let bias = kind == Kind::FloatQwen2;
         let lin = |i: usize, o: usize, b: bool, vb: VarBuilder| -> Result<Lin> {
@@ -497,7 +496,7 @@ impl StaticModel {
         let arch = match s.family.as_str() {
             "qwen2" => "qwen2",
             "llama" => "llama",
-            f => return Err(DecodeError::UnsupportedFamily(f.to_string())),
+            f => return Err(crate::Error::UnsupportedFamily(f.to_string())),
         };
         let kind = if arch == "qwen2" {
             Kind::QuantQwen2
@@ -507,7 +506,7 @@ impl StaticModel {
         let md = |k: &str| ct.metadata.get(&format!("{arch}.{k}"));
         let u = |k: &str| -> Result<usize> {
             Ok(md(k)
-                .ok_or_else(|| DecodeError::GgufMetadata(format!("{arch}.{k}")))?
+                .ok_or_else(|| crate::Error::GgufMetadata(format!("{arch}.{k}")))?
                 .to_u32()? as usize)
         };
         let nh = u("attention.head_count")?;
@@ -515,7 +514,7 @@ impl StaticModel {
         let h = u("embedding_length")?;
         let eps = md("attention.layer_norm_rms_epsilon")
             .ok_or_else(|| {
-                DecodeError::GgufMetadata(format!("{arch}.attention.layer_norm_rms_epsilon"))
+                crate::Error::GgufMetadata(format!("{arch}.attention.layer_norm_rms_epsilon"))
             })?
             .to_f32()?;
         let base = md("rope.freq_base")
@@ -631,7 +630,7 @@ impl StaticModel {
     /// Preallocate a decode state for `batch` sequences of up to `ctx` positions.
     pub fn new_state(&self, batch: usize, ctx: usize) -> Result<DecodeState> {
         if ctx > self.max_context() {
-            return Err(DecodeError::ContextTooLong {
+            return Err(crate::Error::ContextTooLong {
                 ctx,
                 max: self.max_context(),
             });
@@ -688,7 +687,7 @@ impl StaticModel {
     pub fn forward(&self, ids: &Tensor, st: &DecodeState) -> Result<Tensor> {
         let (b, s) = ids.dims2()?;
         if b != st.batch {
-            return Err(DecodeError::BatchMismatch {
+            return Err(crate::Error::BatchMismatch {
                 fed: b,
                 state: st.batch,
             });
@@ -919,10 +918,10 @@ fn blocks_of(y: Tensor, q8: bool, dims: &[usize]) -> Result<(Tensor, Blocks)> {
 
 /// Whether the GPU's decode attention writes the K/V cache itself ([`DecodeAttn::fold_kv`];
 /// `QE_FOLD_KV=0` turns it off).
-pub static FOLD_KV: super::Switch = super::Switch::new("QE_FOLD_KV", true);
+pub static FOLD_KV: crate::switch::Switch = crate::switch::Switch::new("QE_FOLD_KV", true);
 
 /// Whether quantized projections may read fused ops' Q8_1 blocks (`QE_Q8=0` turns it off).
-pub static Q8: super::Switch = super::Switch::new("QE_Q8", true);
+pub static Q8: crate::switch::Switch = crate::switch::Switch::new("QE_Q8", true);
 
 /// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device.
 pub fn argmax(logits: &Tensor) -> Result<Tensor> {

@@ -1,11 +1,12 @@
 //! The static-cache forward against candle's eager models, on the CPU.
 
-use super::ops::{self, AddU32};
 use super::*;
-use crate::candle::tests::tiny;
-use crate::candle::{prompt_ids, CandleDecoder, CandleFactory, WeightSource};
-use crate::decoder::Decoder;
+use crate::eager::{prompt_ids, CandleDecoder, CandleFactory, WeightSource};
+use crate::ops::kv::{self as ops, AddU32};
+use crate::testing::rel_diff;
+use crate::testing::tiny;
 use candle_core::{DType, Device, Tensor, D};
+use meter::decoder::{Decoder, EngineKind};
 use report::Precision;
 
 /// A precision from its name (test shorthand).
@@ -22,31 +23,6 @@ fn factory(family: &str, seed: u64) -> CandleFactory {
         Device::Cpu,
     )
     .unwrap()
-}
-
-/// max |a − b| / max |a| over two tensors of one shape (logits here, fused ops' outputs in
-/// `fused_tests`).
-pub(super) fn rel_diff(a: &Tensor, b: &Tensor) -> f32 {
-    let a = a.to_dtype(DType::F32).unwrap();
-    let b = b.to_dtype(DType::F32).unwrap();
-    assert_eq!(a.dims(), b.dims());
-    let d = (&a - &b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
-    let m = a
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
-    assert!(m.is_finite() && m > 0.0, "logits {m}");
-    d / m
 }
 
 fn tokens(t: &Tensor) -> Vec<u32> {
@@ -83,7 +59,7 @@ fn compare(family: &str, p: &str, batch: usize, steps: usize) -> f32 {
 /// `skew` is 0.
 ///
 /// `q8`: the static engine's quantized projections read the fused ops' Q8_1 blocks (the GPU's
-/// path, here through the CPU reference of [`super::q8::QMatVec`]); teacher-forced like a skew,
+/// path, here through the CPU reference of [`crate::ops::q8::QMatVec`]); teacher-forced like a skew,
 /// tokens unchecked.
 fn compare_skewed(family: &str, p: &str, batch: usize, steps: usize, skew: u32, q8: bool) -> f32 {
     let mut f = factory(family, 21);
@@ -164,7 +140,7 @@ fn static_forward_matches_eager_logits_and_greedy_tokens_for_20_steps() {
     eprintln!("static vs eager, batch 1, worst relative logit difference: {report:?}");
 }
 
-/// Tolerance of the [`q8`](super::q8) path against the eager models on the CPU: the GGUF
+/// Tolerance of the [`q8`](crate::ops::q8) path against the eager models on the CPU: the GGUF
 /// tolerance, but for Q8_0. There the eager model's quantized matmuls quantize their activations
 /// their own way (candle's CPU kernels) where the blocks path uses ggml's Q8_1 as the GPU does: two
 /// 8-bit roundings of the same values, each as far from the exact product as the other (measured per
@@ -366,12 +342,12 @@ fn kv_write_and_add_u32_work_in_place_on_the_cpu() {
 
 #[test]
 fn engine_names_keep_the_stacks_apart() {
-    assert_eq!(Engine::default(), Engine::Graph);
-    assert_eq!(Engine::Graph.stack_name(), "candle-graph");
-    assert_eq!(Engine::Eager.stack_name(), "candle");
-    let mut f = Engine::Eager.factory(factory("qwen2", 1));
+    assert_eq!(EngineKind::default(), EngineKind::Graph);
+    assert_eq!(EngineKind::Graph.stack_name(), "candle-graph");
+    assert_eq!(EngineKind::Eager.stack_name(), "candle");
+    let mut f = crate::factory(EngineKind::Eager, factory("qwen2", 1));
     assert!(!f.load(prec("F32")).unwrap().kernel().contains("static"));
-    let mut f = Engine::Graph.factory(factory("qwen2", 1));
+    let mut f = crate::factory(EngineKind::Graph, factory("qwen2", 1));
     assert!(f
         .load(prec("F32"))
         .unwrap()

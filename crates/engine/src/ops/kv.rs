@@ -4,9 +4,9 @@
 //!   device `u32` tensor (no host value: the same launch is right at every step);
 //! * [`AddU32`] — add a constant to a device `u32` tensor in place (the position counter).
 //!
-//! The CUDA kernels are compiled once per process with NVRTC (no CUDA headers needed: they move
-//! raw 16- or 32-bit words) and loaded through candle's custom-module cache, so they launch on
-//! candle's stream and can be captured into a CUDA graph with everything else.
+//! The CUDA kernels are `crates/engine/kernels/kv.cu` (raw 16- or 32-bit words, any dtype),
+//! loaded by [`crate::kernels`], so they launch on candle's stream and are captured into the CUDA
+//! graph with everything else.
 
 use candle_core::{bail, CpuStorage, CudaStorage, InplaceOp1, InplaceOp3, Layout, Result};
 
@@ -145,48 +145,8 @@ mod cuda {
     use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
     use candle_core::{bail, CudaStorage, Layout, Result};
-    use std::sync::OnceLock;
 
-    const MODULE: &str = "quantenergy_engine";
-    const SRC: &str = r#"
-extern "C" __global__ void kv_write_u16(unsigned short* cache, const unsigned short* src,
-        const unsigned int* pos, unsigned int rows, unsigned int s, unsigned int ctx,
-        unsigned int d) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * s * d) return;
-    unsigned int e = i % d, rj = i / d, j = rj % s, r = rj / s;
-    unsigned int p = pos[0] + j;
-    if (p >= ctx) return;
-    cache[((unsigned long long)r * ctx + p) * d + e] = src[i];
-}
-extern "C" __global__ void kv_write_u32(unsigned int* cache, const unsigned int* src,
-        const unsigned int* pos, unsigned int rows, unsigned int s, unsigned int ctx,
-        unsigned int d) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * s * d) return;
-    unsigned int e = i % d, rj = i / d, j = rj % s, r = rj / s;
-    unsigned int p = pos[0] + j;
-    if (p >= ctx) return;
-    cache[((unsigned long long)r * ctx + p) * d + e] = src[i];
-}
-extern "C" __global__ void add_u32(unsigned int* x, unsigned int n, unsigned int len) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < len) x[i] += n;
-}
-"#;
-
-    /// The PTX of [`SRC`], compiled once per process by NVRTC.
-    fn ptx() -> Result<&'static str> {
-        static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-        match PTX.get_or_init(|| {
-            candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(SRC)
-                .map(|p| p.to_src())
-                .map_err(|e| format!("{e:?}"))
-        }) {
-            Ok(p) => Ok(p.as_str()),
-            Err(e) => bail!("NVRTC could not compile the engine kernels: {e}"),
-        }
-    }
+    use crate::kernels::func;
 
     pub fn kv_write(
         cache: &mut CudaStorage,
@@ -205,7 +165,7 @@ extern "C" __global__ void add_u32(unsigned int* x, unsigned int n, unsigned int
         let (rows, s, ctx, d) = (rows as u32, s as u32, ctx as u32, d as u32);
         macro_rules! launch {
             ($c:expr, $n:expr, $name:expr) => {{
-                let f = dev.get_or_load_custom_func($name, MODULE, ptx()?)?;
+                let f = func(&dev, $name)?;
                 let mut c = $c.slice_mut(co..);
                 let nn = $n.slice(no..);
                 let mut b = f.builder();
@@ -238,7 +198,7 @@ extern "C" __global__ void add_u32(unsigned int* x, unsigned int n, unsigned int
         }
         let len = l.shape().elem_count() as u32;
         let dev = s.device.clone();
-        let f = dev.get_or_load_custom_func("add_u32", MODULE, ptx()?)?;
+        let f = func(&dev, "add_u32")?;
         let mut x = s.as_cuda_slice_mut::<u32>()?.slice_mut(l.start_offset()..);
         let mut b = f.builder();
         b.arg(&mut x);

@@ -4,8 +4,8 @@
 //!
 //! candle's GGUF matvec (`fast_mmvq`) quantizes its F32 input into ggml's `block_q8_1` (32 int8
 //! values, their scale `d = max|x| / 127` and their sum, both as halves) and then runs the MMVQ
-//! kernel on those blocks. [`AddRmsNorm`](super::fused::AddRmsNorm),
-//! [`DecodeAttn`](super::fused::DecodeAttn) and [`SwiGlu`](super::fused::SwiGlu) can append the
+//! kernel on those blocks. [`AddRmsNorm`](super::AddRmsNorm),
+//! [`DecodeAttn`](super::DecodeAttn) and [`SwiGlu`](super::SwiGlu) can append the
 //! same blocks of their output (`q8: true`: the same reductions and division, so the same bytes),
 //! and [`QMatVec`] runs candle's MMVQ kernel on them directly: one launch per projection instead
 //! of two, and no scratch buffer. The blocks travel in an F32 tensor's words, 9 per block.
@@ -281,7 +281,7 @@ mod tests {
                 let blocks = Tensor::new(encode(&xv), &dev).unwrap();
                 let got = blocks.apply_op1_no_bwd(&op).unwrap();
                 assert_eq!(got.dims(), [rows, n]);
-                let d = crate::engine::tests::rel_diff(&want, &got);
+                let d = crate::testing::rel_diff(&want, &got);
                 // Q4_0, Q8_0: candle's CPU kernels quantize the activations to the same 32-value
                 // blocks (seen ≤ 1.1e-6); Q4_K's quantize them per 256 values (seen 3.6e-3).
                 let tol = if dt == GgmlDType::Q4K { 1e-2 } else { 1e-5 };
@@ -293,7 +293,7 @@ mod tests {
                     .unwrap()
                     .apply_op1_no_bwd(&op)
                     .unwrap();
-                let d = crate::engine::tests::rel_diff(&want, &wrong);
+                let d = crate::testing::rel_diff(&want, &wrong);
                 assert!(rows == 1 || d > 0.2, "{dt:?}: a shifted row gives {d:e}");
             }
         }

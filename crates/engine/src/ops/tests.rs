@@ -1,42 +1,8 @@
 //! The fused ops' CPU implementations against the candle ops they replace.
 
-use super::fused::*;
-use super::ops::KvWrite;
+use super::kv::KvWrite;
+use super::*;
 use candle_core::{DType, Device, IndexOp, Tensor, D};
-
-#[test]
-fn fused_kernel_source_instantiates_every_dtype() {
-    let src = kernel_source();
-    for name in [
-        "rope_step",
-        "rope_kv_f16_f32",
-        "decode_attn_bf16_bf16",
-        "decode_attn_split_f32_f32",
-        "swiglu_f32",
-        "add_rms_norm_f16",
-        "gemv_f16",
-        "gemv_bf16",
-    ] {
-        assert!(src.contains(&format!(" {name}(")), "{name}");
-    }
-    // 1024-thread kernels are compiled for 1024 threads (≤ 64 registers), or cannot launch.
-    for name in [
-        "add_rms_norm_f32",
-        "add_rms_norm_bf16",
-        "decode_attn_f32_f16",
-    ] {
-        assert!(
-            src.contains(&format!("__launch_bounds__(NT, 1) {name}(")),
-            "{name}"
-        );
-    }
-    // The matvec's 16-bit loads have no F32 form: that falls back to cuBLAS.
-    assert!(!src.contains("void gemv_f32("));
-    // For checking the source with nvcc (no GPU needed): QE_DUMP_FUSED_KERNELS=path.cu.
-    if let Some(p) = std::env::var_os("QE_DUMP_FUSED_KERNELS") {
-        std::fs::write(p, src).unwrap();
-    }
-}
 
 /// Seeded uniform values in [-1, 1) as an F32 tensor.
 fn rand(shape: &[usize], seed: u64) -> Tensor {
@@ -55,9 +21,9 @@ fn rand(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
 }
 
-/// max |a − b| / max |b|: [`super::tests::rel_diff`] with `b` the reference.
+/// max |a − b| / max |b|: [`crate::testing::rel_diff`] with `b` the reference.
 fn rel(a: &Tensor, b: &Tensor) -> f32 {
-    super::tests::rel_diff(b, a)
+    crate::testing::rel_diff(b, a)
 }
 
 /// Tolerance of a fused op's output vs the same composition in F32 from the same (rounded)

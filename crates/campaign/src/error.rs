@@ -1,0 +1,76 @@
+//! The campaign's error type: plans that cannot run as written, results that cannot be read or
+//! aggregated.
+
+use std::path::PathBuf;
+
+/// What a campaign call failed on. Plan errors name the plan file's run (numbered from 1) and
+/// what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file-system call failed; `action` is what was being done to `path`.
+    #[error("{action} {}", path.display())]
+    Io {
+        /// What was being done to the file (e.g. "reading").
+        action: &'static str,
+        /// The file concerned.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `plan.toml` is not a valid plan (TOML syntax, unknown or mistyped keys).
+    #[error("plan.toml")]
+    PlanToml(#[source] toml::de::Error),
+    /// A `[[run]]` of a plan (numbered from 1) names no model, or both kinds.
+    #[error("plan.toml: run {run}: give exactly one of `synthetic` or `model`")]
+    PlanModel {
+        /// The run's number, from 1.
+        run: usize,
+    },
+    /// A plan's `card` is not a card name.
+    #[error("plan.toml: card {0:?}: name a card (e.g. \"H200\"), not GPU numbers")]
+    PlanCard(String),
+    /// A plan's `session` is not a plain label.
+    #[error("plan.toml: session {0:?}: use letters, digits, `.`, `-` and `_` only")]
+    PlanSession(String),
+    /// A `[[run]]` of a plan (numbered from 1) lists no precision.
+    #[error("plan.toml: run {run}: `precisions` is empty")]
+    PlanPrecisions {
+        /// The run's number, from 1.
+        run: usize,
+    },
+    /// A `[[run]]` of a plan (numbered from 1) is a server run that cannot run as written.
+    #[error("plan.toml: run {run}: {why}")]
+    PlanServer {
+        /// The run's number, from 1.
+        run: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Serializing a result to JSON failed.
+    #[error("serializing JSON")]
+    Json(#[from] serde_json::Error),
+    /// Writing CSV rows failed.
+    #[error("writing CSV")]
+    Csv(#[from] csv::Error),
+    /// The CSV writer produced bytes that are not UTF-8.
+    #[error("the CSV output is not UTF-8")]
+    CsvUtf8(#[from] std::string::FromUtf8Error),
+    /// The meter failed (writing a report, reading a file).
+    #[error(transparent)]
+    Meter(#[from] meter::Error),
+}
+
+impl Error {
+    /// An I/O error on `path` while doing `action`.
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// `Result` with the campaign's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,136 @@
+//! The measurement protocol with a real decoder: the eager candle engine on the CPU under the
+//! meter's fake meter (the protocol's own tests, against a fake decoder, are the meter's).
+
+use engine::eager::{CandleFactory, WeightSource};
+use meter::meter::{FakeClock, FakeMeter};
+use meter::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig};
+use meter::run_report::{build_report, RunContext, WeightsInfo};
+use report::Precision;
+use std::sync::Arc;
+
+fn p(s: &str) -> Precision {
+    s.parse().unwrap()
+}
+
+fn cfg(precisions: &[&str]) -> ProtocolConfig {
+    ProtocolConfig {
+        precisions: precisions.iter().map(|s| p(s)).collect(),
+        baseline: Some(p("F16")),
+        tokens: 20,
+        iterations: 3,
+        warmup: 1,
+        idle_reads: 3,
+        sample_hz: 500.0,
+        cooldown: CooldownConfig {
+            max_s: 30.0,
+            poll_s: 1.0,
+            ..CooldownConfig::default()
+        },
+        ..ProtocolConfig::default()
+    }
+}
+
+fn ctx() -> RunContext {
+    RunContext {
+        model_name: "tiny".into(),
+        params_b: 0.5,
+        weights: WeightsInfo::Synthetic {
+            architecture: "Qwen2-0.5B".into(),
+            seed: 1,
+            quantized_from_float: false,
+        },
+        engine: meter::decoder::EngineKind::Eager.stack_name().into(),
+        engine_version: "test".into(),
+        timestamp_utc: "2026-11-30T00:00:00Z".into(),
+        host: "test".into(),
+    }
+}
+
+/// Power: 300 W while "decoding".
+fn meter() -> FakeMeter {
+    FakeMeter::new(|_| 300.0)
+}
+
+#[test]
+fn real_candle_decode_on_cpu_under_the_fake_meter() {
+    let mut shape = analysis::find_shape("qwen2-0.5b").unwrap().clone();
+    // Same family and head geometry, two layers and a small vocabulary so the test is quick.
+    shape.layers = 2;
+    shape.vocab = 1024;
+    shape.hidden = 256;
+    shape.heads = 4;
+    shape.kv_heads = 2;
+    shape.head_dim = 64;
+    shape.intermediate = 512;
+    let m = meter();
+    let mut f = CandleFactory::new(
+        WeightSource::Synthetic { shape, seed: 3 },
+        candle_core::Device::Cpu,
+    )
+    .unwrap();
+    // Perplexity on the same weights: the quantized arm is the F32 arm's weights, quantized.
+    f.quantize_synthetic_floats = true;
+    let mut c = cfg(&["Q4_0"]);
+    c.baseline = Some(p("F32"));
+    c.tokens = 4;
+    c.iterations = 2;
+    c.perplexity = Some(PerplexityConfig::embedded(40, 20));
+    let mut mm = m.clone();
+    // Real time passes on the CPU; the fake counter only moves with virtual time, so advance it
+    // from a thread to stand in for the GPU drawing power.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (m2, s2) = (m.clone(), stop.clone());
+    let ticker = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            m2.advance(0.001);
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    });
+    let out = protocol::run(&c, &mut mm, &mut f, Arc::new(FakeClock(m.clone())));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    ticker.join().unwrap();
+    let out = out.unwrap();
+    for a in &out.arms {
+        let r = a
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", a.precision));
+        assert_eq!(r.tokens_generated, 8);
+        assert!(r.kernel.contains("candle"));
+    }
+    let same_weights = RunContext {
+        weights: WeightsInfo::Synthetic {
+            architecture: "tiny".into(),
+            seed: 3,
+            quantized_from_float: true,
+        },
+        ..ctx()
+    };
+    let rep = build_report(&c, &out, &same_weights, p("Q4_0")).unwrap();
+    // A typed field of `report::Weights` (no longer in `extra`), and in the JSON as before.
+    assert_eq!(
+        rep.weights.as_ref().unwrap().quantized_from_float,
+        Some(true)
+    );
+    assert_eq!(
+        serde_json::to_value(&rep)
+            .unwrap()
+            .pointer("/weights/quantized_from_float"),
+        Some(&serde_json::json!(true))
+    );
+    let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    // Synthetic weights, but the same ones in both arms: a Δ, with both perplexities.
+    let q = rep.quality.unwrap();
+    assert_eq!(q.basis, "measured");
+    assert_eq!((q.tokens_evaluated, q.windows), (Some(38), Some(2)));
+    let (v, f, d) = (
+        q.value.unwrap(),
+        q.fp16_value.unwrap(),
+        q.delta_vs_fp16_pct.unwrap(),
+    );
+    assert!(
+        d != 0.0 && ((v / f - 1.0) * 100.0 - d).abs() < 0.01,
+        "{v} {f} {d}"
+    );
+}
