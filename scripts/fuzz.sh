@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of every input quantenergy parses (issue 17): cargo-fuzz + libFuzzer.
+# Coverage-guided fuzzing of every input quantenergy parses: cargo-fuzz + libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET…]     each target (default: all) for SECONDS (default 20)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An engine switch off and on, side by side (issue 13): `tune.sh` per shape with VAR=0 then VAR=1 —
+# An engine switch off and on, side by side: `tune.sh` per shape with VAR=0 then VAR=1 —
 # greedy tokens against the eager engine and replayed vs op by op, the teacher-forced logit
 # difference (compare it between the two: the one check of a kernel's arithmetic on the GPU), and
 # the graph engine's tok/s (256 tokens, median of 3 timed runs). No metering.

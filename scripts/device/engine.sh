@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Graph vs eager decode engine on the GPU machine (issue 13). Carried as .ship/engine/engine.sh with the
+# Graph vs eager decode engine on the GPU machine. Carried as .ship/engine/engine.sh with the
 # binary .ship/engine/quantenergy.gz; run from the repo root inside a device call:
 #   bash .ship/engine/engine.sh check     — engine-check: greedy tokens + tok/s, Qwen2-0.5B and TinyLlama shapes
 #   bash .ship/engine/engine.sh measure SHAPE...  — quantenergy measure, --engine graph and eager, F16 + Q4_K arms

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call (issues 16 and 17):
+# On the GPU machine, one call:
 #  1. the GPU binding: `CUDA_VISIBLE_DEVICES` (an index, a UUID prefix) resolved to the card by UUID —
 #     probe, then a short measurement bound to the last card, whose report must name that card;
 #  2. a real sweep stopped by SIGTERM in the middle of a job, then resumed: what was left, what ran again.

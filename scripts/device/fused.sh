@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, the fused-kernel graph engine on one H200, in two device calls (each < 10 min, each one
+# The fused-kernel graph engine on one H200, in two device calls (each < 10 min, each one
 # sitting on one card: the ratios it prints never mix cards or sittings).
 #   bash scripts/device/fused.sh quant   correctness (engine-check: graph vs eager, 256 greedy steps, every
 #                                        format, Qwen2 + Llama shapes), then candle-graph vs llama-bench
@@ -82,11 +82,10 @@ quant)
   done
   ;;
 step)
-  # Issue 13 (fourteenth and fifteenth sessions): the graph step beside llama-bench. Correctness
-  # first (a broken fold falls back: QE_FOLD_KV=0), the llama.cpp build on the CPU meanwhile; then,
-  # nothing else running, llama-bench vs our engine at 1.5 B, 7 B F16 (the roofline), and A/B timings
-  # of engine settings. SMOKE=0 skips the smoke check (a call short of device time, with a binary
-  # whose kernels already ran).
+  # The graph step beside llama-bench. Correctness first (a broken fold falls back: QE_FOLD_KV=0),
+  # the llama.cpp build on the CPU meanwhile; then, nothing else running, llama-bench vs our engine
+  # at 1.5 B, 7 B F16 (the roofline), and A/B timings of engine settings. SMOKE=0 skips the smoke
+  # check (a call short of device time, with a binary whose kernels already ran).
   if [ "${SMOKE:-1}" = 1 ]; then say "smoke: engine-check qwen2-0.5b F16 and Q4_0, 32 steps"
   else say "smoke skipped (SMOKE=0)"; fi
   if [ "${SMOKE:-1}" = 1 ] && ! timeout 120 "$QE" engine-check --synthetic qwen2-0.5b --precision F16,Q4_0 \
@@ -105,8 +104,9 @@ step)
     --warmup 2 --cooldown-max-s 10 --out "$R/graph" --name qwen2-7b-f16 > "$R/graph-qwen2-7b-f16.log" 2>&1
   echo "rc $?" >> "$R/graph-qwen2-7b-f16.log"; grep -E "tok/s|roofline|rc " "$R/graph-qwen2-7b-f16.log" | tail -4; bundle
   # A/B of settings, one line each (engine-check's graph tok/s, median of 3 timed runs of 256
-  # tokens; no metering): AB="SETTING|SETTING…" (default: the fifteenth session's norm threads;
-  # the fourteenth's was "QE_Q8=1 QE_FOLD_KV=1|QE_Q8=0 QE_FOLD_KV=1|QE_Q8=1 QE_FOLD_KV=0").
+  # tokens; no metering): AB="SETTING|SETTING…" (default: the norm threads, 512 vs 1024;
+  # "QE_Q8=1 QE_FOLD_KV=1|QE_Q8=0 QE_FOLD_KV=1|QE_Q8=1 QE_FOLD_KV=0" weighs the Q8_1 and fold
+  # switches).
   # AB="" runs none.
   IFS='|' read -r -a abs <<< "${AB-QE_NORM_THREADS=512|QE_NORM_THREADS=1024}"
   if [ ${#abs[@]} -gt 0 ] && ! late 480; then

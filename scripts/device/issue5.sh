@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 5 on the H200 (one device call, < 10 min): probe; the campaign's first two jobs (Qwen2-0.5B
-# and Qwen2-1.5B: F16 baseline + Q8_0, Q4_K, Q4_0, full protocol); F16 with the trace thread off
-# (sampler overhead); HF transformers FP16 on the same shapes with the same protocol.
+# The protocol and its baselines on the H200 (one device call, < 10 min): probe; the campaign's
+# first two jobs (Qwen2-0.5B and Qwen2-1.5B: F16 baseline + Q8_0, Q4_K, Q4_0, full protocol); F16
+# with the trace thread off (sampler overhead); HF transformers FP16 on the same shapes with the
+# same protocol.
 source scripts/device/env.sh
 mkdir -p $OUT/raw $OUT/extra
 cp data/measurements/h200/raw/*.json $OUT/raw/ 2>/dev/null || true

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The llama.cpp half of the H200 campaign, second edition (issue 15), inside one device call:
+# The H200 campaign's llama.cpp half (data/measurements/h200/llama), inside one device call:
 # build llama-server (CUDA) from the carried tree, then shape after shape write that shape's GGUFs
 # (scripts/peers/make_gguf.py; the disk holds one large shape's four files at a time), run the plan's
 # pending jobs of that shape (`quantenergy sweep … --only <shape>_server`, every repeat and

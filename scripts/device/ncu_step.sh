@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a graph decode step's time goes (issue 13): Nsight Compute's duration of every kernel the step
+# Where a graph decode step's time goes: Nsight Compute's duration of every kernel the step
 # runs, each in isolation (--cache-control none, clocks untouched), for one shape and format. The fused
 # kernels occur only in the static engine; the quantized matmul kernels (activation → Q8_1, then MMVQ)
 # are candle's, the same launches on the same shapes in both engines, so the eager engine's decode
@@ -21,7 +21,7 @@ run fused 'rope_step|rope_kv|decode_attn|swiglu|add_rms_norm' 400
 case "$fmt" in
   # Float formats: the matmuls are cuBLAS's (gemv/gemm kernels, names vary by size and version).
   F16|BF16|FP16) run matmul 'gemv|gemm|xmma|cutlass|splitK' 400 ;;
-  # GGUF formats: candle's activation → Q8_1 kernel and its MMVQ kernels (`mmvq_gguf_*`: the eighth
-  # session's filter, 'mul_mat_vec', missed them).
+  # GGUF formats: candle's activation → Q8_1 kernel and its MMVQ kernels (`mmvq_gguf_*`, which
+  # 'mul_mat_vec' alone misses).
   *) run quant 'quantize_q8_1|mmvq|mul_mat_vec' 500 ;;
 esac

@@ -4,7 +4,7 @@
 # slice wrote, as $OUT/new-<time>.tgz (the device returns few files per call).
 # Usage (on the device, from the repo root): [PLAN=data/measurements/h200/graph/plan.toml] \
 #   scripts/device/slice.sh START_BY [PATTERN...]     (no PATTERN: every pending job)
-# PLAN defaults to the first campaign's (issue 6); its committed reports are in <plan dir>/raw.
+# PLAN defaults to the eager engine's campaign; its committed reports are in <plan dir>/raw.
 source scripts/device/env.sh
 PLAN=${PLAN:-data/measurements/h200/plan.toml}
 start_by=$1; shift

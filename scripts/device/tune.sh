@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Engine settings side by side on one card (issue 13): for one shape and format, engine-check once
+# Engine settings side by side on one card: for one shape and format, engine-check once
 # per setting — greedy tokens against the eager engine and replayed vs op by op, the teacher-forced
 # logit difference, and the graph engine's tok/s (256 tokens, median of 3 timed runs). No metering:
 # it picks launch shapes and kernels before a campaign row uses them.

@@ -229,7 +229,7 @@ impl AnchorRow {
     }
 }
 
-/// The campaign's targets for one anchors row (issue 6): n ≥ 3 independent runs, run-to-run
+/// The campaign's targets for one anchors row: n ≥ 3 independent runs, run-to-run
 /// CV below 2 %, counter and trace within 2 %. Every row is judged; a miss carries its reason.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CampaignTargets {

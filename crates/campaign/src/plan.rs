@@ -60,8 +60,8 @@ pub struct Defaults {
     pub card: Option<String>,
 }
 
-// TOML spells `nan` and `inf`, which every job would pass on as `--sample-hz NaN` (issue 17:
-// the `sweep_plan` fuzz target asserts that an accepted plan's rate and cooldown are usable).
+// TOML spells `nan` and `inf`, which every job would pass on as `--sample-hz NaN` (the
+// `sweep_plan` fuzz target asserts that an accepted plan's rate and cooldown are usable).
 // Refused here, the error names the line and column.
 fn positive<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let x = f64::deserialize(d)?;
@@ -532,9 +532,9 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
                 continue;
             }
             for &b in &r.batch {
-                // A different seed per configuration and repeat (prompt and weights draw on it; the
-                // first H200 session used the repeat number alone). The arm order is counterbalanced
-                // instead of drawn per run: row `rep` of the configuration's Williams design.
+                // A different seed per configuration and repeat, not the repeat number alone
+                // (prompt and weights draw on it). The arm order is counterbalanced instead of
+                // drawn per run: row `rep` of the configuration's Williams design.
                 let seed = i as u64 * 1000 + rep as u64;
                 let mut j = match &r.server_cmd {
                     Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
@@ -719,8 +719,8 @@ repeats = 1
         assert!(toml::from_str::<Defaults>("engine = \"turbo\"").is_err());
     }
 
-    /// Issue 17 (fuzzing): TOML's `nan` / `inf` and non-positive rates are refused with the
-    /// line they are on, not passed on to every job.
+    /// TOML's `nan` / `inf` and non-positive rates are refused with the line they are on, not
+    /// passed on to every job (a fuzz finding).
     #[test]
     fn a_plan_refuses_unusable_rates_and_cooldowns() {
         for bad in [

@@ -721,7 +721,7 @@ fn a_closed_pipe_ends_quietly() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// Issue 15: the graph engine's campaign in progress beside the published eager rows, a column
+/// The graph engine's campaign in progress beside the published eager rows, a column
 /// per session, never pooled; a card with no size measured twice says so.
 #[test]
 fn stacks_sets_a_campaign_in_progress_beside_the_published_rows() {

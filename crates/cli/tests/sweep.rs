@@ -1,4 +1,4 @@
-//! `quantenergy sweep` when the world misbehaves (issue 17), on this GPU-less machine: a sweep
+//! `quantenergy sweep` when the world misbehaves, on this GPU-less machine: a sweep
 //! told to stop mid-job leaves nothing for that job and resumes exactly there; a job killed from
 //! outside (the OOM killer) leaves a failed report with the reason; an array task refuses a plan
 //! that changed after its script was emitted. Jobs go through `QUANTENERGY_EXE`, a wrapper that
@@ -258,7 +258,7 @@ fn tiny_safetensors(path: &Path) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// Issue 15: a plan's server runs (llama-server driven by the meter) are jobs like the candle
+/// A plan's server runs (llama-server driven by the meter) are jobs like the candle
 /// runs: one `measure --server-cmd` per concurrency and repeat, model files relative to the plan,
 /// a report per arm — here, with no GPU, each arm's labelled estimate — and a resumable state.
 #[test]

@@ -1,6 +1,6 @@
 //! A report that cannot be written (disk full, file too large, read-only directory) gives a clear
 //! error naming the file, leaves no half-written or temporary file, and the previous report of the
-//! same name — when overwriting — intact (issue 17). `measure` runs its no-GPU path here (this
+//! same name — when overwriting — intact. `measure` runs its no-GPU path here (this
 //! machine has no GPU), which writes through the same atomic writer as a measurement.
 //!
 //! Disk full and read-only use a small tmpfs in a private mount namespace (`unshare -m`, root);

@@ -5,7 +5,7 @@
 //! the launch-bound H200 decode) that made separate trace-on/trace-off runs inconclusive.
 //!
 //! The figure is the paired throughput loss `(tok/s off − tok/s on) / tok/s off` in %, its mean
-//! over pairs and a Student-t 95 % interval. The target (issue 5) is < 0.5 %.
+//! over pairs and a Student-t 95 % interval. The target is < 0.5 %.
 
 use crate::decoder::{DecodeError, DecoderFactory};
 use crate::meter::{Clock, DeviceInfo, EnergyMeter, HostWindow, MeterError};

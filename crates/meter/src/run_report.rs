@@ -81,7 +81,7 @@ fn sig(v: f64, digits: i32) -> f64 {
     r(v, digits - 1 - v.abs().log10().floor() as i32)
 }
 
-/// An arm's roofline figures (issue 13): the bytes of weights read per generated token and
+/// An arm's roofline figures: the bytes of weights read per generated token and
 /// their share of the card's memory bandwidth at the arm's throughput. The fraction is omitted
 /// when the card is unknown, and — with a note saying so — when it exceeds what the report's
 /// checks accept (the weights would have been served from cache, not memory).

@@ -1,6 +1,6 @@
 //! A meter told to stop (SIGTERM, as from `kill`, Ctrl-C's SIGINT or `scancel`) during a metered
 //! window, during a cooldown, or while a report is being written: it dies of the signal, leaves no
-//! report and no temporary file (issue 17). The test re-runs itself as the "meter" child, which
+//! report and no temporary file. The test re-runs itself as the "meter" child, which
 //! runs the real protocol on the wall clock with a slow fake engine, and marks when it reaches
 //! the stage the parent interrupts.
 

@@ -1061,7 +1061,7 @@ fn parse_side_json<T: for<'de> Deserialize<'de>>(
         source,
     };
     // serde's derived structs also read an array of their fields in order, so `["qwen2"]` read as
-    // a config with `model_type` qwen2 (issue 17: found by the `config_json` fuzz target). Both
+    // a config with `model_type` qwen2 (found by the `config_json` fuzz target). Both
     // files are JSON objects.
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&0x5b) {
         // an opening bracket
@@ -1559,7 +1559,7 @@ mod tests {
             Some("qwen2".to_string())
         );
         assert_eq!(config_model_type_bytes(b"{}").unwrap(), None);
-        // Issue 17 (fuzzing): an array of the fields in order is not a config.
+        // An array of the fields in order is not a config (a fuzz finding).
         let err = config_model_type_bytes(br#" ["qwen2"]"#).unwrap_err();
         assert!(
             format!("{:?}", err).contains("expected a JSON object"),

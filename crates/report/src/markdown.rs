@@ -86,8 +86,7 @@ fn join_present(parts: &[Option<String>], sep: &str) -> String {
 
 /// `s` as one plain line: every control character (a line break, a tab, the ESC of a terminal
 /// escape sequence …) becomes a space. The one-line texts below are made of report text and are
-/// shown as plain text by the page and printed by the CLI (issue 17: the `markdown` fuzz target
-/// asserts it).
+/// shown as plain text by the page and printed by the CLI (the `markdown` fuzz target asserts it).
 fn plain_line(s: String) -> String {
     if s.chars().any(char::is_control) {
         s.chars()
@@ -233,7 +232,7 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
     rows
 }
 
-/// The report's own arm's weight bytes per token and HBM roofline fraction (issue 13), or
+/// The report's own arm's weight bytes per token and HBM roofline fraction, or
 /// `None` when that arm states neither.
 fn roofline_cell(r: &Report) -> Option<String> {
     let arm = r
@@ -594,9 +593,9 @@ mod stack_summary_tests {
         assert_eq!(stack_summary(&upstream), None);
     }
 
-    /// Issue 17 (fuzzing): the JSON block reads back as the very report, to the last bit of
-    /// every number — serde_json's default float parser put 2.5555555555555554e20 one ULP off
-    /// (report's manifest turns on `float_roundtrip`).
+    /// The JSON block reads back as the very report, to the last bit of every number —
+    /// serde_json's default float parser puts 2.5555555555555554e20 one ULP off (a fuzz finding;
+    /// report's manifest turns on `float_roundtrip`).
     #[test]
     fn json_block_reads_back_as_the_same_report() {
         let text = include_str!("../../../data/examples/measured.json");
@@ -614,9 +613,8 @@ mod stack_summary_tests {
         );
     }
 
-    /// Issue 17 (fuzzing): report text with a line break or a terminal escape sequence in the
-    /// stack or the quality block cannot make the one-line summaries span lines or colour a
-    /// terminal.
+    /// Report text with a line break or a terminal escape sequence in the stack or the quality
+    /// block cannot make the one-line summaries span lines or colour a terminal (a fuzz finding).
     #[test]
     fn one_line_summaries_stay_one_plain_line() {
         let text = include_str!("../../../data/examples/measured.json");

@@ -509,7 +509,7 @@ fn check_energy(e: &crate::Energy, o: &mut Out) {
 /// memory bandwidth by more than measurement slack (and L2 hits on a small model).
 pub const MAX_ROOFLINE_FRACTION: f64 = 1.2;
 
-/// An arm's roofline figures (issue 13): bytes that are not a silent zero, a fraction that is a
+/// An arm's roofline figures: bytes that are not a silent zero, a fraction that is a
 /// finite share of the bandwidth in (0, [`MAX_ROOFLINE_FRACTION`]].
 fn check_arm_roofline(i: usize, arm: &crate::Arm, o: &mut Out) {
     if arm.weight_bytes_per_token == Some(0) {

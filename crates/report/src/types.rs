@@ -623,7 +623,7 @@ pub struct Arm {
     pub throughput_tokens_per_s: Option<f64>,
     /// Bytes of weights a decode step reads, per generated token (the step's bytes ÷ the batch;
     /// exact at batch 1): every weight tensor as the engine holds it, the token-embedding table
-    /// one row per sequence unless the LM head reads the whole of it (issue 13).
+    /// one row per sequence unless the LM head reads the whole of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_bytes_per_token: Option<u64>,
     /// `weight_bytes_per_token × throughput_tokens_per_s ÷` the card's memory bandwidth: the

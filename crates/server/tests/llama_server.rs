@@ -298,7 +298,7 @@ fn a_killed_llama_server_fails_its_arm_and_keeps_the_other() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// Issue 15's llama.cpp campaign has a Llama-family shape (TinyLlama): the GGUF writer's Llama
+/// The llama.cpp campaign has a Llama-family shape (TinyLlama): the GGUF writer's Llama
 /// files (no q/k/v biases, SentencePiece vocabulary) are served by llama-server and measured.
 #[test]
 #[ignore = "needs a CPU llama-server build (QE_LLAMA_SERVER): ./dev test builds it and runs these"]

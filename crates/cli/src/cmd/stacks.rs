@@ -1,5 +1,5 @@
-//! `quantenergy stacks [DIR…]`: one card and model size on every stack measured, side by side
-//! (issue 15) — a column per session, each format's ΔE against that session's own FP16 with its
+//! `quantenergy stacks [DIR…]`: one card and model size on every stack measured, side by side —
+//! a column per session, each format's ΔE against that session's own FP16 with its
 //! interval, energy per token and n, as Markdown for `docs/MEASUREMENTS.md`. The rows are the
 //! embedded `data/anchors.csv` plus the measured reports of each DIR (aggregated as `aggregate`
 //! does, never pooled across sessions), so a campaign in progress can be set beside the published

@@ -230,7 +230,7 @@ fn required_bytes_by_hand() {
     assert!(bytes_per_param(Format::Quant(GgmlDType::Q4_0)) == 18.0 / 32.0);
 }
 
-/// Issue 17: a panic inside a third-party loader fails the load with the file's name; it
+/// A panic inside a third-party loader fails the load with the file's name; it
 /// does not abort the run.
 #[test]
 fn a_panicking_loader_becomes_an_error_naming_the_file() {

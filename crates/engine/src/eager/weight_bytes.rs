@@ -1,5 +1,5 @@
-//! The bytes of weights a decode step reads, counted from what an arm loads (issue 13; the
-//! arithmetic is [`meter::roofline`]).
+//! The bytes of weights a decode step reads, counted from what an arm loads (the arithmetic is
+//! [`meter::roofline`]).
 //!
 //! Both engines build from the same [`ArmWeights`] and hold the same tensors (the graph engine
 //! concatenates q/k/v and gate/up, which changes no byte count):

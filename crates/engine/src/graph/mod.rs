@@ -22,6 +22,11 @@ type Result<T, E = crate::Error> = std::result::Result<T, E>;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 const WARM_STEPS: usize = 2;
 
+/// Whether the CUDA step runs op by op instead of as a captured graph (`QE_GRAPH_NO_CAPTURE=1`;
+/// off), to time the static forward without the graph.
+pub static NO_CAPTURE: crate::switch::Switch =
+    crate::switch::Switch::new("QE_GRAPH_NO_CAPTURE", false);
+
 /// Loads [`GraphDecoder`]s from the same weights [`CandleFactory`] gives the eager engine.
 pub struct GraphFactory {
     /// The eager engine's factory, whose weights the graph engine reuses.
@@ -78,7 +83,7 @@ impl GraphFactory {
             "static-cache model loaded"
         );
         Ok(GraphDecoder {
-            capture: dev.is_cuda() && std::env::var_os("QE_GRAPH_NO_CAPTURE").is_none(),
+            capture: dev.is_cuda() && !NO_CAPTURE.on(),
             model,
             device: dev,
             precision,
@@ -142,8 +147,7 @@ pub struct GraphDecoder {
     notes: Vec<String>,
     /// The device-side decode state (none before the first generation).
     pub state: Option<DecodeState>,
-    /// Capture the step into a CUDA graph (CUDA only; `QE_GRAPH_NO_CAPTURE` turns it off to
-    /// time the static forward op by op).
+    /// Capture the step into a CUDA graph (CUDA only; off with [`NO_CAPTURE`]).
     capture: bool,
     #[cfg(feature = "cuda")]
     cuda: Option<CudaGraphState>,

@@ -361,7 +361,7 @@ impl StaticModel {
             && head_dim.is_multiple_of(2)
             && head_dim <= 256
             && heads.is_multiple_of(kv_heads)
-            && std::env::var_os("QE_GRAPH_UNFUSED").is_none();
+            && !UNFUSED.on();
         Ok(StaticModel {
             kind,
             embed,
@@ -915,6 +915,10 @@ fn blocks_of(y: Tensor, q8: bool, dims: &[usize]) -> Result<(Tensor, Blocks)> {
         Ok((y, None))
     }
 }
+
+/// Whether the step runs candle's ops instead of the fused ones (`QE_GRAPH_UNFUSED=1`; off), to
+/// time the fused kernels against what they replace on the GPU.
+pub static UNFUSED: crate::switch::Switch = crate::switch::Switch::new("QE_GRAPH_UNFUSED", false);
 
 /// Whether the GPU's decode attention writes the K/V cache itself ([`DecodeAttn::fold_kv`];
 /// `QE_FOLD_KV=0` turns it off).

@@ -34,8 +34,8 @@ pub struct DecodeAttn {
 /// Split attention ("flash-decoding"): `splits` blocks per (head, sequence) each attend to a share
 /// of the positions; the last to finish combines the shares (an atomic count per head in
 /// `counters`, which every launch leaves at zero). Opt-in (`QE_ATTN_SPLIT=1`, [`ATTN_SPLIT`]): on
-/// the H200 at ≤ 272 positions it was 1–5 % slower than the one-block kernel at every shape
-/// (issue 13), whose 12 or 28 blocks leave most of the card's 132 SMs idle only at long contexts.
+/// the H200 at ≤ 272 positions it was 1–5 % slower than the one-block kernel at every shape,
+/// whose 12 or 28 blocks leave most of the card's 132 SMs idle only at long contexts.
 #[derive(Clone)]
 pub struct AttnSplit {
     /// Blocks per (head, sequence), ≥ 2.

@@ -14,10 +14,10 @@ use candle_core::{Result, Shape};
 pub struct Gemv;
 
 /// Whether the graph engine's float projections at one row use [`Gemv`] (`QE_GEMV=1`; off). On the
-/// H200 it was 1.0 % and 2.4 % faster than cuBLAS's GEMM at Qwen2-7B F16 and 2–6 % slower at 0.5–1.5 B;
-/// the one 7 B arm metered with it drew 602 W where the cuBLAS arm of the session before drew 523 W
-/// (another card): +13 % energy per token for +2 % speed. Until one card has metered both, the
-/// meter's default stays cuBLAS, whose energy is what deployed F16 engines spend (issue 13).
+/// H200 it was 1.0 % and 2.4 % faster than cuBLAS's GEMM at Qwen2-7B F16 and 2–6 % slower at
+/// 0.5–1.5 B; the one 7 B arm metered with it drew 602 W where a cuBLAS arm metered on another
+/// card drew 523 W: +13 % energy per token for +2 % speed. Until one card has metered both, the
+/// meter's default stays cuBLAS, whose energy is what deployed F16 engines spend.
 pub static GEMV: crate::switch::Switch = crate::switch::Switch::new("QE_GEMV", false);
 
 /// (N, K, output shape) of a one-row matvec of x (dtype `xd`) and w (`wd`).

@@ -10,7 +10,7 @@ use candle_core::{Result, Shape};
 /// Threads of an add + norm block (`QE_NORM_THREADS`: 128 to 1024, a floor: a row of more than
 /// 8 values a thread gets width / 8 threads, up to 1024, so it stays in registers). The kernel
 /// is a latency-bound single block per row: fewer threads mean cheaper barriers but fewer loads
-/// in flight, which only the card can weigh. On the H200 (issue 13) 512 beat 1024 by 2.5 % of a
+/// in flight, which only the card can weigh. On the H200, 512 beat 1024 by 2.5 % of a
 /// whole Qwen2-1.5B Q4_0 step and 0.7 % at 7 B F16; 256 was no better than 1024. (Fewer than 1024
 /// threads for the one-block attention lost 1–14 %.)
 pub static NORM_THREADS: crate::switch::Knob =

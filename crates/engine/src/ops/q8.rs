@@ -1,5 +1,5 @@
 //! Quantized projections fed with Q8_1 activations that the previous fused op already wrote
-//! (issue 13: the 1.5 B GGUF step spent ≈ 0.2 ms of its 1.6 ms in candle's separate
+//! (the 1.5 B GGUF step spent ≈ 0.2 ms of its 1.6 ms in candle's separate
 //! activation → Q8_1 kernel, launched before each of the four quantized matmuls of a layer).
 //!
 //! candle's GGUF matvec (`fast_mmvq`) quantizes its F32 input into ggml's `block_q8_1` (32 int8
