@@ -65,16 +65,14 @@ fn included(line: &str) -> Option<&'static str> {
 
 #[cfg(feature = "cuda")]
 mod load {
-    use candle_core::cuda_backend::cudarc::driver::CudaFunction;
-    use candle_core::cuda_backend::CudaDevice;
     use candle_core::{bail, Result};
     use std::sync::OnceLock;
 
     /// The name of the module in candle's custom-module cache.
-    const MODULE: &str = "quantenergy_kernels";
+    pub const MODULE: &str = "quantenergy_kernels";
 
     /// The PTX of [`super::source`], compiled once per process by NVRTC.
-    fn ptx() -> Result<&'static str> {
+    pub fn ptx() -> Result<&'static str> {
         static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
         match PTX.get_or_init(|| {
             candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(super::source())
@@ -85,16 +83,21 @@ mod load {
             Err(e) => bail!("NVRTC could not compile the engine's kernels: {e}"),
         }
     }
-
-    /// The kernel `name` on `dev` (loaded once per device through candle's cache, so it runs on
-    /// candle's stream and is captured into a CUDA graph with the rest of the step).
-    pub fn func(dev: &CudaDevice, name: &str) -> Result<CudaFunction> {
-        dev.get_or_load_custom_func(name, MODULE, ptx()?)
-    }
 }
 
 #[cfg(feature = "cuda")]
-pub use load::func;
+pub use load::{ptx, MODULE};
+
+/// The kernel `$name` on the CUDA device `$dev`, loaded once per device through candle's cache
+/// (so it runs on candle's stream and is captured into a CUDA graph with the rest of the step).
+/// A macro because candle does not name the function type it returns.
+#[cfg(feature = "cuda")]
+#[macro_export]
+macro_rules! kernel_func {
+    ($dev:expr, $name:expr) => {
+        $dev.get_or_load_custom_func($name, $crate::kernels::MODULE, $crate::kernels::ptx()?)
+    };
+}
 
 #[cfg(test)]
 mod tests {

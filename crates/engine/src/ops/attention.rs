@@ -134,11 +134,11 @@ impl CustomOp3 for DecodeAttn {
 }
 
 #[cfg(feature = "cuda")]
-mod cuda {
+pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::func;
     use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
+    use crate::ops::rope::cuda::dim_args;
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
@@ -199,7 +199,7 @@ mod cuda {
         let n = d.batch * d.heads * d.head_dim;
         let shape = Shape::from((d.batch, 1, d.heads * d.head_dim));
         let (out, q8, shape) = alloc_out(&dev, qkv.dtype(), n, (n, d.head_dim), op.q8, shape)?;
-        let f = func(&dev, &name)?;
+        let f = crate::kernel_func!(dev, &name)?;
         let (op_, qp, bp, sp) = (ptr(&out, 0)?, ptr(qkv, qo)?, ptr(buf, bo)?, ptr(step, so)?);
         let a = dim_args(d);
         let mut b = f.builder();

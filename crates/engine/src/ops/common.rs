@@ -93,13 +93,13 @@ pub(super) fn with_q8(
 }
 
 #[cfg(feature = "cuda")]
-pub(super) mod gpu {
+pub(crate) mod gpu {
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig};
     use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice};
     use candle_core::{bail, CudaStorage, DType, Result, Shape};
 
-    pub(super) fn code(dt: DType) -> Result<&'static str> {
+    pub(crate) fn code(dt: DType) -> Result<&'static str> {
         Ok(match dt {
             DType::F32 => "f32",
             DType::F16 => "f16",
@@ -111,7 +111,7 @@ pub(super) mod gpu {
     /// The device address of element `off` of a storage. The kernels take untyped pointers (one
     /// launcher per op, whatever the dtypes); the engine runs on one stream with event tracking
     /// off, so the dropped sync guard records nothing.
-    pub(super) fn ptr(s: &CudaStorage, off: usize) -> Result<u64> {
+    pub(crate) fn ptr(s: &CudaStorage, off: usize) -> Result<u64> {
         let stream = s.device.cuda_stream();
         let (p, size) = match &s.slice {
             CudaStorageSlice::F32(v) => (v.device_ptr(&stream).0, 4),
@@ -124,7 +124,7 @@ pub(super) mod gpu {
     }
 
     /// A new uninitialised storage of `n` elements of `dt` on `dev`.
-    pub(super) fn alloc(dev: &CudaDevice, dt: DType, n: usize) -> Result<CudaStorage> {
+    pub(crate) fn alloc(dev: &CudaDevice, dt: DType, n: usize) -> Result<CudaStorage> {
         // SAFETY: every element is written by the kernel that fills it before it is read.
         Ok(unsafe {
             match dt {
@@ -140,7 +140,7 @@ pub(super) mod gpu {
 
     /// An output of `n` values of `dt`, with room for their Q8_1 blocks after them when `q8`
     /// (F32 only): (storage, address of the blocks or 0, shape: `shape`, or flat with blocks).
-    pub(super) fn alloc_out(
+    pub(crate) fn alloc_out(
         dev: &CudaDevice,
         dt: DType,
         keep: usize,
@@ -161,7 +161,7 @@ pub(super) mod gpu {
         Ok((out, q, Shape::from(len)))
     }
 
-    pub(super) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
+    pub(crate) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
         LaunchConfig {
             grid_dim: (grid.0, grid.1, 1),
             block_dim: (block, 1, 1),

@@ -79,9 +79,8 @@ impl CustomOp2 for Gemv {
 }
 
 #[cfg(feature = "cuda")]
-mod cuda {
+pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::func;
     use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
@@ -103,7 +102,7 @@ mod cuda {
         }
         let dev = x.device.clone();
         let out = alloc(&dev, dt, n)?;
-        let f = func(&dev, &format!("gemv_{}", code(dt)?))?;
+        let f = crate::kernel_func!(dev, &format!("gemv_{}", code(dt)?))?;
         let (op, wp, xp) = (
             ptr(&out, 0)?,
             ptr(w, wl.start_offset())?,

@@ -146,8 +146,6 @@ mod cuda {
     use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
     use candle_core::{bail, CudaStorage, Layout, Result};
 
-    use crate::kernels::func;
-
     pub fn kv_write(
         cache: &mut CudaStorage,
         cl: &Layout,
@@ -165,7 +163,7 @@ mod cuda {
         let (rows, s, ctx, d) = (rows as u32, s as u32, ctx as u32, d as u32);
         macro_rules! launch {
             ($c:expr, $n:expr, $name:expr) => {{
-                let f = func(&dev, $name)?;
+                let f = crate::kernel_func!(dev, $name)?;
                 let mut c = $c.slice_mut(co..);
                 let nn = $n.slice(no..);
                 let mut b = f.builder();
@@ -198,7 +196,7 @@ mod cuda {
         }
         let len = l.shape().elem_count() as u32;
         let dev = s.device.clone();
-        let f = func(&dev, "add_u32")?;
+        let f = crate::kernel_func!(dev, "add_u32")?;
         let mut x = s.as_cuda_slice_mut::<u32>()?.slice_mut(l.start_offset()..);
         let mut b = f.builder();
         b.arg(&mut x);

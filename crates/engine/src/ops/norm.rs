@@ -103,9 +103,8 @@ impl CustomOp3 for AddRmsNorm {
 }
 
 #[cfg(feature = "cuda")]
-mod cuda {
+pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::func;
     use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
@@ -130,7 +129,7 @@ mod cuda {
         let dev = a.device.clone();
         let n = rows * h;
         let (out, q8, shape) = alloc_out(&dev, dt, 2 * n, (n, h), norm.q8, shape)?;
-        let f = func(&dev, &format!("add_rms_norm_{}", code(dt)?))?;
+        let f = crate::kernel_func!(dev, &format!("add_rms_norm_{}", code(dt)?))?;
         let (op, ap) = (ptr(&out, 0)?, ptr(a, al.start_offset())?);
         let (rp, wp) = (ptr(r, rl.start_offset())?, ptr(w, wl.start_offset())?);
         let (r32, h32) = (rows as u32, h as u32);

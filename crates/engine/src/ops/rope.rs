@@ -230,9 +230,8 @@ impl InplaceOp3 for RopeKv {
 }
 
 #[cfg(feature = "cuda")]
-mod cuda {
+pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::func;
     use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
@@ -253,7 +252,7 @@ mod cuda {
         }
         let dev = t.device.clone();
         let out = alloc(&dev, DType::F32, hd + 1)?;
-        let f = func(&dev, "rope_step")?;
+        let f = crate::kernel_func!(dev, "rope_step")?;
         let (tp, pp, op) = (ptr(t, to)?, ptr(p, pl.start_offset())?, ptr(&out, 0)?);
         let (hd32, rows32) = (hd as u32, rows as u32);
         let mut b = f.builder();
@@ -264,7 +263,7 @@ mod cuda {
     }
 
     /// (b, nh, nkv, hd, ctx, bias, interleaved) as kernel arguments.
-    pub(super) fn dim_args(d: &AttnDims) -> [u32; 7] {
+    pub(crate) fn dim_args(d: &AttnDims) -> [u32; 7] {
         [
             d.batch as u32,
             d.heads as u32,
@@ -291,7 +290,7 @@ mod cuda {
         let so = contiguous(sl, d.head_dim + 1, "rope-kv: the step row")?;
         let name = format!("rope_kv_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
         let dev = buf.device.clone();
-        let f = func(&dev, &name)?;
+        let f = crate::kernel_func!(dev, &name)?;
         let (bp, qp, sp) = (ptr(buf, bo)?, ptr(qkv, qo)?, ptr(step, so)?);
         let a = dim_args(d);
         let mut b = f.builder();

@@ -59,9 +59,8 @@ impl CustomOp1 for SwiGlu {
 }
 
 #[cfg(feature = "cuda")]
-mod cuda {
+pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::func;
     use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
@@ -73,7 +72,7 @@ mod cuda {
         let (rows, i, shape) = swiglu_dims(l)?;
         let dev = s.device.clone();
         let (out, q8, shape) = alloc_out(&dev, s.dtype(), rows * i, (rows * i, i), q8, shape)?;
-        let f = func(&dev, &format!("swiglu_{}", code(s.dtype())?))?;
+        let f = crate::kernel_func!(dev, &format!("swiglu_{}", code(s.dtype())?))?;
         let (op, sp) = (ptr(&out, 0)?, ptr(s, l.start_offset())?);
         let (r32, i32_) = (rows as u32, i as u32);
         let mut b = f.builder();
