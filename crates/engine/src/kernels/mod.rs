@@ -143,7 +143,7 @@ mod tests {
             assert!(s.contains(list), "{list}");
         }
         for name in ["rope_step(", "kv_write_u16(", "kv_write_u32(", "add_u32("] {
-            assert!(s.contains(&format!("__global__ void {name}")), "{name}");
+            assert!(s.contains(&format!("void {name}")), "{name}");
         }
         // The matvec's 16-bit loads have no F32 form: that falls back to cuBLAS.
         assert!(s.contains("#define QE_FOR_HALF_DTYPES(X) X(f16, 1) X(bf16, 2)\n"));
