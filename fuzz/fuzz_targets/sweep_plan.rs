@@ -3,13 +3,13 @@
 //!
 //! Asserts besides "no panic": an accepted plan has runs that each name exactly one model and at
 //! least one precision; the plan-wide sample rate is a finite number > 0 and the cooldown a finite
-//! number ≥ 0 (TOML has `nan` and `inf`); every job has arguments, a file stem, and expected
+//! number ≥ 0 (TOML has `nan` and `inf`); every job measures at least one arm with ≥ 1 batch, token and iteration under its own stem, and expected
 //! report files directly inside the output directory (a plan cannot make the sweep write
 //! elsewhere than `out`).
 #![no_main]
 
+use campaign::plan::{jobs, parse_plan, JobTarget};
 use libfuzzer_sys::fuzz_target;
-use campaign::plan::{jobs, parse_plan};
 use std::path::{Component, Path};
 
 fuzz_target!(|data: &[u8]| {
@@ -43,8 +43,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let out = Path::new("/fuzz-out");
     for j in jobs(&plan, out) {
-        assert!(!j.args.is_empty());
+        let m = &j.measure;
         assert!(!j.stem.is_empty());
+        assert_eq!(m.name, j.stem, "the process's stem is the job's");
+        assert_eq!(m.out, out, "the process writes into out");
+        assert!(m.batch >= 1 && m.tokens >= 1 && m.iterations >= 1);
+        assert!(m.sample_hz.is_finite() && m.sample_hz > 0.0);
+        match &m.target {
+            JobTarget::Engine { precisions, .. } => assert!(!precisions.is_empty()),
+            JobTarget::Server { model_files, .. } => assert!(!model_files.is_empty()),
+        }
         for e in &j.expected {
             let rel = e.strip_prefix(out).expect("a report inside out");
             let mut parts = rel.components();

@@ -39,6 +39,17 @@ pub enum Error {
         /// The run's number, from 1.
         run: usize,
     },
+    /// A count of a plan (tokens, iterations, repeats, a batch size) is zero, or a run's `batch`
+    /// list is empty: the sweep would start processes that measure nothing.
+    #[error("plan.toml: {where_}: `{field}` {why}")]
+    PlanCount {
+        /// "defaults" or "run N" (numbered from 1).
+        where_: String,
+        /// The key.
+        field: &'static str,
+        /// What is wrong with its value.
+        why: &'static str,
+    },
     /// A `[[run]]` of a plan (numbered from 1) is a server run that cannot run as written.
     #[error("plan.toml: run {run}: {why}")]
     PlanServer {

@@ -428,7 +428,51 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
         }
         check_server_run(r).map_err(|why| Error::PlanServer { run: i + 1, why })?;
     }
+    check_counts(&plan)?;
     Ok(plan)
+}
+
+/// Every count a job is built from is ≥ 1 (a warm-up of 0 is fine), so that no accepted plan
+/// starts a process that measures nothing or fails only once the sweep is under way.
+fn check_counts(plan: &Plan) -> Result<()> {
+    let zero = |where_: &str, field| Error::PlanCount {
+        where_: where_.to_string(),
+        field,
+        why: "must be at least 1",
+    };
+    let d = &plan.defaults;
+    for (field, v) in [
+        ("tokens", d.tokens),
+        ("iterations", d.iterations),
+        ("repeats", d.repeats),
+    ] {
+        if v == 0 {
+            return Err(zero("defaults", field));
+        }
+    }
+    for (i, r) in plan.runs.iter().enumerate() {
+        let run = format!("run {}", i + 1);
+        for (field, v) in [
+            ("tokens", r.tokens),
+            ("iterations", r.iterations),
+            ("repeats", r.repeats),
+        ] {
+            if v == Some(0) {
+                return Err(zero(&run, field));
+            }
+        }
+        if r.batch.is_empty() {
+            return Err(Error::PlanCount {
+                where_: run,
+                field: "batch",
+                why: "is empty: list at least one batch size",
+            });
+        }
+        if r.batch.contains(&0) {
+            return Err(zero(&run, "batch"));
+        }
+    }
+    Ok(())
 }
 
 /// A server run names its model files by a template that says which precision is which, and a
@@ -935,6 +979,39 @@ api = "llama"
             text.starts_with("plan.toml: ") && text.contains("bogus"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn zero_counts_and_empty_batches_are_refused_naming_the_key() {
+        let run = "out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n";
+        let cases = [
+            (
+                "[defaults]\ntokens = 0\n",
+                "plan.toml: defaults: `tokens` must be at least 1",
+            ),
+            (
+                "[defaults]\nrepeats = 0\n",
+                "plan.toml: defaults: `repeats` must be at least 1",
+            ),
+            (
+                "iterations = 0\n",
+                "plan.toml: run 1: `iterations` must be at least 1",
+            ),
+            (
+                "batch = [1, 0]\n",
+                "plan.toml: run 1: `batch` must be at least 1",
+            ),
+            (
+                "batch = []\n",
+                "plan.toml: run 1: `batch` is empty: list at least one batch size",
+            ),
+        ];
+        for (extra, want) in cases {
+            let text = format!("{run}{extra}");
+            let e = parse_plan(&text).unwrap_err();
+            assert_eq!(e.to_string(), want, "{text}");
+        }
+        assert!(parse_plan(&format!("{run}[defaults]\nwarmup = 0\n")).is_ok());
     }
 
     #[test]
