@@ -7,17 +7,6 @@ use std::path::PathBuf;
 /// what is wrong with it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file-system call failed; `action` is what was being done to `path`.
-    #[error("{action} {}", path.display())]
-    Io {
-        /// What was being done to the file (e.g. "reading").
-        action: &'static str,
-        /// The file concerned.
-        path: PathBuf,
-        /// The underlying I/O error.
-        #[source]
-        source: std::io::Error,
-    },
     /// `plan.toml` is not a valid plan (TOML syntax, unknown or mistyped keys).
     #[error("plan.toml")]
     PlanToml(#[source] toml::de::Error),
@@ -67,19 +56,16 @@ pub enum Error {
     /// The CSV writer produced bytes that are not UTF-8.
     #[error("the CSV output is not UTF-8")]
     CsvUtf8(#[from] std::string::FromUtf8Error),
-    /// The meter failed (writing a report, reading a file).
+    /// The meter failed (writing a report), or a file-system call did ([`Error::io`]).
     #[error(transparent)]
     Meter(#[from] meter::Error),
 }
 
 impl Error {
-    /// An I/O error on `path` while doing `action`.
+    /// An I/O error on `path` while doing `action`: the meter's [`meter::Error::Io`], which
+    /// names the same things.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            action,
-            path: path.into(),
-            source,
-        }
+        Error::Meter(meter::Error::io(action, path, source))
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -156,45 +156,13 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
     let plan = work.join("plan.toml");
     std::fs::write(&plan, PLAN).unwrap();
     let results = work.join("results");
-
-    // The command the array runs: a site wrapper around the binary (as a module system or a
-    // container launcher would be). Ours holds the 1.5B job's measurement while a flag file
-    // exists, so that it can be cancelled mid-run.
     let hold = work.join("hold");
     let started = work.join("held-job-started");
-    let wrapper = work.join("qe-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" measure \"*qwen2-1.5b*) if [ -e {h} ]; then touch {s}; exec sleep 300; fi;; esac\nexec {qe} \"$@\"\n",
-            h = hold.display(),
-            s = started.display(),
-            qe = QE
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let wrapper = write_wrapper(&work.join("qe-wrapper.sh"), &hold, &started);
     std::fs::write(&hold, "").unwrap();
 
     // Emit: stdout is the script; --dry-run lists the four tasks, all to run.
-    let emit = |extra: &[&str]| -> Output {
-        let mut args = vec![
-            "sweep",
-            plan.to_str().unwrap(),
-            "--emit",
-            "slurm",
-            "--gpus-per-task",
-            "0",
-            "--exe",
-            wrapper.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        Command::new(QE).args(&args).output().unwrap()
-    };
+    let emit = |extra: &[&str]| emit_slurm(&plan, &wrapper, extra);
     let o = emit(&[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let script = work.join("sweep.sbatch");
@@ -206,14 +174,7 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
 
     // First submission; cancel the held task while its measurement runs.
     let job = cluster.submit(&script);
-    let t0 = Instant::now();
-    while !started.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "the held task never started"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for(&started, "the held task never started");
     // Jobs are breadth first: 0.5B r1, 1.5B r1, missing r1, 0.5B r2 → the 1.5B job is task 1.
     let o = cluster.cmd("scancel", &[&format!("{job}_1")]);
     assert!(
@@ -222,8 +183,68 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
         String::from_utf8_lossy(&o.stderr)
     );
     cluster.wait_done(&job);
-
     let files = json_files(&results);
+    check_all_but_the_cancelled_task(&files);
+    check_where_and_why(&results, &job);
+
+    // Resubmit the same script: only the cancelled task runs again.
+    std::fs::remove_file(&hold).unwrap();
+    let before = modified(&results, &files);
+    let dry = String::from_utf8_lossy(&emit(&["--dry-run"]).stdout).to_string();
+    assert!(dry.contains("4 tasks: 1 would run"), "{dry}");
+    let job2 = cluster.submit(&script);
+    cluster.wait_done(&job2);
+    check_only_the_cancelled_task_reran(&results, &job2, before);
+    check_never_pooled(&results);
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The command the array runs, written to `path`: a site wrapper around the binary (as a module
+/// system or a container launcher would be). Ours holds the 1.5B job's measurement while the flag
+/// file `hold` exists (touching `started` first), so that it can be cancelled mid-run.
+fn write_wrapper(path: &Path, hold: &Path, started: &Path) -> PathBuf {
+    std::fs::write(
+        path,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" measure \"*qwen2-1.5b*) if [ -e {h} ]; then touch {s}; exec sleep 300; fi;; esac\nexec {qe} \"$@\"\n",
+            h = hold.display(),
+            s = started.display(),
+            qe = QE
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path.to_path_buf()
+}
+
+/// `quantenergy sweep PLAN --emit slurm` through `wrapper`, with `extra` arguments.
+fn emit_slurm(plan: &Path, wrapper: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "sweep",
+        plan.to_str().unwrap(),
+        "--emit",
+        "slurm",
+        "--gpus-per-task",
+        "0",
+        "--exe",
+        wrapper.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Command::new(QE).args(&args).output().unwrap()
+}
+
+/// Wait (up to 120 s) until `path` exists; `what` is the failure.
+fn wait_for(path: &Path, what: &str) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "{what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// After the first submission: every task's report but the cancelled one's, and no temp file.
+fn check_all_but_the_cancelled_task(files: &[String]) {
     assert!(
         !files.iter().any(|f| f.contains("qwen2-1.5b")),
         "the cancelled task left something behind: {files:?}"
@@ -241,12 +262,11 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
     ] {
         assert!(files.contains(&f.to_string()), "{f} missing: {files:?}");
     }
+}
 
-    check_where_and_why(&results, &job);
-
-    // Resubmit the same script: only the cancelled task runs again.
-    std::fs::remove_file(&hold).unwrap();
-    let before: Vec<(String, std::time::SystemTime)> = files
+/// When each of `files` under `results` was last written.
+fn modified(results: &Path, files: &[String]) -> Vec<(String, SystemTime)> {
+    files
         .iter()
         .map(|f| {
             (
@@ -257,11 +277,16 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
                     .unwrap(),
             )
         })
-        .collect();
-    let dry = String::from_utf8_lossy(&emit(&["--dry-run"]).stdout).to_string();
-    assert!(dry.contains("4 tasks: 1 would run"), "{dry}");
-    let job2 = cluster.submit(&script);
-    cluster.wait_done(&job2);
+        .collect()
+}
+
+/// After the resubmission `job2`: the cancelled task's report is there, from `job2`, and none of
+/// the files written `before` was rewritten; the tasks that had run say so in their logs.
+fn check_only_the_cancelled_task_reran(
+    results: &Path,
+    job2: &str,
+    before: Vec<(String, SystemTime)>,
+) {
     assert!(results.join("qwen2-1.5b_b1_r1_Q4_0.estimate.json").exists());
     for (f, t) in before {
         let now = std::fs::metadata(results.join(&f))
@@ -275,12 +300,14 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
     let log = std::fs::read_to_string(results.join(format!("slurm-logs/{job2}_2.log"))).unwrap();
     assert!(log.contains("failed: exit status"), "{log}");
     let redo = read_json(&results.join("qwen2-1.5b_b1_r1_Q4_0.estimate.json"));
-    assert_eq!(redo["environment"]["slurm"]["array_job_id"], job2.as_str());
+    assert_eq!(redo["environment"]["slurm"]["array_job_id"], job2);
+}
 
-    // Estimates and failures never become a measured row.
+/// Estimates and failures never become a measured row: `aggregate` refuses, counting them.
+fn check_never_pooled(results: &Path) {
     let o = Command::new(QE)
         .arg("aggregate")
-        .arg(&results)
+        .arg(results)
         .output()
         .unwrap();
     assert_eq!(
@@ -294,8 +321,6 @@ fn a_plan_runs_as_a_slurm_array_resumes_after_scancel_and_never_pools_estimates(
         err.contains("5 estimate(s), which are never pooled") && err.contains("1 failed"),
         "{err}"
     );
-    drop(cluster);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// After the first submission: every report says where it ran, in Slurm's words, and the failed

@@ -156,61 +156,285 @@ template <int A, int C> __device__ void decode_attn(void* out, const void* qkv, 
     float o = attn_row(acc, hd, part);
     if (threadIdx.x < hd) attn_out<A>(out, q8, nh, hd, o / l);
 }
-// Split attention ("flash-decoding", opt-in: QE_ATTN_SPLIT=1): grid (heads, sequences, splits),
-// NS threads a block. Block `sp` attends to its share of positions 0..=pos, writes its running max,
-// sum and unnormalized ·V row to `part`, and the last block of its head to finish (an atomic count,
-// left at 0 again for the next launch) combines the shares into the output — one launch, and
-// heads × splits blocks instead of one 1024-thread block per head (12 or 28 of 132 SMs).
-template <int A, int C> __device__ void decode_attn_split(void* out, const void* qkv, void* buf,
-        const float* step, unsigned int b, unsigned int nh, unsigned int nkv, unsigned int hd,
-        unsigned int ctx, int bias, int inter, float scale, void* q8, int fold,
+// Split attention ("flash-decoding") over a KV head's whole query group: grid (KV heads,
+// sequences, splits), NS threads a block. One block reads each of its positions' K and V rows once
+// for all g = nh / nkv query heads of the group (the one-block kernel reads them once per query
+// head: g times, 6–8× at today's GQA shapes), with 16-byte loads, a chunk's rows in flight
+// together. Block `sp` attends to its share of positions 0..=pos, writes each head's running max,
+// sum and unnormalized ·V row to `part`, and the last block of its group to finish (an atomic
+// count, left at 0 again for the next launch) combines the shares. The launcher uses it for head
+// widths 64, 128 and 256 and groups of at most GQ heads, NS = 256 threads (one warp per head in
+// the softmax), else the one-block kernel.
+#define GQ 8
+// 8 consecutive cache elements as loaded: one 16-byte word for F16/BF16, two for F32.
+template <int C> struct Row8 {
+    uint4 w[C == 0 ? 2 : 1];
+};
+__device__ __forceinline__ unsigned int word(const uint4& w, int k) {
+    return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
+}
+// Element j (a constant after unrolling) of a loaded row.
+template <int C> __device__ __forceinline__ float at(const Row8<C>& x, int j) {
+    if (C == 0) return __uint_as_float(word(x.w[(j / 4) % (C == 0 ? 2 : 1)], j % 4));
+    unsigned int u = word(x.w[0], j / 2);
+    unsigned short h = (unsigned short)(j % 2 ? u >> 16 : u & 0xffffu);
+    return C == 1 ? h2f(h) : b2f(h);
+}
+// Elements [e, e + 8) of row `t` of a K or V cache at `base` (in elements of C): the block's own
+// row from shared memory (`mine`, stored as C), past the share zeros, else the cache.
+template <int C> __device__ __forceinline__ Row8<C> row8(const void* buf, unsigned long long base,
+        unsigned int t, unsigned int t_end, unsigned int own, unsigned int hd, unsigned int e,
+        const void* mine) {
+    Row8<C> x;
+    const int n = C == 0 ? 2 : 1;
+    if (t >= t_end) {
+#pragma unroll
+        for (int k = 0; k < n; k++) x.w[k] = make_uint4(0u, 0u, 0u, 0u);
+        return x;
+    }
+    constexpr unsigned int sz = C == 0 ? 4 : 2;
+    const char* p = t == own ? (const char*)mine + e * sz
+                             : (const char*)buf + (base + (unsigned long long)t * hd + e) * sz;
+#pragma unroll
+    for (int k = 0; k < n; k++) x.w[k] = ((const uint4*)p)[k];
+    return x;
+}
+// A float written by another block of this launch: from L2, past this SM's L1.
+__device__ __forceinline__ float ld_l2(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+template <int C> __device__ __forceinline__ void put_raw(void* row, unsigned int i, float v) {
+    if (C == 0) ((float*)row)[i] = v;
+    else ((unsigned short*)row)[i] = C == 1 ? f2h(v) : f2b(v);
+}
+// Where the block's KV head's rows are, and its position (one load: the step row's last float).
+__device__ __forceinline__ AttnHead group_rows(const float* step, unsigned int b, unsigned int nkv,
+        unsigned int hd, unsigned int ctx, int fold) {
+    unsigned int kvh = blockIdx.x, bi = blockIdx.y;
+    AttnHead a;
+    a.pos = __float_as_uint(step[hd]);
+    a.len = a.pos + 1 < ctx ? a.pos + 1 : ctx;
+    a.own = fold && a.pos < ctx ? a.pos : 0xffffffffu;
+    unsigned long long cache = (unsigned long long)b * nkv * ctx * hd;
+    a.kb = ((unsigned long long)bi * nkv + kvh) * ctx * hd;
+    a.vb = cache + a.kb;
+    return a;
+}
+// The group's rotated q rows into qs (g × hd) and, with `fold`, the KV head's new K and V rows
+// into kown, vown as C (split 0 also writes them to the cache). Ends with a barrier.
+template <int A, int C> __device__ __forceinline__ void group_q(const AttnHead& a, const void* qkv,
+        void* buf, const float* step, unsigned int b, unsigned int nh, unsigned int nkv,
+        unsigned int hd, unsigned int ctx, int bias, int inter, bool writer, float* qs,
+        void* kown, void* vown) {
+    unsigned int kvh = blockIdx.x, bi = blockIdx.y, tid = threadIdx.x, g = nh / nkv;
+    unsigned long long cache = (unsigned long long)b * nkv * ctx * hd;
+    unsigned long long nq = (unsigned long long)(nh + 2 * nkv) * hd;
+    for (unsigned int i = tid; i < g * hd; i += blockDim.x) {
+        unsigned long long q = (unsigned long long)(kvh * g + i / hd) * hd;
+        qs[i] = rotated<A, C>(qkv, buf, bi * nq + q, 2 * cache + q, bias, step, hd, i % hd, inter);
+    }
+    if (tid < hd && a.own != 0xffffffffu) {
+        unsigned long long kc = (unsigned long long)(nh + kvh) * hd;
+        unsigned long long vc = (unsigned long long)(nh + nkv + kvh) * hd;
+        float k = rnd<C>(rotated<A, C>(qkv, buf, bi * nq + kc, 2 * cache + kc, bias, step, hd,
+                                       tid, inter));
+        float v = rnd<C>(head_elem<A, C>(qkv, buf, bi * nq + vc, 2 * cache + vc, bias, tid));
+        put_raw<C>(kown, tid, k);
+        put_raw<C>(vown, tid, v);
+        if (writer) {
+            st<C>(buf, a.kb + (unsigned long long)a.pos * hd + tid, k);
+            st<C>(buf, a.vb + (unsigned long long)a.pos * hd + tid, v);
+        }
+    }
+    __syncthreads();
+}
+// L lanes hold a position's row, 8 elements each (L = hd / 8); RS = NS / L row slots; a chunk is
+// U passes of the slots (PC positions), their K and V rows loaded before any arithmetic. U = 6
+// makes a chunk hold a block's share at the splits the engine picks up to ≈ 96 · 132 / nkv
+// positions (6 k at two KV heads), so most blocks wait on memory once.
+#define QE_ATTN_U 6
+template <int A, int C, int L> __device__ void decode_attn_group(void* out, const void* qkv,
+        void* buf, const float* step, unsigned int b, unsigned int nh, unsigned int nkv,
+        unsigned int hd, unsigned int ctx, int bias, int inter, float scale, void* q8, int fold,
         unsigned int splits, float* part, unsigned int* cnt) {
-    __shared__ float qs[256], kn[256], vn[256], sc[CH], red[32], pacc[NS];
+    constexpr int U = QE_ATTN_U, RS = NS / L, PC = U * RS;
+    __shared__ __align__(16) float qs[GQ * 256];
+    __shared__ __align__(16) float red[NS * 8];
+    __shared__ __align__(16) unsigned int kown[256], vown[256];
+    __shared__ float sc[GQ * PC], ms[GQ], ls[GQ], al[GQ];
     __shared__ unsigned int last;
-    unsigned int h = blockIdx.x, bi = blockIdx.y, sp = blockIdx.z, tid = threadIdx.x;
-    // Split 0 writes the group's new K/V row.
-    AttnHead a = attn_head<A, C>(qkv, buf, step, b, nh, nkv, hd, ctx, bias, inter, fold, sp == 0,
-                                 qs, kn, vn);
-    // This block's positions: [t_begin, t_end), possibly none.
+    unsigned int bi = blockIdx.y, sp = blockIdx.z, tid = threadIdx.x, g = nh / nkv;
+    unsigned int r = tid / L, e = (tid % L) * 8, warp = tid >> 5, lane = tid & 31;
+    AttnHead a = group_rows(step, b, nkv, hd, ctx, fold);
     unsigned int per = (a.len + splits - 1) / splits;
     unsigned int t_begin = sp * per < a.len ? sp * per : a.len;
     unsigned int t_end = t_begin + per < a.len ? t_begin + per : a.len;
-    float m, l, acc;
-    attend<C>(buf, a, t_begin, t_end, hd, scale, qs, kn, vn, sc, red, m, l, acc);
-    float o = attn_row(acc, hd, pacc);
-    // This block's share: [max, sum, ·V row (hd)] at part[((bi · nh + h) · splits + sp) · (hd + 2)].
-    unsigned long long hb = ((unsigned long long)bi * nh + h) * splits * (hd + 2);
-    float* share = part + hb + (unsigned long long)sp * (hd + 2);
-    if (tid < hd) share[2 + tid] = o;
-    if (tid == 0) {
-        share[0] = m;
-        share[1] = l;
+    // The first chunk's rows are in flight while the q rows are computed; the block's own row
+    // (being written by split 0) is read from shared memory once group_q has put it there.
+    Row8<C> k[U], v[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, t_begin + r + u * RS, t_end, 0xffffffffu, hd, e, kown);
+#pragma unroll
+    for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, t_begin + r + u * RS, t_end, 0xffffffffu, hd, e, vown);
+    group_q<A, C>(a, qkv, buf, step, b, nh, nkv, hd, ctx, bias, inter, sp == 0, qs, kown, vown);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (t_begin + r + u * RS == a.own && a.own < t_end) {
+            k[u] = row8<C>(buf, a.kb, a.own, t_end, a.own, hd, e, kown);
+            v[u] = row8<C>(buf, a.vb, a.own, t_end, a.own, hd, e, vown);
+        }
     }
-    // Publish the share, then count it; the block that counts last reads every share.
+    if (tid < GQ) {
+        ms[tid] = NEG_INF;
+        ls[tid] = 0.0f;
+    }
+    float acc[GQ][8];
+#pragma unroll
+    for (int h = 0; h < GQ; h++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[h][j] = 0.0f;
+    for (unsigned int c0 = t_begin; c0 < t_end; c0 += PC) {
+        if (c0 != t_begin) {
+#pragma unroll
+            for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, c0 + r + u * RS, t_end, a.own, hd, e, kown);
+#pragma unroll
+            for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, c0 + r + u * RS, t_end, a.own, hd, e, vown);
+        }
+        // Scores of every head of the group at the U positions; the L lanes of a slot sum.
+#pragma unroll
+        for (int h = 0; h < GQ; h++) {
+            if (h < g) {
+                const float4* qp = (const float4*)(qs + h * hd + e);
+                float4 q0 = qp[0], q1 = qp[1];
+                float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
+#pragma unroll
+                    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+                    unsigned int t = r + u * RS;
+                    if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
+                }
+            }
+        }
+        __syncthreads();
+        // Online softmax, one warp per head: the chunk's max, its weights, the running sum.
+        if (warp < g) {
+            float mx = NEG_INF;
+            for (unsigned int t = lane; t < PC; t += 32) mx = fmaxf(mx, sc[warp * PC + t]);
+            mx = warp_max(mx);
+            float m_old = ms[warp], mn = fmaxf(m_old, mx), sum = 0.0f;
+            for (unsigned int t = lane; t < PC; t += 32) {
+                float p = expf(sc[warp * PC + t] - mn);
+                sc[warp * PC + t] = p;
+                sum += p;
+            }
+            sum = warp_sum(sum);
+            if (lane == 0) {
+                float alpha = expf(m_old - mn);
+                al[warp] = alpha;
+                ls[warp] = ls[warp] * alpha + sum;
+                ms[warp] = mn;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int h = 0; h < GQ; h++) {
+            if (h < g) {
+                float alpha = al[h];
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    float p = sc[h * PC + r + u * RS];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    // Each head's row: the slots' partials summed, then this block's share of it:
+    // [max, sum, ·V row (hd)] at part[((bi · nh + head) · splits + sp) · (hd + 2)].
+    unsigned int h0 = blockIdx.x * g;
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        if (h < g) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) red[r * hd + e + j] = acc[h][j];
+            __syncthreads();
+            unsigned long long hb = ((unsigned long long)bi * nh + h0 + h) * splits * (hd + 2);
+            float* share = part + hb + (unsigned long long)sp * (hd + 2);
+            if (tid < hd) {
+                float o = 0.0f;
+                for (unsigned int j = 0; j < RS; j++) o += red[j * hd + tid];
+                share[2 + tid] = o;
+            }
+            if (tid == 0) {
+                share[0] = ms[h];
+                share[1] = ls[h];
+            }
+            __syncthreads();
+        }
+    }
+    // Publish the shares, then count them; the block that counts last reads every share.
     __threadfence();
     __syncthreads();
-    if (tid == 0) last = atomicAdd(cnt + bi * nh + h, 1u) == splits - 1;
+    unsigned int* count = cnt + bi * nh + h0;
+    if (tid == 0) last = atomicAdd(count, 1u) == splits - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const volatile float* all = part + hb;
-    if (tid < hd) {
+    // Combine. Each head's share weights exp(m_j − max) (0 for a share with no positions) into
+    // `red` and its total sum into `ls`, one warp a head; then every (head, element) sums the
+    // shares' ·V rows, their loads independent (L2: the shares are other blocks' writes).
+    if (warp < g) {
+        const float* hp = part + ((unsigned long long)bi * nh + h0 + warp) * splits * (hd + 2);
+        float* w = red + warp * 256;
         float mm = NEG_INF;
-        for (unsigned int j = 0; j < splits; j++) mm = fmaxf(mm, all[j * (hd + 2)]);
-        float ll = 0.0f, oo = 0.0f;
-        for (unsigned int j = 0; j < splits; j++) {
-            float lj = all[j * (hd + 2) + 1];
-            if (lj > 0.0f) {
-                float w = expf(all[j * (hd + 2)] - mm);
-                ll += lj * w;
-                oo += all[j * (hd + 2) + 2 + tid] * w;
-            }
+        for (unsigned int j = lane; j < splits; j += 32) {
+            w[j] = ld_l2(hp + j * (hd + 2));
+            mm = fmaxf(mm, w[j]);
         }
-        attn_out<A>(out, q8, nh, hd, oo / ll);
+        mm = warp_max(mm);
+        float ll = 0.0f;
+        for (unsigned int j = lane; j < splits; j += 32) {
+            float lj = ld_l2(hp + j * (hd + 2) + 1);
+            w[j] = lj > 0.0f ? expf(w[j] - mm) : 0.0f;
+            ll += lj * w[j];
+        }
+        ll = warp_sum(ll);
+        if (lane == 0) ls[warp] = ll;
     }
-    if (tid == 0) cnt[bi * nh + h] = 0;
+    __syncthreads();
+    // g · hd is whole warps (hd ≥ 64), and a warp's 32 elements are one Q8_1 block of one head.
+    for (unsigned int i = tid; i < g * hd; i += NS) {
+        unsigned int h = i / hd, d = i % hd;
+        const float* hp = part + ((unsigned long long)bi * nh + h0 + h) * splits * (hd + 2) + 2 + d;
+        const float* w = red + h * 256;
+        float oo = 0.0f;
+        for (unsigned int j = 0; j < splits; j++) oo += ld_l2(hp + j * (hd + 2)) * w[j];
+        float val = oo / ls[h];
+        unsigned long long o = ((unsigned long long)bi * nh + h0 + h) * hd + d;
+        st<A>(out, o, val);
+        if (q8) q8_put(q8, o / 32, rnd<A>(val));
+    }
+    if (tid == 0) *count = 0;
 }
 
+// One group kernel per head width: decode_attn_split<hd>_<a>_<c>, L = hd / 8 lanes a row.
+#define QE_DECODE_ATTN_GROUP_ARGS                                                              \
+    void *out, const void *qkv, const void *buf, const float *step, unsigned int b,            \
+        unsigned int nh, unsigned int nkv, unsigned int hd, unsigned int ctx, int bias,        \
+        int inter, float scale, void *q8, int fold, unsigned int splits, float *part,          \
+        unsigned int *cnt
+#define QE_DECODE_ATTN_GROUP_CALL(ac, cc, lanes)                                               \
+    decode_attn_group<ac, cc, lanes>(out, qkv, (void*)buf, step, b, nh, nkv, hd, ctx, bias,    \
+                                     inter, scale, q8, fold, splits, part, cnt)
 // The kernels launched with up to NT threads say so (`__launch_bounds__(NT, 1)`, so at most 64
 // registers a thread): without it a kernel can take more and its launch fail at NT threads.
 #define QE_DECODE_ATTN(a, ac, c, cc)                                                          \
@@ -221,12 +445,16 @@ template <int A, int C> __device__ void decode_attn_split(void* out, const void*
         decode_attn<ac, cc>(out, qkv, (void*)buf, step, b, nh, nkv, hd, ctx, bias, inter,     \
                             scale, q8, fold);                                                 \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(NS, 1) decode_attn_split_##a##_##c(         \
-            void* out, const void* qkv, const void* buf, const float* step, unsigned int b,   \
-            unsigned int nh, unsigned int nkv, unsigned int hd, unsigned int ctx, int bias,   \
-            int inter, float scale, void* q8, int fold, unsigned int splits, float* part,     \
-            unsigned int* cnt) {                                                              \
-        decode_attn_split<ac, cc>(out, qkv, (void*)buf, step, b, nh, nkv, hd, ctx, bias,      \
-                                  inter, scale, q8, fold, splits, part, cnt);                 \
+    extern "C" __global__ void __launch_bounds__(NS, 1)                                      \
+            decode_attn_split64_##a##_##c(QE_DECODE_ATTN_GROUP_ARGS) {                        \
+        QE_DECODE_ATTN_GROUP_CALL(ac, cc, 8);                                                 \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(NS, 1)                                      \
+            decode_attn_split128_##a##_##c(QE_DECODE_ATTN_GROUP_ARGS) {                       \
+        QE_DECODE_ATTN_GROUP_CALL(ac, cc, 16);                                                \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(NS, 1)                                      \
+            decode_attn_split256_##a##_##c(QE_DECODE_ATTN_GROUP_ARGS) {                       \
+        QE_DECODE_ATTN_GROUP_CALL(ac, cc, 32);                                                \
     }
 QE_FOR_DTYPE_PAIRS(QE_DECODE_ATTN)

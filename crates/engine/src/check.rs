@@ -1,6 +1,6 @@
 //! `quantenergy engine-check`: the graph engine against the eager one on the same weights, with
-//! no energy metering — greedy tokens compared position by position, and each engine's decode
-//! rate timed with `Decoder::generate` between device synchronizations.
+//! no energy metering — greedy tokens compared position by position — and the graph engine's
+//! prefill and decode timed apart between device synchronizations, at the depth the prompt sets.
 
 use crate::eager::{prompt_ids, CandleFactory, WeightSource};
 use crate::graph::{GraphDecoder, GraphFactory};
@@ -9,6 +9,7 @@ use candle_core::{Device, Tensor, D};
 use meter::decoder::{DecodeError, Decoder};
 use report::Precision;
 use serde::Serialize;
+use std::time::Instant;
 
 /// What `engine-check` compares: synthetic weights of one architecture, at each precision.
 #[derive(Debug, Clone)]
@@ -19,7 +20,7 @@ pub struct CheckOptions {
     pub precisions: Vec<Precision>,
     /// Sequences decoded together.
     pub batch: usize,
-    /// Fixed prompt tokens per sequence.
+    /// Fixed prompt tokens per sequence: the depth of the KV cache when the decode starts.
     pub prompt_len: usize,
     /// Generated tokens per sequence (compared, and per timed generation).
     pub tokens: usize,
@@ -29,33 +30,20 @@ pub struct CheckOptions {
     pub seed: u64,
     /// CUDA device index (the CPU when the binary has no CUDA).
     pub device: usize,
+    /// Leave out the eager engine (its tokens, teacher-forced logits and timing): the graph's
+    /// replay is still compared with its kernels run op by op.
+    pub graph_only: bool,
 }
 
-/// What one precision's comparison found.
+/// The graph engine against the eager one on one precision.
 #[derive(Debug, Clone, Serialize)]
-pub struct CheckResult {
-    /// The model's name.
-    pub model: String,
-    /// The precision compared.
-    pub precision: Precision,
-    /// Sequences decoded together.
-    pub batch: usize,
-    /// Prompt tokens per sequence.
-    pub prompt_len: usize,
-    /// Generated tokens per sequence.
-    pub tokens: usize,
+pub struct EagerComparison {
     /// Greedy tokens equal at every position of every sequence.
     pub identical: bool,
     /// Positions (over all sequences) whose tokens agree, of batch · tokens.
     pub agreeing: usize,
     /// First position (0-based, per sequence) where a sequence diverged, if any.
     pub first_divergence: Option<usize>,
-    /// The replayed graph's greedy tokens equal those of the same kernels run op by op, uncaptured:
-    /// what a capture bug (a stale position, a cache write recorded once) would break. The
-    /// comparison with the eager engine above can differ at near-ties by rounding; this one cannot.
-    pub replay_identical: bool,
-    /// First position where the replayed and the op-by-op tokens differ, if any.
-    pub replay_first_divergence: Option<usize>,
     /// Teacher-forced (both engines fed the eager engine's tokens): the largest
     /// max |Δlogit| / max |logit| over all steps.
     pub tf_max_rel_logit_diff: f64,
@@ -64,12 +52,43 @@ pub struct CheckResult {
     /// The largest eager top-1 − top-2 logit gap (relative to max |logit|) among those: a
     /// difference only at near-ties is rounding, not a wrong forward.
     pub tf_max_gap_where_differs: f64,
-    /// Eager engine, generated tokens per second.
+    /// Eager engine, generated tokens per second (prefill included, as `generate`).
     pub eager_tok_s: f64,
-    /// Graph engine, generated tokens per second.
-    pub graph_tok_s: f64,
     /// `graph_tok_s / eager_tok_s`.
     pub speedup: f64,
+}
+
+/// What one precision's check found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    /// The model's name.
+    pub model: String,
+    /// The precision compared.
+    pub precision: Precision,
+    /// Sequences decoded together.
+    pub batch: usize,
+    /// Prompt tokens per sequence (the decode's starting depth).
+    pub prompt_len: usize,
+    /// Generated tokens per sequence.
+    pub tokens: usize,
+    /// Against the eager engine; absent with `graph_only`.
+    #[serde(flatten)]
+    pub eager: Option<EagerComparison>,
+    /// The replayed graph's greedy tokens equal those of the same kernels run op by op, uncaptured:
+    /// what a capture bug (a stale position, a cache write recorded once) would break. The
+    /// comparison with the eager engine can differ at near-ties by rounding; this one cannot.
+    pub replay_identical: bool,
+    /// First position where the replayed and the op-by-op tokens differ, if any.
+    pub replay_first_divergence: Option<usize>,
+    /// Graph engine, generated tokens per second, prefill included (as `generate`).
+    pub graph_tok_s: f64,
+    /// Graph engine, prompt tokens per second of the prefill alone (batch · prompt_len / time).
+    pub graph_prefill_tok_s: f64,
+    /// Graph engine, the prefill's time: the time to the first token, ms.
+    pub graph_prefill_ms: f64,
+    /// Graph engine, generated tokens per second of the single-token steps alone, from depth
+    /// prompt_len + 1 on (batch · (tokens − 1) / time).
+    pub graph_decode_tok_s: f64,
     /// The graph engine's kernel label.
     pub graph_kernel: String,
     /// Where it ran (`cuda:0` or `cpu`).
@@ -80,29 +99,49 @@ impl CheckResult {
     /// One line for the terminal.
     pub fn summary(&self) -> String {
         let r = self;
+        let eager = match &r.eager {
+            None => "eager left out".to_string(),
+            Some(e) => format!(
+                "tokens {} ({} of {} agree{}); teacher-forced: max rel logit diff {:.2e}, argmax \
+                 differs {}× (eager top-2 gap ≤ {:.2e}); eager {:.1} tok/s",
+                if e.identical { "IDENTICAL" } else { "DIFFER" },
+                e.agreeing,
+                r.batch * r.tokens,
+                e.first_divergence
+                    .map(|f| format!(", first divergence at token {f}"))
+                    .unwrap_or_default(),
+                e.tf_max_rel_logit_diff,
+                e.tf_argmax_differs,
+                e.tf_max_gap_where_differs,
+                e.eager_tok_s,
+            ),
+        };
         format!(
-            "{} {} b{}: tokens {} ({} of {} agree{}); replay vs op by op {}; teacher-forced: max rel logit diff {:.2e}, \
-             argmax differs {}× (eager top-2 gap ≤ {:.2e}); eager {:.1} tok/s, graph {:.1} tok/s ({:.2}×)",
+            "{} {} b{} depth {}: {eager}; replay vs op by op {}; graph {:.1} tok/s{} — prefill \
+             {:.0} tok/s ({:.1} ms), decode {:.1} tok/s",
             r.model,
             crate::eager::engine_name(r.precision),
             r.batch,
-            if r.identical { "IDENTICAL" } else { "DIFFER" },
-            r.agreeing,
-            r.batch * r.tokens,
-            r.first_divergence
-                .map(|f| format!(", first divergence at token {f}"))
-                .unwrap_or_default(),
+            r.prompt_len,
             match r.replay_first_divergence {
                 None => "IDENTICAL".to_string(),
                 Some(f) => format!("DIFFER at token {f}"),
             },
-            r.tf_max_rel_logit_diff,
-            r.tf_argmax_differs,
-            r.tf_max_gap_where_differs,
-            r.eager_tok_s,
             r.graph_tok_s,
-            r.speedup
+            r.eager
+                .as_ref()
+                .map(|e| format!(" ({:.2}×)", e.speedup))
+                .unwrap_or_default(),
+            r.graph_prefill_tok_s,
+            r.graph_prefill_ms,
+            r.graph_decode_tok_s,
         )
+    }
+
+    /// Every comparison the check made agrees: the eager engine's tokens (when compared) and the
+    /// replay's.
+    pub fn agrees(&self) -> bool {
+        self.replay_identical && self.eager.as_ref().is_none_or(|e| e.identical)
     }
 }
 
@@ -119,7 +158,7 @@ fn rate(d: &mut dyn Decoder, a: &CheckOptions) -> Result<f64, DecodeError> {
     d.synchronize()?;
     let mut r = Vec::new();
     for _ in 0..a.runs() {
-        let t0 = std::time::Instant::now();
+        let t0 = Instant::now();
         let n = d.generate(a.batch, a.prompt_len, a.tokens)?;
         d.synchronize()?;
         r.push(n as f64 / t0.elapsed().as_secs_f64());
@@ -133,6 +172,54 @@ impl CheckOptions {
     }
 }
 
+/// The graph engine's timing: end to end, the prefill alone and the steps alone.
+struct GraphTiming {
+    tok_s: f64,
+    prefill_tok_s: f64,
+    prefill_ms: f64,
+    decode_tok_s: f64,
+}
+
+/// 2 untimed generations, then `runs` timed ones, the prefill and the `tokens − 1` steps each
+/// between synchronizations; medians of each.
+fn graph_timing(g: &mut GraphDecoder, prompt: &Tensor, a: &CheckOptions) -> Result<GraphTiming> {
+    let (b, pl) = prompt.dims2()?;
+    let n = a.tokens.max(1);
+    let once = |g: &mut GraphDecoder| -> Result<(f64, f64)> {
+        g.sync()?;
+        let t0 = Instant::now();
+        g.prefill(prompt)?;
+        g.sync()?;
+        let t1 = Instant::now();
+        for _ in 1..n {
+            g.step()?;
+        }
+        g.sync()?;
+        Ok(((t1 - t0).as_secs_f64(), t1.elapsed().as_secs_f64()))
+    };
+    for _ in 0..2 {
+        once(g)?;
+    }
+    let (mut e2e, mut pre, mut dec) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..a.runs() {
+        let (tp, td) = once(g)?;
+        e2e.push((b * n) as f64 / (tp + td));
+        pre.push(tp);
+        dec.push(if n > 1 {
+            (b * (n - 1)) as f64 / td
+        } else {
+            f64::NAN
+        });
+    }
+    let prefill_s = median(pre);
+    Ok(GraphTiming {
+        tok_s: median(e2e),
+        prefill_tok_s: (b * pl) as f64 / prefill_s,
+        prefill_ms: prefill_s * 1e3,
+        decode_tok_s: median(dec),
+    })
+}
+
 /// Compare the two engines for every precision of `a`, calling `each` with every result as it
 /// comes (a precision takes a while on a large shape).
 pub fn run(a: &CheckOptions, each: impl FnMut(&CheckResult)) -> Result<Vec<CheckResult>> {
@@ -143,6 +230,103 @@ pub fn run(a: &CheckOptions, each: impl FnMut(&CheckResult)) -> Result<Vec<Check
         })?
         .clone();
     run_shape(shape, a, each)
+}
+
+/// The eager engine's greedy tokens (as `CandleDecoder::generate` makes them), the logits of
+/// every step after the first (F32), and its rate.
+struct EagerRun {
+    tokens: Vec<Vec<u32>>,
+    logits: Vec<Tensor>,
+    tok_s: f64,
+}
+
+fn eager_run(
+    source: &WeightSource,
+    dev: &Device,
+    p: Precision,
+    prompt: &Tensor,
+    a: &CheckOptions,
+) -> Result<EagerRun> {
+    let (b, pl) = prompt.dims2()?;
+    let n = a.tokens.max(1);
+    let mut f = CandleFactory::new(source.clone(), dev.clone())?;
+    let mut e = f.load_candle(p)?;
+    e.clear();
+    let mut cache = None;
+    let mut next = if b == 1 {
+        e.forward(prompt, 0, &mut cache)?
+            .argmax_keepdim(D::Minus1)?
+    } else {
+        let mut last = None;
+        for i in 0..pl {
+            let col = prompt.narrow(1, i, 1)?.contiguous()?;
+            last = Some(e.forward(&col, i, &mut cache)?.argmax_keepdim(D::Minus1)?);
+        }
+        last.expect("pl ≥ 1")
+    };
+    let mut toks = vec![next.clone()];
+    let mut logits = Vec::new();
+    for pos in pl..pl + n - 1 {
+        let l = e.forward(&next, pos, &mut cache)?;
+        next = l.argmax_keepdim(D::Minus1)?;
+        logits.push(l.to_dtype(candle_core::DType::F32)?);
+        toks.push(next.clone());
+    }
+    let tokens = Tensor::cat(&toks, 1)?.to_vec2::<u32>()?;
+    drop(toks);
+    Ok(EagerRun {
+        tokens,
+        logits,
+        tok_s: rate(&mut e, a)?,
+    })
+}
+
+/// Teacher-forced: the static forward (op by op: the kernels the graph replays) fed the eager
+/// engine's tokens, logits compared step by step. Returns the largest relative logit
+/// difference, the steps whose argmax differs, and the largest eager top-2 gap among those.
+fn teacher_forced(
+    g: &mut GraphDecoder,
+    prompt: &Tensor,
+    eager: &EagerRun,
+) -> Result<(f64, usize, f64)> {
+    let (mut tf_max, mut tf_diff, mut tf_gap) = (0f64, 0usize, 0f64);
+    g.prefill(prompt)?;
+    for (i, el) in eager.logits.iter().enumerate() {
+        let col: Vec<u32> = eager.tokens.iter().map(|row| row[i]).collect();
+        g.set_tokens(&col)?;
+        let gl = g
+            .step_eager()?
+            .to_dtype(candle_core::DType::F32)?
+            .to_vec2::<f32>()?;
+        for (er, gr) in el.to_vec2::<f32>()?.iter().zip(&gl) {
+            let m = er
+                .iter()
+                .fold(0f32, |m, x| m.max(x.abs()))
+                .max(f32::MIN_POSITIVE);
+            let d = er
+                .iter()
+                .zip(gr)
+                .fold(0f32, |d, (x, y)| d.max((x - y).abs()));
+            tf_max = tf_max.max(f64::from(d / m));
+            if argmax(er) != argmax(gr) {
+                tf_diff += 1;
+                let mut s: Vec<f32> = er.clone();
+                s.sort_by(|a, b| b.total_cmp(a));
+                tf_gap = tf_gap.max(f64::from((s[0] - s[1]) / m));
+            }
+        }
+    }
+    Ok((tf_max, tf_diff, tf_gap))
+}
+
+fn argmax(r: &[f32]) -> usize {
+    r.iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (j, &x)| if x > b.1 { (j, x) } else { b },
+        )
+        .0
 }
 
 fn run_shape(
@@ -159,36 +343,9 @@ fn run_shape(
     let prompt = Tensor::from_vec(prompt_ids(b, pl, shape.vocab), (b, pl), &dev)?;
     let mut out = Vec::new();
     for &p in &a.precisions {
-        // Eager: greedy tokens as CandleDecoder::generate makes them, kept on the device.
-        let want = {
-            let mut f = CandleFactory::new(source.clone(), dev.clone())?;
-            let mut e = f.load_candle(p)?;
-            e.clear();
-            let mut cache = None;
-            let mut next = if b == 1 {
-                e.forward(&prompt, 0, &mut cache)?
-                    .argmax_keepdim(D::Minus1)?
-            } else {
-                let mut last = None;
-                for i in 0..pl {
-                    let col = prompt.narrow(1, i, 1)?.contiguous()?;
-                    last = Some(e.forward(&col, i, &mut cache)?.argmax_keepdim(D::Minus1)?);
-                }
-                last.expect("pl ≥ 1")
-            };
-            let mut toks = vec![next.clone()];
-            let mut logits = Vec::new();
-            for pos in pl..pl + n - 1 {
-                let l = e.forward(&next, pos, &mut cache)?;
-                next = l.argmax_keepdim(D::Minus1)?;
-                logits.push(l.to_dtype(candle_core::DType::F32)?);
-                toks.push(next.clone());
-            }
-            let want = Tensor::cat(&toks, 1)?.to_vec2::<u32>()?;
-            drop(toks);
-            (want, logits, rate(&mut e, a)?)
-        };
-        let (want, eager_logits, eager_tok_s) = want;
+        let eager = (!a.graph_only)
+            .then(|| eager_run(&source, &dev, p, &prompt, a))
+            .transpose()?;
         // Graph: prefill, then the replayed step; the token buffer copied after each step
         // (outside the graph).
         let mut gf = GraphFactory {
@@ -200,63 +357,37 @@ fn run_shape(
         // The same kernels op by op, never captured (CUDA: the captured graph is kept for later).
         let ops = graph_tokens(&mut g, &prompt, n, |g| g.step_eager().map(drop))?;
         let (_, replay_first) = agreement(&ops, &got);
-        // Teacher-forced: the static forward (op by op: the kernels the graph replays) fed the
-        // eager engine's tokens, logits compared step by step.
-        let (mut tf_max, mut tf_diff, mut tf_gap) = (0f64, 0usize, 0f64);
-        g.prefill(&prompt)?;
-        for (i, el) in eager_logits.iter().enumerate() {
-            let col: Vec<u32> = want.iter().map(|row| row[i]).collect();
-            g.set_tokens(&col)?;
-            let gl = g
-                .step_eager()?
-                .to_dtype(candle_core::DType::F32)?
-                .to_vec2::<f32>()?;
-            for (er, gr) in el.to_vec2::<f32>()?.iter().zip(&gl) {
-                let m = er
-                    .iter()
-                    .fold(0f32, |m, x| m.max(x.abs()))
-                    .max(f32::MIN_POSITIVE);
-                let d = er
-                    .iter()
-                    .zip(gr)
-                    .fold(0f32, |d, (x, y)| d.max((x - y).abs()));
-                tf_max = tf_max.max(f64::from(d / m));
-                let am = |r: &[f32]| {
-                    r.iter()
-                        .enumerate()
-                        .fold(
-                            (0, f32::NEG_INFINITY),
-                            |b, (j, &x)| if x > b.1 { (j, x) } else { b },
-                        )
-                };
-                if am(er).0 != am(gr).0 {
-                    tf_diff += 1;
-                    let mut s: Vec<f32> = er.clone();
-                    s.sort_by(|a, b| b.total_cmp(a));
-                    tf_gap = tf_gap.max(f64::from((s[0] - s[1]) / m));
-                }
+        let compared = match &eager {
+            Some(e) => Some((e, teacher_forced(&mut g, &prompt, e)?)),
+            None => None,
+        };
+        let t = graph_timing(&mut g, &prompt, a)?;
+        let eager = compared.map(|(e, (tf_max, tf_diff, tf_gap))| {
+            let (agreeing, first) = agreement(&e.tokens, &got);
+            EagerComparison {
+                identical: first.is_none(),
+                agreeing,
+                first_divergence: first,
+                tf_max_rel_logit_diff: tf_max,
+                tf_argmax_differs: tf_diff,
+                tf_max_gap_where_differs: tf_gap,
+                eager_tok_s: e.tok_s,
+                speedup: t.tok_s / e.tok_s,
             }
-        }
-        drop(eager_logits);
-        let graph_tok_s = rate(&mut g, a)?;
-        let (agreeing, first) = agreement(&want, &got);
+        });
         let r = CheckResult {
             model: shape.name.clone(),
             precision: p,
             batch: b,
             prompt_len: pl,
             tokens: n,
-            identical: first.is_none(),
-            agreeing,
-            first_divergence: first,
+            eager,
             replay_identical: replay_first.is_none(),
             replay_first_divergence: replay_first,
-            tf_max_rel_logit_diff: tf_max,
-            tf_argmax_differs: tf_diff,
-            tf_max_gap_where_differs: tf_gap,
-            eager_tok_s,
-            graph_tok_s,
-            speedup: graph_tok_s / eager_tok_s,
+            graph_tok_s: t.tok_s,
+            graph_prefill_tok_s: t.prefill_tok_s,
+            graph_prefill_ms: t.prefill_ms,
+            graph_decode_tok_s: t.decode_tok_s,
             graph_kernel: g.kernel(),
             device: format!("{:?}", dev.location()),
         };
@@ -330,18 +461,39 @@ mod tests {
             timing_runs: 1,
             seed: 1,
             device: 0,
+            graph_only: false,
         };
         let mut seen = 0;
         let r = run_shape(crate::testing::tiny("llama"), &a, |_| seen += 1).unwrap();
         assert_eq!(seen, 2);
         for r in r {
-            assert!(r.identical, "{r:?}");
+            let e = r.eager.as_ref().expect("compared with the eager engine");
+            assert!(e.identical && r.agrees(), "{r:?}");
             assert!(
                 r.replay_identical && r.replay_first_divergence.is_none(),
                 "{r:?}"
             );
-            assert_eq!(r.agreeing, 3);
-            assert!(r.eager_tok_s > 0.0 && r.graph_tok_s > 0.0);
+            assert_eq!(e.agreeing, 3);
+            assert!(e.eager_tok_s > 0.0 && r.graph_tok_s > 0.0);
+            // Prefill and steps timed apart: 3 prompt tokens, 2 steps.
+            assert!(r.graph_prefill_tok_s > 0.0 && r.graph_prefill_ms > 0.0);
+            assert!(r.graph_decode_tok_s > 0.0 && r.graph_decode_tok_s.is_finite());
+            let line = r.summary();
+            assert!(
+                line.contains("depth 3") && line.contains("decode"),
+                "{line}"
+            );
         }
+        // Graph only: no eager fields, in the line or the JSON.
+        let a = CheckOptions {
+            graph_only: true,
+            precisions: vec![Precision::Fp16],
+            ..a
+        };
+        let r = run_shape(crate::testing::tiny("llama"), &a, |_| {}).unwrap();
+        assert!(r[0].eager.is_none() && r[0].agrees());
+        assert!(r[0].summary().contains("eager left out"));
+        let json = serde_json::to_value(&r[0]).unwrap();
+        assert!(json.get("eager_tok_s").is_none() && json.get("graph_decode_tok_s").is_some());
     }
 }

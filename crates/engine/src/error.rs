@@ -163,6 +163,17 @@ pub enum Error {
         /// The batch the state was made for.
         state: usize,
     },
+    /// A prefill was given no prompt tokens (the first token comes from the prompt's last).
+    #[error("a prefill needs at least one prompt token")]
+    EmptyPrompt,
+    /// A prefill chunk would write past the decode state's cache.
+    #[error("a prefill chunk ends at position {end}, past the cache's {ctx} positions")]
+    PrefillPastCache {
+        /// The chunk's last position + 1.
+        end: usize,
+        /// The cache's positions.
+        ctx: usize,
+    },
     /// A CUDA graph call of the graph engine failed; `action` is the call ("begin_capture",
     /// "end_capture", "graph upload", "CUDA graph launch"), `detail` the driver's error.
     #[error("{action}: {detail}")]

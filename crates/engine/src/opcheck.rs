@@ -6,7 +6,8 @@
 //! (what the unit test does, to keep the cases building).
 
 use crate::ops::kv::{AddU32, KvWrite};
-use crate::ops::{q8, AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu};
+use crate::ops::{q8, AddRmsNorm, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu};
+use crate::testing::{attn_dims, rand, AttnCase};
 use crate::Result;
 use candle_core::{DType, Device, Tensor};
 
@@ -74,23 +75,6 @@ const PAIRS: [(DType, DType); 9] = [
     (DType::BF16, DType::BF16),
 ];
 const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-
-/// Seeded uniform values in [-1, 1) as an F32 tensor on the CPU.
-fn rand(shape: &[usize], seed: u64) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
-    let mut x = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let v: Vec<f32> = (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
-}
 
 /// max |got − want| / max |want|, both brought to the CPU in F32.
 fn rel(got: &Tensor, want: &Tensor) -> Result<f32> {
@@ -215,10 +199,7 @@ fn rope_step(c: &mut Checks) -> Result<()> {
     Ok(())
 }
 
-/// (batch, heads, kv heads, head width, cache positions, position, interleaved rotary).
-type AttnCase = (usize, usize, usize, usize, usize, usize, bool);
-
-const ATTN_CASES: [AttnCase; 7] = [
+const ATTN_CASES: [AttnCase; 12] = [
     (1, 4, 4, 8, 5, 0, false),
     (3, 6, 2, 16, 9, 5, false),
     (2, 4, 1, 32, 7, 3, true),
@@ -227,6 +208,13 @@ const ATTN_CASES: [AttnCase; 7] = [
     // Past one online-softmax chunk (1 024 positions), and a 7 B shape at 2 049 positions.
     (1, 12, 2, 128, 1100, 1050, false),
     (1, 28, 4, 128, 2049, 2048, false),
+    // The split kernel's shapes: SmolLM2's group of 3 at hd 64, a group of 8, hd 256 without
+    // GQA, a 1.5 B shape at batch 4 and 4 200 positions; and a group of 16 (one-block kernel).
+    (1, 9, 3, 64, 513, 400, false),
+    (1, 16, 2, 128, 100, 99, true),
+    (2, 8, 8, 256, 70, 69, false),
+    (4, 12, 2, 128, 4200, 4150, false),
+    (1, 16, 1, 64, 50, 49, false),
 ];
 
 /// RopeKv + DecodeAttn of one case on the device, four ways (unfused, KV write folded into the
@@ -240,15 +228,7 @@ fn attention(
     seed: u64,
 ) -> Result<()> {
     let (b, nh, nkv, hd, ctx, pos, interleaved) = a;
-    let dims = AttnDims {
-        batch: b,
-        heads: nh,
-        kv_heads: nkv,
-        head_dim: hd,
-        ctx,
-        bias,
-        interleaved,
-    };
+    let dims = attn_dims(a, bias);
     let case = format!(
         "b{b} h{nh}/{nkv} d{hd} ctx{ctx} pos{pos}{}{}",
         if bias { " bias" } else { "" },
@@ -281,16 +261,22 @@ fn attention(
     let got = qkv_d.apply_op3_no_bwd(&buf_d, &step_d, &attn(false, false, None))?;
     c.push("decode_attn", &case, dt.clone(), rel(&got, &want)?, t);
 
-    let splits = AttnSplit::splits_for(nh, b, ctx);
+    // The split kernel as the engine sizes it, and with more blocks than positions (empty
+    // shares in the combine); shapes it does not cover run the one-block kernel.
     let counters = Tensor::zeros(b * nh, DType::U32, c.dev)?;
-    let variants: [(&str, Option<AttnSplit>); 2] = [
+    let split = |splits| AttnSplit {
+        splits,
+        counters: counters.clone(),
+    };
+    let variants: [(&str, Option<AttnSplit>); 3] = [
         ("decode_attn fold", None),
         (
             "decode_attn fold split",
-            Some(AttnSplit {
-                splits: splits.max(2),
-                counters,
-            }),
+            Some(split(AttnSplit::splits_for(nkv, b, ctx))),
+        ),
+        (
+            "decode_attn fold split sparse",
+            Some(split((ctx + 3).min(AttnSplit::MAX_SPLITS))),
         ),
     ];
     for (label, split) in variants {
@@ -308,10 +294,16 @@ fn attention(
     if act == DType::F32 && hd % q8::QK == 0 {
         let n = b * nh * hd;
         let want_q = qkv.apply_op3_no_bwd(&want_buf, &step, &attn(false, true, None))?;
-        let got_q = qkv_d.apply_op3_no_bwd(&buf_d, &step_d, &attn(false, true, None))?;
-        let ((gv, gb), (wv, wb)) = (split_q8(&got_q, n)?, split_q8(&want_q, n)?);
-        let r = rel(&gv, &wv)?.max(rel(&gb, &wb)? * t / Q8_TOL);
-        c.push("decode_attn q8", &case, dt, r, t);
+        let one_split = Some(split(AttnSplit::splits_for(nkv, b, ctx)));
+        for (label, split) in [
+            ("decode_attn q8", None),
+            ("decode_attn q8 split", one_split),
+        ] {
+            let got_q = qkv_d.apply_op3_no_bwd(&buf_d, &step_d, &attn(false, true, split))?;
+            let ((gv, gb), (wv, wb)) = (split_q8(&got_q, n)?, split_q8(&want_q, n)?);
+            let r = rel(&gv, &wv)?.max(rel(&gb, &wb)? * t / Q8_TOL);
+            c.push(label, &case, dt.clone(), r, t);
+        }
     }
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! What the engines' tests share (unit tests here, integration tests under `tests/`, the CLI's
-//! engine-check tests): a tiny model shape with real structure, and the relative difference two
-//! tensors are compared by.
+//! engine-check tests, the device op checks of [`crate::opcheck`]): a tiny model shape with real
+//! structure, seeded inputs, the attention cases' shape, and the relative difference two tensors
+//! are compared by.
 
+use crate::ops::AttnDims;
 use analysis::ModelShape;
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 /// A tiny model with real structure (GQA, biases for qwen2, block-size-compatible widths).
 pub fn tiny(family: &str) -> ModelShape {
@@ -51,4 +53,39 @@ pub fn rel_diff(a: &Tensor, b: &Tensor) -> f32 {
         .unwrap();
     assert!(m.is_finite() && m > 0.0, "logits {m}");
     d / m
+}
+
+/// Seeded uniform values in [-1, 1) as an F32 tensor on the CPU.
+pub fn rand(shape: &[usize], seed: u64) -> candle_core::Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(v, shape, &Device::Cpu)
+}
+
+/// One shape of the attention checks: (batch, heads, kv heads, head width, cache positions,
+/// position, interleaved rotary).
+pub type AttnCase = (usize, usize, usize, usize, usize, usize, bool);
+
+/// The attention ops' dimensions of case `c`, with or without the q|k|v bias.
+pub fn attn_dims(c: AttnCase, bias: bool) -> AttnDims {
+    let (batch, heads, kv_heads, head_dim, ctx, _, interleaved) = c;
+    AttnDims {
+        batch,
+        heads,
+        kv_heads,
+        head_dim,
+        ctx,
+        bias,
+        interleaved,
+    }
 }

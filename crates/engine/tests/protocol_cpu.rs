@@ -3,48 +3,10 @@
 
 use engine::eager::{CandleFactory, WeightSource};
 use meter::meter::{FakeClock, FakeMeter};
-use meter::protocol::{self, CooldownConfig, PerplexityConfig, ProtocolConfig};
+use meter::protocol::{self, PerplexityConfig};
 use meter::run_report::{build_report, RunContext, WeightsInfo};
-use report::Precision;
+use meter::testing::{precision as p, short_protocol, synthetic_context};
 use std::sync::Arc;
-
-fn p(s: &str) -> Precision {
-    s.parse().unwrap()
-}
-
-fn cfg(precisions: &[&str]) -> ProtocolConfig {
-    ProtocolConfig {
-        precisions: precisions.iter().map(|s| p(s)).collect(),
-        baseline: Some(p("F16")),
-        tokens: 20,
-        iterations: 3,
-        warmup: 1,
-        idle_reads: 3,
-        sample_hz: 500.0,
-        cooldown: CooldownConfig {
-            max_s: 30.0,
-            poll_s: 1.0,
-            ..CooldownConfig::default()
-        },
-        ..ProtocolConfig::default()
-    }
-}
-
-fn ctx() -> RunContext {
-    RunContext {
-        model_name: "tiny".into(),
-        params_b: 0.5,
-        weights: WeightsInfo::Synthetic {
-            architecture: "Qwen2-0.5B".into(),
-            seed: 1,
-            quantized_from_float: false,
-        },
-        engine: meter::decoder::EngineKind::Eager.stack_name().into(),
-        engine_version: "test".into(),
-        timestamp_utc: "2026-11-30T00:00:00Z".into(),
-        host: "test".into(),
-    }
-}
 
 /// Power: 300 W while "decoding".
 fn meter() -> FakeMeter {
@@ -70,7 +32,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
     .unwrap();
     // Perplexity on the same weights: the quantized arm is the F32 arm's weights, quantized.
     f.quantize_synthetic_floats = true;
-    let mut c = cfg(&["Q4_0"]);
+    let mut c = short_protocol(&["Q4_0"]);
     c.baseline = Some(p("F32"));
     c.tokens = 4;
     c.iterations = 2;
@@ -104,7 +66,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
             seed: 3,
             quantized_from_float: true,
         },
-        ..ctx()
+        ..synthetic_context()
     };
     let rep = build_report(&c, &out, &same_weights, p("Q4_0")).unwrap();
     // A typed field of `report::Weights` (no longer in `extra`), and in the JSON as before.

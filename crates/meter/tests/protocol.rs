@@ -9,31 +9,8 @@ use meter::protocol::{
     self, ArmFailure, CooldownConfig, PerplexityConfig, ProtocolConfig, ProtocolError, ScoreError,
 };
 use meter::run_report::{build_report, RunContext, WeightsInfo};
-use report::Precision;
+use meter::testing::{precision as p, short_protocol, synthetic_context};
 use std::sync::Arc;
-
-/// A precision from its name (test shorthand).
-fn p(s: &str) -> Precision {
-    s.parse().unwrap()
-}
-
-fn cfg(precisions: &[&str]) -> ProtocolConfig {
-    ProtocolConfig {
-        precisions: precisions.iter().map(|s| p(s)).collect(),
-        baseline: Some(p("F16")),
-        tokens: 20,
-        iterations: 3,
-        warmup: 1,
-        idle_reads: 3,
-        sample_hz: 500.0,
-        cooldown: CooldownConfig {
-            max_s: 30.0,
-            poll_s: 1.0,
-            ..CooldownConfig::default()
-        },
-        ..ProtocolConfig::default()
-    }
-}
 
 /// The same context with real weights (perplexity Δ between arms of one model).
 fn real_ctx() -> RunContext {
@@ -42,23 +19,7 @@ fn real_ctx() -> RunContext {
             path: "/models/tiny".into(),
             files: Vec::new(),
         },
-        ..ctx()
-    }
-}
-
-fn ctx() -> RunContext {
-    RunContext {
-        model_name: "tiny".into(),
-        params_b: 0.5,
-        weights: WeightsInfo::Synthetic {
-            architecture: "Qwen2-0.5B".into(),
-            seed: 1,
-            quantized_from_float: false,
-        },
-        engine: meter::decoder::EngineKind::Eager.stack_name().into(),
-        engine_version: "test".into(),
-        timestamp_utc: "2026-11-30T00:00:00Z".into(),
-        host: "test".into(),
+        ..synthetic_context()
     }
 }
 
@@ -80,7 +41,7 @@ fn run(
 fn both_arms_measured_give_a_measured_delta_from_the_counter() {
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     assert_eq!(out.arms.len(), 2);
     let q = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
@@ -97,7 +58,7 @@ fn both_arms_measured_give_a_measured_delta_from_the_counter() {
         b.mj_per_token()
     );
     assert_eq!(q.tokens_generated, 60);
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let d = rep.results.vs_fp16_energy_pct.unwrap();
     assert!((d - -20.0).abs() < 1.0, "{d}");
@@ -124,7 +85,7 @@ fn arm_order_is_seeded_random_and_recorded() {
     for seed in 0..12 {
         let m = meter();
         let mut f = FakeDecoderFactory::new(m.clone());
-        let mut c = cfg(&["Q4_K"]);
+        let mut c = short_protocol(&["Q4_K"]);
         c.seed = seed;
         c.iterations = 1;
         let out = run(&c, &m, &mut f).unwrap();
@@ -170,7 +131,7 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
     f.fail_load = vec![p("F16")];
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     assert!(out.arm(p("F16")).unwrap().outcome.is_err());
     // The failure is typed, and its text is what the report says.
@@ -186,7 +147,7 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
         failure.to_string(),
         "load FP16: scripted load failure for FP16"
     );
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     let arms = rep.protocol.as_ref().unwrap().arms.as_ref().unwrap();
     let f16 = arms.iter().find(|a| a.precision == "FP16").unwrap();
     assert_eq!(
@@ -219,7 +180,7 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
             error: "scripted decode failure on call 3".into()
         }
     );
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
     assert!(rep.results.fp16_energy_per_token_mj.is_some());
@@ -232,7 +193,7 @@ fn a_failing_arm_keeps_the_other_and_never_yields_a_measured_delta() {
 fn failing_power_reads_are_counted_not_hidden() {
     let m = meter().with(|s| s.fail_power_every = 3);
     let mut f = FakeDecoderFactory::new(m.clone());
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     let q = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
     let trace = q.trace.as_ref().unwrap();
@@ -245,14 +206,14 @@ fn failing_power_reads_are_counted_not_hidden() {
 fn a_stuck_counter_fails_the_arm_instead_of_reporting_zero() {
     let m = meter().with(|s| s.counter_stuck = true);
     let mut f = FakeDecoderFactory::new(m.clone());
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     for a in &out.arms {
         let e = a.outcome.as_ref().unwrap_err();
         assert!(e.to_string().contains("did not move"), "{e}");
         assert!(matches!(e, ArmFailure::CounterStuck { .. }), "{e:?}");
     }
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
 }
@@ -261,7 +222,7 @@ fn a_stuck_counter_fails_the_arm_instead_of_reporting_zero() {
 fn no_counter_support_refuses_to_start() {
     let m = meter().with(|s| s.counter_supported = false);
     let mut f = FakeDecoderFactory::new(m.clone());
-    let err = run(&cfg(&["Q4_K"]), &m, &mut f).unwrap_err();
+    let err = run(&short_protocol(&["Q4_K"]), &m, &mut f).unwrap_err();
     assert!(matches!(err, ProtocolError::NoCounter(_)));
     assert!(f.loads.is_empty());
 }
@@ -272,7 +233,7 @@ fn a_gpu_that_disappears_ends_the_run_with_every_arm_accounted_for() {
     // the window does not.
     let m = meter().with(|s| s.lost_after_s = Some(0.5));
     let mut f = FakeDecoderFactory::new(m.clone());
-    let out = run(&cfg(&["Q4_K"]), &m, &mut f).unwrap();
+    let out = run(&short_protocol(&["Q4_K"]), &m, &mut f).unwrap();
     assert_eq!(out.arms.len(), 2);
     assert!(out.arms.iter().all(|a| a.outcome.is_err()));
     assert!(
@@ -308,7 +269,7 @@ fn preflight_refuses_before_loading_anything() {
     let m = meter().with(|s| s.free_bytes = 2 << 30);
     let mut f = FakeDecoderFactory::new(m.clone());
     f.bytes = 3 << 30;
-    let err = run(&cfg(&["Q4_K"]), &m, &mut f).unwrap_err();
+    let err = run(&short_protocol(&["Q4_K"]), &m, &mut f).unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("pre-flight") && msg.contains("nothing was loaded"),
@@ -397,7 +358,7 @@ fn trace_overhead_ab_alternates_windows_on_one_loaded_model() {
 fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
     let m = meter().with(|s| s.steal_share = Some(0.25));
     let mut f = FakeDecoderFactory::new(m.clone());
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
     for arm in &out.arms {
         let h = arm
@@ -409,7 +370,7 @@ fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
         assert!((h.steal_pct - 25.0).abs() < 0.5, "{h:?}");
         assert!((h.process_cpu_cores - 1.0).abs() < 0.01, "{h:?}");
     }
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     let v = serde_json::to_value(&rep).unwrap();
     let arms = v.pointer("/protocol/arms").unwrap().as_array().unwrap();
     assert!(arms
@@ -427,7 +388,8 @@ fn host_cpu_steal_and_process_load_are_recorded_per_arm() {
         .arms
         .iter()
         .all(|a| a.outcome.as_ref().unwrap().host.is_none()));
-    let v = serde_json::to_value(build_report(&c, &out, &ctx(), p("Q4_K")).unwrap()).unwrap();
+    let v = serde_json::to_value(build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap())
+        .unwrap();
     assert!(v
         .pointer("/protocol/arms/0/host_cpu_steal_pct")
         .is_none_or(|x| x.is_null()));
@@ -438,7 +400,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
     let m = meter();
     let mut f = FakeDecoderFactory::new(m.clone());
     f.nll_per_token = vec![(p("F16"), 2.0), (p("Q4_K"), 2.1)];
-    let mut c = cfg(&["Q4_K"]);
+    let mut c = short_protocol(&["Q4_K"]);
     c.perplexity = Some(PerplexityConfig::embedded(300, 128));
     let out = run(&c, &m, &mut f).unwrap();
     // Scoring advances the fake GPU's clock like decoding; the energy per token is the same as
@@ -456,7 +418,7 @@ fn perplexity_is_scored_after_the_window_and_reported_with_its_delta() {
 
     // Synthetic quantized arms not quantized from the float weights drew their own random weights:
     // their perplexity stands, but no Δ against a different model.
-    let q = build_report(&c, &out, &ctx(), p("Q4_K"))
+    let q = build_report(&c, &out, &synthetic_context(), p("Q4_K"))
         .unwrap()
         .quality
         .unwrap();
@@ -501,10 +463,10 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
     // The quantized arm cannot be scored: its quality is unavailable, its energy still measured.
     let mut f = FakeDecoderFactory::new(m.clone());
     f.fail_nll = vec![p("Q4_K")];
-    let mut c = cfg(&["Q4_K"]);
+    let mut c = short_protocol(&["Q4_K"]);
     c.perplexity = Some(PerplexityConfig::embedded(64, 32));
     let out = run(&c, &m, &mut f).unwrap();
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let q = rep.quality.unwrap();
     assert_eq!(q.basis, "unavailable");
@@ -548,7 +510,7 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
             }
         );
     }
-    let q = build_report(&c, &out, &ctx(), p("Q4_K"))
+    let q = build_report(&c, &out, &synthetic_context(), p("Q4_K"))
         .unwrap()
         .quality
         .unwrap();
@@ -562,13 +524,13 @@ fn a_counter_that_goes_backwards_fails_the_arm_with_the_reason() {
     let mut f = FakeDecoderFactory::new(m.clone());
     let c = ProtocolConfig {
         baseline: None,
-        ..cfg(&["Q4_K"])
+        ..short_protocol(&["Q4_K"])
     };
     let out = run(&c, &m, &mut f).unwrap();
     let e = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap_err();
     assert!(matches!(e, ArmFailure::CounterBackwards { .. }), "{e:?}");
     assert!(e.to_string().contains("went backwards"), "{e}");
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None, "never a figure");
 }
@@ -578,7 +540,7 @@ fn a_counter_read_error_at_the_close_fails_the_arm_and_the_run_goes_on() {
     // Power reads keep working (the trace is fine); only the counter fails, after the first arm.
     let m = meter().with(|s| s.counter_fails_after_s = Some(1e9));
     let mut f = FakeDecoderFactory::new(m.clone());
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let first = run(&c, &m, &mut f).unwrap();
     let t_end = m.now();
     // Again, with the counter failing from the middle of the first arm's window on.
@@ -591,7 +553,7 @@ fn a_counter_read_error_at_the_close_fails_the_arm_and_the_run_goes_on() {
         assert!(matches!(e, ArmFailure::MeterRead { .. }), "{e:?}");
         assert!(e.to_string().contains("energy counter read failure"), "{e}");
     }
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Unavailable);
     assert_eq!(rep.results.energy_per_token_mj, None);
 }
@@ -600,9 +562,9 @@ fn a_counter_read_error_at_the_close_fails_the_arm_and_the_run_goes_on() {
 fn a_trace_with_gaps_is_flagged_and_the_counter_figure_stands() {
     let m = meter().with(|s| s.fail_power_every = 2); // half the trace reads fail
     let mut f = FakeDecoderFactory::new(m.clone());
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let out = run(&c, &m, &mut f).unwrap();
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(rep.results.basis, report::Basis::Measured);
     let note = rep.results.note.unwrap();
     assert!(note.contains("The power trace has gaps"), "{note}");
@@ -614,7 +576,7 @@ fn a_trace_with_gaps_is_flagged_and_the_counter_figure_stands() {
             max_s: 0.0,
             ..CooldownConfig::default()
         },
-        ..cfg(&["Q4_K"])
+        ..short_protocol(&["Q4_K"])
     };
     // The idle reference needs one good read: none → the run cannot start, and says why.
     let e = run(&c, &m, &mut f).unwrap_err();
@@ -628,7 +590,7 @@ fn out_of_memory_at_load_or_at_the_first_step_fails_that_arm_and_the_others_run(
     let mut f = FakeDecoderFactory::new(m.clone());
     f.fail_load = vec![p("Q4_K")];
     f.failure_text = Some("CUDA_ERROR_OUT_OF_MEMORY: out of memory".into());
-    let c = cfg(&["Q4_K", "Q8_0"]);
+    let c = short_protocol(&["Q4_K", "Q8_0"]);
     let out = run(&c, &m, &mut f).unwrap();
     let e = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap_err();
     assert!(e.to_string().contains("CUDA_ERROR_OUT_OF_MEMORY"), "{e}");
@@ -645,7 +607,7 @@ fn out_of_memory_at_load_or_at_the_first_step_fails_that_arm_and_the_others_run(
     assert!(e.to_string().contains("out of memory"), "{e}");
     assert!(out.arm(p("Q4_K")).unwrap().outcome.is_ok());
     assert!(out.arm(p("F16")).unwrap().outcome.is_ok());
-    let rep = build_report(&c, &out, &ctx(), p("Q8_0")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q8_0")).unwrap();
     let arms = rep.protocol.unwrap().arms.unwrap();
     let q8 = arms.iter().find(|a| a.precision == "Q8_0").unwrap();
     assert!(q8.error.as_deref().unwrap().contains("out of memory"));
@@ -661,7 +623,7 @@ fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
         per_sequence: 14_336,
     };
     f.weight_bytes = vec![(p("Q4_K"), bytes)];
-    let c = cfg(&["Q4_K"]);
+    let c = short_protocol(&["Q4_K"]);
     let mut out = run(&c, &m, &mut f).unwrap();
     let arm = |rep: &report::Report, name: &str| {
         rep.protocol
@@ -676,7 +638,7 @@ fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
             .clone()
     };
     // An unknown card: the bytes, no fraction (omitted, not zero).
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     let q = arm(&rep, "Q4_K");
     assert_eq!(q.weight_bytes_per_token, Some(4_000_014_336));
     assert_eq!(q.hbm_roofline_fraction, None);
@@ -691,7 +653,7 @@ fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
 
     // On an H200 (4800 GB/s): 4 000 014 336 B × ~125 tok/s (8 ms per token) ÷ 4.8e12 B/s.
     out.device.name = "NVIDIA H200".into();
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     let q = arm(&rep, "Q4_K");
     let tok_s = q.throughput_tokens_per_s.unwrap();
     let want = 4_000_014_336.0 * tok_s / 4.8e12;
@@ -715,7 +677,7 @@ fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
     )];
     let mut out = run(&c, &m, &mut f).unwrap();
     out.device.name = "NVIDIA H200".into();
-    let rep = build_report(&c, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     let q = arm(&rep, "Q4_K");
     assert_eq!(q.weight_bytes_per_token, Some(50_000_000_000));
     assert_eq!(q.hbm_roofline_fraction, None);
@@ -726,11 +688,11 @@ fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
         .any(|n| n.contains("hbm_roofline_fraction omitted")),);
 
     // Batch 4: a step's bytes are shared by the four tokens it generates.
-    let mut c4 = cfg(&["Q4_K"]);
+    let mut c4 = short_protocol(&["Q4_K"]);
     c4.batch = 4;
     f.weight_bytes = vec![(p("Q4_K"), bytes)];
     let out = run(&c4, &m, &mut f).unwrap();
-    let rep = build_report(&c4, &out, &ctx(), p("Q4_K")).unwrap();
+    let rep = build_report(&c4, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert_eq!(
         arm(&rep, "Q4_K").weight_bytes_per_token,
         Some(1_000_014_336)

@@ -1656,101 +1656,107 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn safetensors_errors() {
-        let dir = scratch("st-bad");
-        let path = dir.join("m.safetensors");
-        let check = |bytes: &[u8]| {
-            std::fs::write(&path, bytes).unwrap();
-            inspect(&path).unwrap_err()
-        };
-        let good = safetensors(&[("w", "F16", &[2, 3])]);
+    /// The error inspecting `bytes`, written to `path`, gives.
+    fn inspect_err(path: &Path, bytes: &[u8]) -> ModelFileError {
+        std::fs::write(path, bytes).unwrap();
+        inspect(path).unwrap_err()
+    }
 
-        let e = check(&good[..5]);
-        assert!(
-            matches!(
-                e,
-                ModelFileError::Safetensors {
-                    problem: SafetensorsProblem::Truncated { .. },
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        let e = check(&good[..20]);
-        assert!(
-            matches!(
-                e,
-                ModelFileError::Safetensors {
-                    problem: SafetensorsProblem::Truncated { .. },
-                    ..
-                }
-            ),
-            "{e}"
-        );
+    /// A safetensors file of the header `json` and `data` zero bytes.
+    fn safetensors_file(json: &str, data: usize) -> Vec<u8> {
+        let mut out = (json.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(json.as_bytes());
+        out.resize(out.len() + data, 0);
+        out
+    }
+
+    /// A safetensors file cut short (in the length, the header or the data), or whose header
+    /// length is past any real header, is refused, saying so.
+    fn safetensors_framing_errors(path: &Path) {
+        let good = safetensors(&[("w", "F16", &[2, 3])]);
+        for cut in [5, 20] {
+            let e = inspect_err(path, &good[..cut]);
+            assert!(
+                matches!(
+                    e,
+                    ModelFileError::Safetensors {
+                        problem: SafetensorsProblem::Truncated { .. },
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
         let mut huge = good.clone();
         huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
-        let e = check(&huge);
+        let e = inspect_err(path, &huge);
         assert!(
             e.to_string()
                 .ends_with("safetensors header of 18446744073709551615 bytes (more than 100 MB)"),
             "{e}"
         );
         // Data cut short: the offsets point past the end.
-        let e = check(&good[..good.len() - 1]);
+        let e = inspect_err(path, &good[..good.len() - 1]);
         assert!(
             e.to_string()
                 .contains("tensor `w`: data_offsets [0, 12] outside the 11 data bytes"),
             "{e}"
         );
+    }
 
-        let file = |json: &str, data: usize| {
-            let mut out = (json.len() as u64).to_le_bytes().to_vec();
-            out.extend_from_slice(json.as_bytes());
-            out.resize(out.len() + data, 0);
-            out
-        };
-        let e = check(&file("[1, 2]", 0));
+    /// A header that is not an object, or whose tensor does not fit its data (span, rank,
+    /// element count), is refused; an unknown dtype is kept, unchecked, without a precision.
+    fn safetensors_header_errors(path: &Path) {
+        let e = inspect_err(path, &safetensors_file("[1, 2]", 0));
         assert!(matches!(e, ModelFileError::Json { .. }), "{e}");
-        let e = check(&file(
-            r#"{"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 3]}}"#,
-            3,
-        ));
+        let e = inspect_err(
+            path,
+            &safetensors_file(
+                r#"{"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 3]}}"#,
+                3,
+            ),
+        );
         assert!(
             e.to_string()
                 .contains("data_offsets span 3 bytes but F16 [2] needs 2 × 2"),
             "{e}"
         );
-        let e = check(&file(
-            r#"{"w": {"dtype": "F16", "shape": [1,1,1,1,1,1,1,1,1], "data_offsets": [0, 2]}}"#,
-            2,
-        ));
+        let e = inspect_err(
+            path,
+            &safetensors_file(
+                r#"{"w": {"dtype": "F16", "shape": [1,1,1,1,1,1,1,1,1], "data_offsets": [0, 2]}}"#,
+                2,
+            ),
+        );
         assert!(e.to_string().contains("9 dimensions"), "{e}");
-        let e = check(&file(
-            r#"{"w": {"dtype": "U8", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}"#,
-            0,
-        ));
+        let e = inspect_err(
+            path,
+            &safetensors_file(
+                r#"{"w": {"dtype": "U8", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}"#,
+                0,
+            ),
+        );
         assert!(e.to_string().contains("overflows"), "{e}");
-        // An unknown dtype is kept, unchecked, without a precision.
         std::fs::write(
-            &path,
-            file(
+            path,
+            safetensors_file(
                 r#"{"w": {"dtype": "F4", "shape": [4, 4], "data_offsets": [0, 8]}}"#,
                 8,
             ),
         )
         .unwrap();
-        let info = inspect(&path).unwrap();
+        let info = inspect(path).unwrap();
         assert_eq!((info.params, info.precision), (16, None));
+    }
 
-        // Neither format.
+    /// A file of neither format, a `.gguf` that is not one, and a missing file.
+    fn neither_format_errors(dir: &Path) {
         let other = dir.join("notes.txt");
         std::fs::write(&other, "hello, world").unwrap();
         assert!(matches!(
             inspect(&other),
             Err(ModelFileError::UnknownFormat(_))
         ));
-        // A .gguf that is not one.
         let fake = dir.join("fake.gguf");
         std::fs::write(&fake, b"PK\x03\x04 zip").unwrap();
         let e = inspect(&fake).unwrap_err();
@@ -1759,9 +1765,17 @@ mod tests {
                 .ends_with("fake.gguf: not a GGUF file (magic \"PK\\x03\\x04\")"),
             "{e}"
         );
-        // A missing file.
         let e = inspect(&dir.join("missing.gguf")).unwrap_err();
         assert!(matches!(e, ModelFileError::Io { .. }), "{e}");
+    }
+
+    #[test]
+    fn safetensors_errors() {
+        let dir = scratch("st-bad");
+        let path = dir.join("m.safetensors");
+        safetensors_framing_errors(&path);
+        safetensors_header_errors(&path);
+        neither_format_errors(&dir);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

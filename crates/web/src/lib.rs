@@ -8,7 +8,12 @@
 //! * [`tabs`] — one module per tab.
 //! * [`validate`] — report validation in a Web Worker (second wasm module), main-thread fallback.
 
-#[cfg(not(feature = "landing"))]
+// A host build of the whole page (`cargo test --workspace`: leptos' `ssr` views of every tab)
+// nests view types deeper than the compiler's default query depth of 128.
+#![recursion_limit = "256"]
+
+// The timing hooks draw on a real canvas (`chart::draw`): the page module only.
+#[cfg(all(target_arch = "wasm32", not(feature = "landing")))]
 pub mod bench;
 pub mod chart;
 #[cfg(not(target_arch = "wasm32"))]

@@ -272,7 +272,7 @@ pub fn llama_config(s: &ModelShape) -> llama::Config {
         bos_token_id: None,
         eos_token_id: None,
         rope_scaling: None,
-        max_position_embeddings: s.max_position.min(8192),
+        max_position_embeddings: s.max_position.min(crate::eager::SYNTHETIC_MAX_POSITIONS),
         tie_word_embeddings: s.tied_embeddings,
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn gguf_metadata(s: &ModelShape) -> Vec<(String, gguf_file::Value)> {
         (format!("{a}.embedding_length"), V::U32(s.hidden as u32)),
         (
             format!("{a}.context_length"),
-            V::U32(s.max_position.min(8192) as u32),
+            V::U32(s.max_position.min(crate::eager::SYNTHETIC_MAX_POSITIONS) as u32),
         ),
         (format!("{a}.block_count"), V::U32(s.layers as u32)),
         (

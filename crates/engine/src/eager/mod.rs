@@ -36,6 +36,11 @@ pub use synthetic::{write_synthetic_gguf, write_synthetic_hf_dir};
 /// The candle crate version this engine is built against, recorded in reports.
 pub const CANDLE_VERSION: &str = "0.11.1";
 
+/// Most positions of a synthetic model's rotary tables (its config's or GGUF's context length,
+/// where the architecture allows more): 16 k-token contexts plus their decode fit, and the tables
+/// stay a few MB. Rows below it are the same whatever the cap.
+pub const SYNTHETIC_MAX_POSITIONS: usize = 32768;
+
 /// The engine's results fail with its [`crate::Error`] (candle's own errors convert with `?`).
 type Result<T, E = crate::Error> = std::result::Result<T, E>;
 

@@ -22,6 +22,9 @@ type Result<T, E = crate::Error> = std::result::Result<T, E>;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 const WARM_STEPS: usize = 2;
 
+/// Most positions of one prefill forward: a longer prompt is fed in chunks of this many.
+pub const PREFILL_CHUNK: usize = 2048;
+
 /// Whether the CUDA step runs op by op instead of as a captured graph (`QE_GRAPH_NO_CAPTURE=1`;
 /// off), to time the static forward without the graph.
 pub static NO_CAPTURE: crate::switch::Switch =
@@ -68,10 +71,12 @@ impl GraphFactory {
         };
         let mut base_kernel = base.to_string();
         if dev.is_cuda() {
-            if crate::ops::ATTN_SPLIT.on() {
-                base_kernel.push_str(
-                    "; decode attention split over blocks where heads and cache allow (QE_ATTN_SPLIT=1)",
-                );
+            if let Some(k) = crate::ops::ATTN_SPLIT_FROM.label() {
+                base_kernel.push_str(&format!("; split attention {k}"));
+            }
+            if crate::ops::ATTN_ONE_BLOCK.on() {
+                base_kernel
+                    .push_str("; decode attention one block per query head (QE_ATTN_ONE_BLOCK=1)");
             }
             if let Some(k) = crate::ops::NORM_THREADS.label() {
                 base_kernel.push_str(&format!("; add+norm threads {k} (a floor)"));
@@ -92,7 +97,7 @@ impl GraphFactory {
             state: None,
             #[cfg(feature = "cuda")]
             cuda: None,
-            prefill_chunked: false,
+            prefill_chunk: PREFILL_CHUNK,
         })
     }
 }
@@ -151,8 +156,9 @@ pub struct GraphDecoder {
     capture: bool,
     #[cfg(feature = "cuda")]
     cuda: Option<CudaGraphState>,
-    /// Feed the prompt one position at a time (tests), instead of in one forward.
-    pub prefill_chunked: bool,
+    /// Most positions of one prefill forward ([`PREFILL_CHUNK`]; tests set 1 to feed the prompt
+    /// one position at a time through the step's forward).
+    pub prefill_chunk: usize,
 }
 
 impl GraphDecoder {
@@ -300,25 +306,22 @@ impl GraphDecoder {
     }
 
     /// Feed `ids` (batch, s) from position 0: logits of the last position, their argmax into the
-    /// token buffer, `pos = s`. One forward of s positions, or s forwards of one
-    /// (`prefill_chunked`).
+    /// token buffer, `pos = s`. Forwards of up to `prefill_chunk` positions each.
     pub fn prefill(&mut self, ids: &Tensor) -> Result<Tensor> {
         let (_, s) = ids.dims2()?;
         self.set_pos(0)?;
         let st = self.st()?;
-        let logits = if self.prefill_chunked {
-            let mut last = None;
-            for i in 0..s {
-                let col = ids.narrow(1, i, 1)?.contiguous()?;
-                last = Some(self.model.forward(&col, st)?);
-                st.pos.inplace_op1(&AddU32(1))?;
-            }
-            last.expect("s ≥ 1")
-        } else {
-            let l = self.model.forward(ids, st)?;
-            st.pos.inplace_op1(&AddU32(s as u32))?;
-            l
-        };
+        // Chunks of at most `prefill_chunk` positions: the score matrix of one chunk against the
+        // cache stays bounded (a 16 k prompt in one piece overflows cuBLAS's sizes).
+        let chunk = self.prefill_chunk.max(1);
+        let mut last = None;
+        for start in (0..s).step_by(chunk) {
+            let c = chunk.min(s - start);
+            let ids = ids.narrow(1, start, c)?.contiguous()?;
+            last = Some(self.model.forward_chunk(&ids, st, start)?);
+            st.pos.inplace_op1(&AddU32(c as u32))?;
+        }
+        let logits = last.ok_or(crate::Error::EmptyPrompt)?;
         st.tok.slice_set(&argmax(&logits)?, 0, 0)?;
         Ok(logits)
     }

@@ -17,7 +17,7 @@ use crate::eager::ArmWeights;
 use crate::ops::kv::KvWrite;
 use crate::ops::q8::{self, QMatVec};
 use crate::ops::{
-    AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu, ATTN_SPLIT, GEMV,
+    AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu, GEMV,
 };
 use analysis::ModelShape;
 use candle_core::quantized::{ggml_file, gguf_file, QMatMul, QTensor};
@@ -229,7 +229,7 @@ pub struct DecodeState {
     pub bufs: Vec<Tensor>,
     /// The fused ops' shapes.
     pub dims: AttnDims,
-    /// How a split decode attention divides each head (used with `QE_ATTN_SPLIT=1` on the GPU).
+    /// How the GPU's split decode attention divides each KV head's positions.
     pub attn_split: AttnSplit,
     /// (1, ctx) u32: 0..ctx.
     arange_ctx: Tensor,
@@ -309,7 +309,7 @@ fn rope_float_qwen2(s: &ModelShape, dt: DType, dev: &Device) -> Result<(Tensor, 
 /// Rotary tables as llama.rs builds them (F32, cast to the model dtype).
 fn rope_float_llama(s: &ModelShape, dt: DType, dev: &Device) -> Result<(Tensor, Tensor)> {
     let dim = s.hidden / s.heads;
-    let max = s.max_position.min(8192);
+    let max = s.max_position.min(crate::eager::SYNTHETIC_MAX_POSITIONS);
     let theta = s.rope_theta as f32;
     let th: Vec<f32> = (0..dim)
         .step_by(2)
@@ -336,6 +336,110 @@ fn rope_quant(dim: usize, base: f32, rows: usize, dev: &Device) -> Result<(Tenso
         .reshape((rows, 1))?
         .matmul(&th.reshape((1, th.elem_count()))?)?;
     Ok((idx.cos()?, idx.sin()?))
+}
+
+/// What a GGUF's metadata gives the quantized forward: the attention's geometry, the norms'
+/// epsilon and the rotary tables (as quantized_qwen2.rs / quantized_llama.rs build them).
+struct GgufMeta {
+    nh: usize,
+    nkv: usize,
+    h: usize,
+    hd: usize,
+    eps: f32,
+    rope: (Tensor, Tensor),
+}
+
+fn gguf_meta(ct: &gguf_file::Content, arch: &str, kind: Kind, dev: &Device) -> Result<GgufMeta> {
+    let md = |k: &str| ct.metadata.get(&format!("{arch}.{k}"));
+    let u = |k: &str| -> Result<usize> {
+        Ok(md(k)
+            .ok_or_else(|| crate::Error::GgufMetadata(format!("{arch}.{k}")))?
+            .to_u32()? as usize)
+    };
+    let nh = u("attention.head_count")?;
+    let nkv = u("attention.head_count_kv")?;
+    let h = u("embedding_length")?;
+    let eps = md("attention.layer_norm_rms_epsilon")
+        .ok_or_else(|| {
+            crate::Error::GgufMetadata(format!("{arch}.attention.layer_norm_rms_epsilon"))
+        })?
+        .to_f32()?;
+    let base = md("rope.freq_base")
+        .and_then(|v| v.to_f32().ok())
+        .unwrap_or(10000f32);
+    let hd = h / nh;
+    let rope = if kind == Kind::QuantQwen2 {
+        rope_quant(hd, base, u("context_length")?, dev)?
+    } else {
+        // quantized_llama.rs: rope.dimension_count, MAX_SEQ_LEN rows.
+        rope_quant(
+            u("rope.dimension_count")?,
+            base,
+            candle_transformers::models::quantized_llama::MAX_SEQ_LEN,
+            dev,
+        )?
+    };
+    Ok(GgufMeta {
+        nh,
+        nkv,
+        h,
+        hd,
+        eps,
+        rope,
+    })
+}
+
+/// Layer `l` (`blk.{l}.…`) of a GGUF: QKV and gate/up fused, Qwen2's QKV bias dequantized.
+fn gguf_layer<R: std::io::Read + std::io::Seek>(
+    ct: &gguf_file::Content,
+    r: &mut R,
+    l: usize,
+    kind: Kind,
+    eps: f32,
+    dev: &Device,
+) -> Result<Layer> {
+    let p = format!("blk.{l}");
+    // Projections to fuse are read to the host first (their bytes are concatenated).
+    let mut host = |names: &[&str]| -> Result<Vec<QTensor>> {
+        names
+            .iter()
+            .map(|n| Ok(ct.tensor(r, &format!("{p}.{n}.weight"), &Device::Cpu)?))
+            .collect()
+    };
+    let qkv = fuse_quant(host(&["attn_q", "attn_k", "attn_v"])?, dev)?;
+    let gate_up = fuse_quant(host(&["ffn_gate", "ffn_up"])?, dev)?;
+    let mut t = |name: String| ct.tensor(r, &name, dev);
+    let qkv_bias = if kind == Kind::QuantQwen2 {
+        let b = ["attn_q", "attn_k", "attn_v"]
+            .iter()
+            .map(|n| Ok(t(format!("{p}.{n}.bias"))?.dequantize(dev)?))
+            .collect::<Result<Vec<_>>>()?;
+        Some(Tensor::cat(&b, 0)?)
+    } else {
+        None
+    };
+    let mut lin = |n: &str| -> Result<Lin> {
+        Ok(Lin::Quant {
+            w: QMatMul::from_qtensor(t(format!("{p}.{n}.weight"))?)?,
+            b: None,
+        })
+    };
+    let (o, down) = (lin("attn_output")?, lin("ffn_down")?);
+    let mut norm = |n: &str| -> Result<Norm> {
+        Ok(Norm {
+            w: t(format!("{p}.{n}.weight"))?.dequantize(dev)?,
+            eps,
+        })
+    };
+    Ok(Layer {
+        qkv,
+        qkv_bias,
+        o,
+        gate_up,
+        down,
+        ln1: norm("attn_norm")?,
+        ln2: norm("ffn_norm")?,
+    })
 }
 
 impl StaticModel {
@@ -503,35 +607,14 @@ impl StaticModel {
         } else {
             Kind::QuantLlama
         };
-        let md = |k: &str| ct.metadata.get(&format!("{arch}.{k}"));
-        let u = |k: &str| -> Result<usize> {
-            Ok(md(k)
-                .ok_or_else(|| crate::Error::GgufMetadata(format!("{arch}.{k}")))?
-                .to_u32()? as usize)
-        };
-        let nh = u("attention.head_count")?;
-        let nkv = u("attention.head_count_kv")?;
-        let h = u("embedding_length")?;
-        let eps = md("attention.layer_norm_rms_epsilon")
-            .ok_or_else(|| {
-                crate::Error::GgufMetadata(format!("{arch}.attention.layer_norm_rms_epsilon"))
-            })?
-            .to_f32()?;
-        let base = md("rope.freq_base")
-            .and_then(|v| v.to_f32().ok())
-            .unwrap_or(10000f32);
-        let hd = h / nh;
-        let (cos, sin) = if kind == Kind::QuantQwen2 {
-            rope_quant(hd, base, u("context_length")?, dev)?
-        } else {
-            // quantized_llama.rs: rope.dimension_count, MAX_SEQ_LEN rows.
-            rope_quant(
-                u("rope.dimension_count")?,
-                base,
-                candle_transformers::models::quantized_llama::MAX_SEQ_LEN,
-                dev,
-            )?
-        };
+        let GgufMeta {
+            nh,
+            nkv,
+            h,
+            hd,
+            eps,
+            rope,
+        } = gguf_meta(&ct, arch, kind, dev)?;
         let mut t = |name: &str| ct.tensor(r, name, dev);
         let q = |t: QTensor| -> Result<QMatMul> { Ok(QMatMul::from_qtensor(t)?) };
         let embed_q = t("token_embd.weight")?;
@@ -545,51 +628,9 @@ impl StaticModel {
         } else {
             q(embed_q)?
         };
-        let mut layers = Vec::with_capacity(s.layers);
-        for l in 0..s.layers {
-            let p = format!("blk.{l}");
-            // Projections to fuse are read to the host first (their bytes are concatenated).
-            let mut host = |names: &[&str]| -> Result<Vec<QTensor>> {
-                names
-                    .iter()
-                    .map(|n| Ok(ct.tensor(r, &format!("{p}.{n}.weight"), &Device::Cpu)?))
-                    .collect()
-            };
-            let qkv = fuse_quant(host(&["attn_q", "attn_k", "attn_v"])?, dev)?;
-            let gate_up = fuse_quant(host(&["ffn_gate", "ffn_up"])?, dev)?;
-            let mut t = |name: String| ct.tensor(r, &name, dev);
-            let qkv_bias = if kind == Kind::QuantQwen2 {
-                let b = ["attn_q", "attn_k", "attn_v"]
-                    .iter()
-                    .map(|n| Ok(t(format!("{p}.{n}.bias"))?.dequantize(dev)?))
-                    .collect::<Result<Vec<_>>>()?;
-                Some(Tensor::cat(&b, 0)?)
-            } else {
-                None
-            };
-            let mut lin = |n: &str| -> Result<Lin> {
-                Ok(Lin::Quant {
-                    w: QMatMul::from_qtensor(t(format!("{p}.{n}.weight"))?)?,
-                    b: None,
-                })
-            };
-            let (o, down) = (lin("attn_output")?, lin("ffn_down")?);
-            let mut norm = |n: &str| -> Result<Norm> {
-                Ok(Norm {
-                    w: t(format!("{p}.{n}.weight"))?.dequantize(dev)?,
-                    eps,
-                })
-            };
-            layers.push(Layer {
-                qkv,
-                qkv_bias,
-                o,
-                gate_up,
-                down,
-                ln1: norm("attn_norm")?,
-                ln2: norm("ffn_norm")?,
-            });
-        }
+        let layers = (0..s.layers)
+            .map(|l| gguf_layer(&ct, r, l, kind, eps, dev))
+            .collect::<Result<Vec<_>>>()?;
         let lm_head = Lin::Quant {
             w: lm_head,
             b: None,
@@ -600,7 +641,7 @@ impl StaticModel {
             layers,
             norm,
             lm_head,
-            (cos, sin),
+            rope,
             (nh, nkv, hd),
             s.vocab,
             DType::F32,
@@ -672,7 +713,7 @@ impl StaticModel {
             bufs,
             dims,
             attn_split: AttnSplit {
-                splits: AttnSplit::splits_for(self.heads, batch, ctx),
+                splits: AttnSplit::splits_for(self.kv_heads, batch, ctx),
                 counters: Tensor::zeros(batch * self.heads, DType::U32, dev)?,
             },
             arange_ctx: Tensor::arange(0u32, ctx as u32, dev)?.reshape((1, ctx))?,
@@ -685,6 +726,24 @@ impl StaticModel {
     /// pos is `st.pos` (on the device); writes their K/V into the cache in place. Does not move
     /// `st.pos` (the caller does, in place). With s = 1 every shape is fixed by the state.
     pub fn forward(&self, ids: &Tensor, st: &DecodeState) -> Result<Tensor> {
+        self.forward_at(ids, st, None)
+    }
+
+    /// [`Self::forward`] of a prefill chunk whose first position, `start`, the host knows: its
+    /// attention reads only the cache's first `start + s` positions (the rest are masked anyway),
+    /// so a long prompt's chunks cost what they attend to, not the whole cache each.
+    pub fn forward_chunk(&self, ids: &Tensor, st: &DecodeState, start: usize) -> Result<Tensor> {
+        let visible = start + ids.dim(1)?;
+        if visible > st.ctx {
+            return Err(crate::Error::PrefillPastCache {
+                end: visible,
+                ctx: st.ctx,
+            });
+        }
+        self.forward_at(ids, st, Some(visible))
+    }
+
+    fn forward_at(&self, ids: &Tensor, st: &DecodeState, visible: Option<usize>) -> Result<Tensor> {
         let (b, s) = ids.dims2()?;
         if b != st.batch {
             return Err(crate::Error::BatchMismatch {
@@ -704,17 +763,22 @@ impl StaticModel {
         };
         let cos = self.cos.index_select(&p, 0)?;
         let sin = self.sin.index_select(&p, 0)?;
-        // Mask (s, ctx): key j is visible to query i iff j ≤ pos + i.
-        let visible = st.arange_ctx.broadcast_le(&p.reshape((s, 1))?)?;
-        let mask = visible.where_cond(
-            &st.zero.broadcast_as((s, st.ctx))?,
-            &st.neg_inf.broadcast_as((s, st.ctx))?,
+        // Mask (s, keys): key j is visible to query i iff j ≤ pos + i; keys = the cache, or its
+        // first `visible` positions.
+        let keys = visible.unwrap_or(st.ctx);
+        let seen = st
+            .arange_ctx
+            .narrow(1, 0, keys)?
+            .broadcast_le(&p.reshape((s, 1))?)?;
+        let mask = seen.where_cond(
+            &st.zero.broadcast_as((s, keys))?,
+            &st.neg_inf.broadcast_as((s, keys))?,
         )?;
         let mut x = self.embed.forward(ids)?;
         for (layer, (kc, vc)) in self.layers.iter().zip(&st.kv) {
             let residual = &x;
             let h = layer.ln1.forward(&x)?;
-            let a = self.attention(layer, &h, &cos, &sin, &mask, kc, vc, &p)?;
+            let a = self.attention(layer, &h, (&cos, &sin), &mask, (kc, vc), &p, keys)?;
             let x1 = (a + residual)?;
             let h = layer.ln2.forward(&x1)?;
             let gu = layer.gate_up.forward(&h)?;
@@ -766,7 +830,7 @@ impl StaticModel {
             scale: (1f64 / (self.head_dim as f64).sqrt()) as f32,
             q8: use_q8,
             fold_kv: self.device.is_cuda() && FOLD_KV.on(),
-            split: (self.device.is_cuda() && ATTN_SPLIT.on() && st.attn_split.splits > 1)
+            split: (self.device.is_cuda() && AttnSplit::pays(&st.dims))
                 .then(|| st.attn_split.clone()),
         };
         let add_norm = |a: &Tensor, r: &Tensor, n: &Norm| -> Result<(Tensor, Tensor, Blocks)> {
@@ -830,16 +894,18 @@ impl StaticModel {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// Attention of `x`'s s positions (at device positions `p`) over the cache's first `keys`
+    /// positions, after writing their K/V rows into it.
+    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         layer: &Layer,
         x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
+        (cos, sin): (&Tensor, &Tensor),
         mask: &Tensor,
-        kc: &Tensor,
-        vc: &Tensor,
+        (kc, vc): (&Tensor, &Tensor),
         p: &Tensor,
+        keys: usize,
     ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (nh, nkv, hd) = (self.heads, self.kv_heads, self.head_dim);
@@ -874,6 +940,14 @@ impl StaticModel {
         // share a KV head become g·s rows of one matmul against it.
         let g = nh / nkv;
         let q = q.to_dtype(self.att_dtype())?.reshape((b, nkv, g * s, hd))?;
+        let (kc, vc) = if keys < kc.dim(2)? {
+            (
+                kc.narrow(2, 0, keys)?.contiguous()?,
+                vc.narrow(2, 0, keys)?.contiguous()?,
+            )
+        } else {
+            (kc.clone(), vc.clone())
+        };
         let att = q.matmul(&kc.t()?)?;
         let att = match self.kind {
             // qwen2.rs multiplies by the scale; the others divide by √hd.
@@ -886,7 +960,7 @@ impl StaticModel {
             .broadcast_add(mask)?
             .reshape((b, nkv, g * s, ctx))?;
         let att = candle_nn::ops::softmax_last_dim(&att)?;
-        let y = att.matmul(vc)?; // (b, nkv, g·s, hd)
+        let y = att.matmul(&vc)?; // (b, nkv, g·s, hd)
         let y = y
             .reshape((b, nh, s, hd))?
             .transpose(1, 2)?

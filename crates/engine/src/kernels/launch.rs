@@ -7,7 +7,7 @@ pub const NT: u32 = 1024;
 /// Positions of the one-block attention's online-softmax chunk (fixed shared memory at any
 /// context).
 pub const CH: u32 = 1024;
-/// Threads of a split-attention block.
+/// Threads of a split-attention block: one warp per query head of a KV group (at most 8).
 pub const NS: u32 = 256;
 /// Values of a norm row each thread keeps in registers.
 pub const NR: u32 = 8;
@@ -29,8 +29,11 @@ pub fn kernel_names() -> Vec<String> {
         .to_vec();
     for a in DTYPES {
         for c in DTYPES {
-            for family in ["rope_kv", "decode_attn", "decode_attn_split"] {
+            for family in ["rope_kv", "decode_attn"] {
                 v.push(format!("{family}_{a}_{c}"));
+            }
+            for hd in [64, 128, 256] {
+                v.push(format!("decode_attn_split{hd}_{a}_{c}"));
             }
         }
         v.push(format!("swiglu_{a}"));

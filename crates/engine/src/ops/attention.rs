@@ -1,6 +1,6 @@
-//! Decode attention for one query position over the layer's cache ([`DecodeAttn`]): one block
-//! per head, or split over blocks ([`AttnSplit`], `QE_ATTN_SPLIT=1`). Kernels:
-//! `kernels/attention.cu`.
+//! Decode attention for one query position over the layer's cache ([`DecodeAttn`]): split over
+//! blocks, one block per KV head's query group ([`AttnSplit`]), or one block per query head for
+//! the shapes the split kernel does not cover. Kernels: `kernels/attention.cu`.
 
 use super::common::*;
 #[cfg(feature = "cuda")]
@@ -26,35 +26,73 @@ pub struct DecodeAttn {
     /// changes (the buffer is the decode state's; nothing else reads it within the op). One
     /// launch per layer less. The CPU op refuses it: there [`RopeKv`] runs first.
     pub fold_kv: bool,
-    /// Split each head's positions over several blocks (GPU only, opt-in: see [`AttnSplit`]);
-    /// `None`: one 1024-thread block per head. The CPU op computes the same attention either way.
+    /// Split each KV group's positions over several blocks (GPU only, see [`AttnSplit`]; shapes
+    /// it does not cover fall back to the one-block kernel); `None`: one 1024-thread block per
+    /// query head. The CPU op computes the same attention either way.
     pub split: Option<AttnSplit>,
 }
 
-/// Split attention ("flash-decoding"): `splits` blocks per (head, sequence) each attend to a share
-/// of the positions; the last to finish combines the shares (an atomic count per head in
-/// `counters`, which every launch leaves at zero). Opt-in (`QE_ATTN_SPLIT=1`, [`ATTN_SPLIT`]): on
-/// the H200 at ≤ 272 positions it was 1–5 % slower than the one-block kernel at every shape,
-/// whose 12 or 28 blocks leave most of the card's 132 SMs idle only at long contexts.
+/// Split attention ("flash-decoding"): `splits` blocks per (KV head, sequence), each attending to
+/// a share of the positions for all the query heads of the KV head's group, so a K/V row is read
+/// once per group, not once per query head; the last block to finish combines the shares (an
+/// atomic count per group in `counters`, which every launch leaves at zero). The GPU's default:
+/// at long contexts the one-block kernel leaves most SMs idle and reads every row g times.
 #[derive(Clone)]
 pub struct AttnSplit {
-    /// Blocks per (head, sequence), ≥ 2.
+    /// Blocks per (KV head, sequence), 1..=[`AttnSplit::MAX_SPLITS`].
     pub splits: usize,
     /// (batch · heads) u32 zeros on the device, kept by the decode state.
     pub counters: candle_core::Tensor,
 }
 
 impl AttnSplit {
-    /// Blocks per head for `heads · batch` heads over a `ctx`-position cache: about 256 blocks in
-    /// all (two per SM of an H100/H200), at least 32 positions a block, at most 32 blocks a head.
-    pub fn splits_for(heads: usize, batch: usize, ctx: usize) -> usize {
-        let by_sm = (256 / (heads * batch).max(1)).max(1);
-        ctx.div_ceil(32).min(by_sm).clamp(1, 32)
+    /// Blocks the split kernel aims at: one per SM of an H100/H200 (132); its blocks hold 144
+    /// registers a thread, so one block fits an SM.
+    pub const TARGET_BLOCKS: usize = 132;
+    /// Fewest positions a block attends to: below this the combine costs more than the split
+    /// saves.
+    pub const MIN_POSITIONS: usize = 32;
+    /// Most blocks per group (the combine's weights fit its shared memory).
+    pub const MAX_SPLITS: usize = 256;
+    /// Most query heads per KV head the kernel serves (a warp each in its softmax).
+    pub const MAX_GROUP: usize = 8;
+
+    /// Blocks per KV head for `kv_heads · batch` groups over a `ctx`-position cache: about
+    /// [`Self::TARGET_BLOCKS`] in all, at least [`Self::MIN_POSITIONS`] positions a block.
+    pub fn splits_for(kv_heads: usize, batch: usize, ctx: usize) -> usize {
+        let by_sm = Self::TARGET_BLOCKS.div_ceil((kv_heads * batch).max(1));
+        ctx.div_ceil(Self::MIN_POSITIONS)
+            .min(by_sm)
+            .clamp(1, Self::MAX_SPLITS)
+    }
+
+    /// Whether the GPU's attention over `d` splits: a shape the kernel covers, a cache of at
+    /// least [`ATTN_SPLIT_FROM`] positions, not [`ATTN_ONE_BLOCK`].
+    pub fn pays(d: &AttnDims) -> bool {
+        Self::covers(d) && d.ctx >= ATTN_SPLIT_FROM.get() as usize && !ATTN_ONE_BLOCK.on()
+    }
+
+    /// Whether the split kernel covers a shape: head width 64, 128 or 256 (a row is hd / 8
+    /// lanes of 8 elements), at most [`Self::MAX_GROUP`] query heads per KV head.
+    pub fn covers(d: &AttnDims) -> bool {
+        matches!(d.head_dim, 64 | 128 | 256)
+            && d.kv_heads > 0
+            && d.heads.is_multiple_of(d.kv_heads)
+            && d.heads / d.kv_heads <= Self::MAX_GROUP
     }
 }
 
-/// Whether the GPU's decode attention splits its positions over blocks (`QE_ATTN_SPLIT=1`; off).
-pub static ATTN_SPLIT: crate::switch::Switch = crate::switch::Switch::new("QE_ATTN_SPLIT", false);
+/// Smallest cache (positions) the GPU splits attention over: below it the one-block kernel is
+/// faster (`QE_ATTN_SPLIT_FROM`, 512; 0 splits every cache, for the A/B that sets it). On the
+/// H200 at 272 positions (16 + 256) the split kernel was 3–5 % slower at Qwen2-1.5B, at 1 280
+/// and more it was faster (docs/MEASUREMENTS.md).
+pub static ATTN_SPLIT_FROM: crate::switch::Knob =
+    crate::switch::Knob::new("QE_ATTN_SPLIT_FROM", 512, &[0, 256, 512, 768, 1024, 2048]);
+
+/// Force the one-block-per-query-head kernel on the GPU (`QE_ATTN_ONE_BLOCK=1`), to compare it
+/// with the split kernel; off.
+pub static ATTN_ONE_BLOCK: crate::switch::Switch =
+    crate::switch::Switch::new("QE_ATTN_ONE_BLOCK", false);
 
 impl CustomOp3 for DecodeAttn {
     fn name(&self) -> &'static str {
@@ -153,7 +191,9 @@ pub(crate) mod cuda {
     ) -> Result<(CudaStorage, u64, u64, u32)> {
         let splits = split.splits;
         let heads = d.batch * d.heads;
-        if splits < 2 || split.counters.elem_count() != heads {
+        if !(1..=super::AttnSplit::MAX_SPLITS).contains(&splits)
+            || split.counters.elem_count() != heads
+        {
             bail!(
                 "split attention: {splits} splits, {} counters for {heads} heads",
                 split.counters.elem_count()
@@ -189,18 +229,23 @@ pub(crate) mod cuda {
         let bo = contiguous(bl, d.buf_len(), "decode-attn: the layer buffer")?;
         let qo = contiguous(ql, d.batch * d.qkv_width(), "decode-attn: q|k|v")?;
         let so = contiguous(sl, d.head_dim + 1, "decode-attn: the step row")?;
-        let kernel = if op.split.is_some() {
-            "decode_attn_split"
-        } else {
-            "decode_attn"
-        };
-        let name = format!("{kernel}_{}_{}", code(qkv.dtype())?, code(buf.dtype())?);
         let dev = buf.device.clone();
+        let (qp, bp, sp) = (ptr(qkv, qo)?, ptr(buf, bo)?, ptr(step, so)?);
+        // The split kernel loads the cache 16 bytes at a time.
+        let split = op
+            .split
+            .as_ref()
+            .filter(|_| super::AttnSplit::covers(d) && bp % 16 == 0);
+        let (a_, c_) = (code(qkv.dtype())?, code(buf.dtype())?);
+        let name = match split {
+            Some(_) => format!("decode_attn_split{}_{a_}_{c_}", d.head_dim),
+            None => format!("decode_attn_{a_}_{c_}"),
+        };
         let n = d.batch * d.heads * d.head_dim;
         let shape = Shape::from((d.batch, 1, d.heads * d.head_dim));
         let (out, q8, shape) = alloc_out(&dev, qkv.dtype(), n, (n, d.head_dim), op.q8, shape)?;
         let f = crate::kernel_func!(dev, &name)?;
-        let (op_, qp, bp, sp) = (ptr(&out, 0)?, ptr(qkv, qo)?, ptr(buf, bo)?, ptr(step, so)?);
+        let op_ = ptr(&out, 0)?;
         let a = dim_args(d);
         let mut b = f.builder();
         b.arg(&op_).arg(&qp).arg(&bp).arg(&sp);
@@ -209,16 +254,12 @@ pub(crate) mod cuda {
         }
         let fold = i32::from(op.fold_kv);
         b.arg(&op.scale).arg(&q8).arg(&fold);
-        let split = op
-            .split
-            .as_ref()
-            .map(|s| split_args(d, s, &dev))
-            .transpose()?;
+        let split = split.map(|s| split_args(d, s, &dev)).transpose()?;
         let launch = match &split {
             Some((_part, pp, cp, splits)) => {
                 b.arg(splits).arg(pp).arg(cp);
                 LaunchConfig {
-                    grid_dim: (d.heads as u32, d.batch as u32, *splits),
+                    grid_dim: (d.kv_heads as u32, d.batch as u32, *splits),
                     block_dim: (NS, 1, 1),
                     shared_mem_bytes: 0,
                 }
@@ -229,10 +270,12 @@ pub(crate) mod cuda {
         // rows (clamped to ctx) and writes its head's hd outputs (and their hd / 32 Q8_1 blocks);
         // with fold_kv the first head of each KV group also writes that head's K and V row at
         // pos (< ctx) inside the buffer, a row no block of this launch reads from memory. Split:
-        // each of a head's blocks does so over its share of the positions, writes its share
-        // (hd + 2 floats) into the scratch sized for every block, and counts it in its head's
-        // counter; the last one reads the shares, writes the outputs and zeroes the counter (the
-        // decode state's, used by nothing else).
+        // each of a (KV head, sequence)'s blocks reads the group's q rows and its share of the
+        // positions (16-byte loads: the buffer is 16-byte aligned, hd a multiple of 8), writes
+        // one share (hd + 2 floats) per query head of the group into the scratch sized for every
+        // block and head, and counts them in the group's first head's counter; the last one
+        // reads the shares, writes the group's outputs and zeroes the counter (the decode
+        // state's, used by nothing else). Only split 0 writes the folded K/V row.
         unsafe { b.launch(launch) }.w()?;
         drop(split);
         Ok((out, shape))

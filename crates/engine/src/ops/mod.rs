@@ -34,7 +34,7 @@ pub mod swiglu;
 #[cfg(test)]
 mod tests;
 
-pub use attention::{AttnSplit, DecodeAttn, ATTN_SPLIT};
+pub use attention::{AttnSplit, DecodeAttn, ATTN_ONE_BLOCK, ATTN_SPLIT_FROM};
 pub use gemv::{Gemv, GEMV};
 pub use norm::{AddRmsNorm, NORM_THREADS};
 pub use rope::{AttnDims, RopeKv, RopeStep};

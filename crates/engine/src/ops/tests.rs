@@ -2,23 +2,12 @@
 
 use super::kv::KvWrite;
 use super::*;
+use crate::testing::{attn_dims, AttnCase};
 use candle_core::{DType, Device, IndexOp, Tensor, D};
 
-/// Seeded uniform values in [-1, 1) as an F32 tensor.
+/// [`crate::testing::rand`]: seeded uniform values in [-1, 1) as an F32 tensor.
 fn rand(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut x = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let v: Vec<f32> = (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    crate::testing::rand(shape, seed).unwrap()
 }
 
 /// max |a − b| / max |b|: [`crate::testing::rel_diff`] with `b` the reference.
@@ -38,61 +27,78 @@ fn tol(dt: DType) -> f32 {
     }
 }
 
-/// One shape of the attention tests: (batch, heads, kv heads, head dim, ctx, pos, interleaved).
-type Case = (usize, usize, usize, usize, usize, usize, bool);
+/// `t`'s values rounded to `dt`, in F32.
+fn round_to(t: Tensor, dt: DType) -> Tensor {
+    t.to_dtype(dt).unwrap().to_dtype(DType::F32).unwrap()
+}
 
-/// RopeKv then DecodeAttn against candle's composition (bias add, rope / rope_i, KvWrite, repeated
-/// KV heads, matmul, scale, masked softmax, matmul) computed in F32 from the same inputs.
-fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
-    let (b, nh, nkv, hd, ctx, pos, interleaved) = c;
-    let dims = AttnDims {
-        batch: b,
-        heads: nh,
-        kv_heads: nkv,
-        head_dim: hd,
-        ctx,
-        bias,
-        interleaved,
-    };
-    let nq = dims.qkv_width();
-    let rnd = |t: Tensor, dt: DType| t.to_dtype(dt).unwrap().to_dtype(DType::F32).unwrap();
-    // Inputs, rounded to their dtypes, so the reference and the op see the same values.
-    let qkv = rnd(rand(&[b, 1, nq], seed), act);
-    let bias_t = rnd(rand(&[nq], seed + 1), cache);
-    let old_k = rnd(rand(&[b, nkv, ctx, hd], seed + 2), cache);
-    let old_v = rnd(rand(&[b, nkv, ctx, hd], seed + 3), cache);
-    let angles = rand(&[ctx, hd / 2], seed + 4).affine(3.0, 0.0).unwrap();
-    let (cos, sin) = (angles.cos().unwrap(), angles.sin().unwrap());
-    let table = Tensor::cat(&[&cos, &sin], 1).unwrap();
-    let pos_t = Tensor::new(&[pos as u32], &Device::Cpu).unwrap();
+/// The inputs of one attention case (F32), rounded to their dtypes so the reference and the op
+/// see the same values.
+struct AttnInputs {
+    qkv: Tensor,
+    bias: Tensor,
+    old_k: Tensor,
+    old_v: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    /// The position, as the ops take it.
+    pos: Tensor,
+}
 
-    // The fused ops.
-    let mut parts = vec![old_k.flatten_all().unwrap(), old_v.flatten_all().unwrap()];
-    if bias {
-        parts.push(bias_t.clone());
+impl AttnInputs {
+    fn new(c: AttnCase, act: DType, cache: DType, seed: u64) -> AttnInputs {
+        let (b, _, nkv, hd, ctx, pos, _) = c;
+        let nq = attn_dims(c, false).qkv_width();
+        let angles = rand(&[ctx, hd / 2], seed + 4).affine(3.0, 0.0).unwrap();
+        AttnInputs {
+            qkv: round_to(rand(&[b, 1, nq], seed), act),
+            bias: round_to(rand(&[nq], seed + 1), cache),
+            old_k: round_to(rand(&[b, nkv, ctx, hd], seed + 2), cache),
+            old_v: round_to(rand(&[b, nkv, ctx, hd], seed + 3), cache),
+            cos: angles.cos().unwrap(),
+            sin: angles.sin().unwrap(),
+            pos: Tensor::new(&[pos as u32], &Device::Cpu).unwrap(),
+        }
+    }
+}
+
+/// The fused ops: RopeKv into the layer buffer (K cache, V cache, bias) in `cache`, then
+/// DecodeAttn; (the buffer, the attention's output in `act`).
+fn fused_attention(x: &AttnInputs, dims: AttnDims, act: DType, cache: DType) -> (Tensor, Tensor) {
+    let mut parts = vec![
+        x.old_k.flatten_all().unwrap(),
+        x.old_v.flatten_all().unwrap(),
+    ];
+    if dims.bias {
+        parts.push(x.bias.clone());
     }
     let buf = Tensor::cat(&parts, 0).unwrap().to_dtype(cache).unwrap();
-    let step = table.apply_op2_no_bwd(&pos_t, &RopeStep).unwrap();
-    let q_in = qkv.to_dtype(act).unwrap();
+    let table = Tensor::cat(&[&x.cos, &x.sin], 1).unwrap();
+    let step = table.apply_op2_no_bwd(&x.pos, &RopeStep).unwrap();
+    let q_in = x.qkv.to_dtype(act).unwrap();
     buf.inplace_op3(&q_in, &step, &RopeKv(dims)).unwrap();
     let op = DecodeAttn {
         dims,
-        scale: 1.0 / (hd as f32).sqrt(),
+        scale: 1.0 / (dims.head_dim as f32).sqrt(),
         q8: false,
         fold_kv: false,
         split: None,
     };
     let out = q_in.apply_op3_no_bwd(&buf, &step, &op).unwrap();
-    assert_eq!((out.dims(), out.dtype()), (&[b, 1, nh * hd][..], act));
+    (buf, out)
+}
 
-    // The composition, in F32.
-    let x = if bias {
-        qkv.broadcast_add(&bias_t).unwrap()
+/// Candle's composition in F32 up to the cache write: bias add, rope / rope_i, KvWrite; (the
+/// rotated queries, the K and V caches with the new rows as the cache stores them).
+fn reference_cache(x: &AttnInputs, c: AttnCase, cache: DType, bias: bool) -> [Tensor; 3] {
+    let (b, nh, nkv, hd, _, pos, interleaved) = c;
+    let qkv = if bias {
+        x.qkv.broadcast_add(&x.bias).unwrap()
     } else {
-        qkv
+        x.qkv.clone()
     };
     let heads = |from: usize, n: usize| {
-        x.narrow(D::Minus1, from * hd, n * hd)
+        qkv.narrow(D::Minus1, from * hd, n * hd)
             .unwrap()
             .reshape((b, 1, n, hd))
             .unwrap()
@@ -102,7 +108,10 @@ fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
             .unwrap()
     };
     let (q, k, v) = (heads(0, nh), heads(nh, nkv), heads(nh + nkv, nkv));
-    let (c1, s1) = (cos.i(pos..pos + 1).unwrap(), sin.i(pos..pos + 1).unwrap());
+    let (c1, s1) = (
+        x.cos.i(pos..pos + 1).unwrap(),
+        x.sin.i(pos..pos + 1).unwrap(),
+    );
     let rope = |t: &Tensor| {
         if interleaved {
             candle_nn::rotary_emb::rope_i(t, &c1, &s1).unwrap()
@@ -111,11 +120,46 @@ fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
         }
     };
     let (q, k) = (rope(&q), rope(&k));
-    let (kc, vc) = (old_k.copy().unwrap(), old_v.copy().unwrap());
-    kc.inplace_op3(&k, &pos_t, &KvWrite).unwrap();
-    vc.inplace_op3(&v, &pos_t, &KvWrite).unwrap();
-    // The written rows as the cache stores them.
-    let (kc, vc) = (rnd(kc, cache), rnd(vc, cache));
+    let (kc, vc) = (x.old_k.copy().unwrap(), x.old_v.copy().unwrap());
+    kc.inplace_op3(&k, &x.pos, &KvWrite).unwrap();
+    vc.inplace_op3(&v, &x.pos, &KvWrite).unwrap();
+    [q, round_to(kc, cache), round_to(vc, cache)]
+}
+
+/// Candle's attention in F32 over the caches' first `pos + 1` rows: repeated KV heads, matmul,
+/// scale, softmax, matmul; `[b, 1, heads × head dim]`.
+fn reference_attention(q: &Tensor, kc: &Tensor, vc: &Tensor, c: AttnCase) -> Tensor {
+    let (b, nh, nkv, hd, _, pos, _) = c;
+    let g = nh / nkv;
+    let rep = |t: &Tensor| {
+        let t = t.narrow(2, 0, pos + 1).unwrap();
+        Tensor::cat(&vec![&t; g], 2)
+            .unwrap()
+            .reshape((b, nkv * g, pos + 1, hd))
+            .unwrap()
+    };
+    // Query head h uses KV head h / g: repeat each KV head g times, adjacent.
+    let (kr, vr) = (rep(kc), rep(vc));
+    let att = (q.matmul(&kr.t().unwrap()).unwrap() / (hd as f64).sqrt()).unwrap();
+    let att = candle_nn::ops::softmax_last_dim(&att).unwrap();
+    att.matmul(&vr)
+        .unwrap()
+        .transpose(1, 2)
+        .unwrap()
+        .reshape((b, 1, nh * hd))
+        .unwrap()
+}
+
+/// RopeKv then DecodeAttn against candle's composition (bias add, rope / rope_i, KvWrite, repeated
+/// KV heads, matmul, scale, masked softmax, matmul) computed in F32 from the same inputs.
+fn attention_case(c: AttnCase, act: DType, cache: DType, bias: bool, seed: u64) {
+    let (b, nh, nkv, hd, ctx, ..) = c;
+    let dims = attn_dims(c, bias);
+    let x = AttnInputs::new(c, act, cache, seed);
+    let (buf, out) = fused_attention(&x, dims, act, cache);
+    assert_eq!((out.dims(), out.dtype()), (&[b, 1, nh * hd][..], act));
+
+    let [q, kc, vc] = reference_cache(&x, c, cache, bias);
     let n = dims.cache_len();
     let got_k = buf
         .narrow(0, 0, n)
@@ -140,25 +184,7 @@ fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
         "V {c:?} {act:?}/{cache:?}: {}",
         rel(&got_v, &vc)
     );
-    let g = nh / nkv;
-    let rep = |t: &Tensor| {
-        let t = t.narrow(2, 0, pos + 1).unwrap();
-        Tensor::cat(&vec![&t; g], 2)
-            .unwrap()
-            .reshape((b, nkv * g, pos + 1, hd))
-            .unwrap()
-    };
-    // Query head h uses KV head h / g: repeat each KV head g times, adjacent.
-    let (kr, vr) = (rep(&kc), rep(&vc));
-    let att = (q.matmul(&kr.t().unwrap()).unwrap() / (hd as f64).sqrt()).unwrap();
-    let att = candle_nn::ops::softmax_last_dim(&att).unwrap();
-    let want = att
-        .matmul(&vr)
-        .unwrap()
-        .transpose(1, 2)
-        .unwrap()
-        .reshape((b, 1, nh * hd))
-        .unwrap();
+    let want = reference_attention(&q, &kc, &vc, c);
     let r = rel(&out, &want);
     assert!(
         r <= tol(act) * 2.0,
@@ -168,7 +194,7 @@ fn attention_case(c: Case, act: DType, cache: DType, bias: bool, seed: u64) {
 
 #[test]
 fn rope_kv_and_decode_attention_match_candle_ops() {
-    let cases: [Case; 6] = [
+    let cases: [AttnCase; 6] = [
         (1, 4, 4, 8, 5, 0, false),
         (1, 4, 4, 8, 5, 4, false),
         (3, 6, 2, 16, 9, 5, false),
@@ -410,18 +436,40 @@ fn fused_ops_append_the_q8_1_blocks_of_what_the_next_projection_reads() {
     assert!(h.apply_op1_no_bwd(&SwiGlu { q8: true }).is_err());
 }
 
-/// How many blocks a split attention gives each head: about 256 blocks in all, at least 32
-/// positions a block, at most 32 a head (worked numbers for the shapes the H200 runs).
+/// How many blocks a split attention gives each KV head: about 132 blocks in all, at least 32
+/// positions a block (worked numbers for the shapes the H200 runs).
 #[test]
-fn split_attention_divides_heads_by_cache_and_card() {
-    // Qwen2-1.5B (12 heads) and 7B (28) at the protocol's 272 positions: 9 blocks a head.
-    assert_eq!(AttnSplit::splits_for(12, 1, 272), 9);
-    assert_eq!(AttnSplit::splits_for(28, 1, 272), 9);
-    // A long cache: 256 / 12 = 21 blocks a head; a short one is not split.
-    assert_eq!(AttnSplit::splits_for(12, 1, 4096), 21);
-    assert_eq!(AttnSplit::splits_for(14, 1, 20), 1);
-    // Many sequences already fill the card.
-    assert_eq!(AttnSplit::splits_for(28, 8, 4096), 1);
-    // Few heads: capped at 32 a head.
-    assert_eq!(AttnSplit::splits_for(1, 1, 1 << 20), 32);
+fn split_attention_divides_kv_heads_by_cache_and_card() {
+    // Qwen2-1.5B (2 KV heads) and 7B (4) at the 272 positions of the short protocol: 272 / 32.
+    assert_eq!(AttnSplit::splits_for(2, 1, 272), 9);
+    assert_eq!(AttnSplit::splits_for(4, 1, 272), 9);
+    // 4 096 + 256 positions: the card's 132 SMs bound it, 66 × 2 and 33 × 4 blocks.
+    assert_eq!(AttnSplit::splits_for(2, 1, 4352), 66);
+    assert_eq!(AttnSplit::splits_for(4, 1, 4352), 33);
+    // A short cache is one block per group; many sequences share the card.
+    assert_eq!(AttnSplit::splits_for(2, 1, 20), 1);
+    assert_eq!(AttnSplit::splits_for(2, 8, 4352), 9);
+    assert_eq!(AttnSplit::splits_for(4, 8, 4352), 5);
+    assert_eq!(AttnSplit::splits_for(1, 1, 1 << 20), 132);
+}
+
+/// The split kernel's shapes: head widths 64/128/256, at most 8 query heads per KV head.
+#[test]
+fn split_attention_covers_the_gqa_shapes_it_was_written_for() {
+    let dims = |heads, kv_heads, head_dim| AttnDims {
+        batch: 1,
+        heads,
+        kv_heads,
+        head_dim,
+        ctx: 16,
+        bias: false,
+        interleaved: false,
+    };
+    assert!(AttnSplit::covers(&dims(12, 2, 128)));
+    assert!(AttnSplit::covers(&dims(28, 4, 128)));
+    assert!(AttnSplit::covers(&dims(9, 3, 64)));
+    assert!(AttnSplit::covers(&dims(8, 8, 256)));
+    assert!(!AttnSplit::covers(&dims(16, 1, 64)));
+    assert!(!AttnSplit::covers(&dims(32, 32, 80)));
+    assert!(!AttnSplit::covers(&dims(6, 4, 64)));
 }

@@ -202,8 +202,8 @@ impl SessionRows {
     }
 }
 
-/// The first session of each software stack — side by side on one energy axis when there are
-/// several (the same card and model give different answers on different software) —
+/// The first measurement session of each software stack — side by side on one energy axis when
+/// there are several (the same card and model give different answers on different software) —
 /// and the rest: other sessions of a stack, and any session whose power accounting differs
 /// from the first one's (its energies are not comparable on one axis).
 fn by_stack(all: Vec<SessionRows>) -> (Vec<SessionRows>, Vec<SessionRows>) {
