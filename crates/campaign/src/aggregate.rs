@@ -12,6 +12,8 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .map_err(|e| Error::io("reading", dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        // A FIFO or device named *.json would block or never end: only regular files.
+        .filter(|p| meter::files::is_regular_file(p))
         .collect();
     files.sort();
     Ok(files)
@@ -36,7 +38,7 @@ fn read_reports(dir: &Path) -> Result<(Vec<(String, report::Report)>, usize)> {
     let mut out = Vec::new();
     let mut invalid = 0;
     for f in json_files(dir)? {
-        let Ok(text) = std::fs::read_to_string(&f) else {
+        let Ok(text) = meter::files::read_text_limited(&f, meter::files::TEXT_INPUT_LIMIT) else {
             invalid += 1;
             continue;
         };

@@ -388,9 +388,9 @@ impl Job {
 
 /// The reason a failed report gives (its first arm's error), or what is wrong with the file.
 fn failed_reason(path: &Path) -> String {
-    let text = match std::fs::read_to_string(path) {
+    let text = match meter::files::read_text_limited(path, meter::files::TEXT_INPUT_LIMIT) {
         Ok(t) => t,
-        Err(e) => return format!("{}: {e}", path.display()),
+        Err(e) => return meter::causes::chain(&e),
     };
     let v = report::validate_str(&text);
     v.report

@@ -67,6 +67,9 @@ impl MeasureOptions {
             ModelSpec::Path(path) if path.extension().is_some_and(|e| e == "gguf") => {
                 Ok(WeightSource::Gguf(path.clone()))
             }
+            ModelSpec::Path(path) if !path.exists() => {
+                Err(anyhow!("{}: no such file or folder", path.display()))
+            }
             ModelSpec::Path(path) => Err(anyhow!(
                 "{}: expected a model directory or a .gguf file",
                 path.display()

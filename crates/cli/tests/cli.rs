@@ -810,3 +810,75 @@ fn calibration_prints_the_batch_step_corrections() {
     assert!(b64 > 3.0, "{line}");
     assert!(out.contains("candle FP16 batch step correction"), "{out}");
 }
+
+/// Counts are checked at the edge: a batch of 0 or a token count past the cap is a usage error
+/// naming the flag, never a report that says something else.
+#[test]
+fn measure_refuses_zero_and_oversized_counts_naming_the_flag() {
+    for (flag, value) in [
+        ("--batch", "0"),
+        ("--tokens", "0"),
+        ("--tokens", "18446744073709551615"),
+        ("--prompt-len", "99999999999"),
+        ("--iterations", "0"),
+    ] {
+        let o = qe(&[
+            "measure",
+            "--synthetic",
+            "tiny",
+            "--precision",
+            "F16",
+            flag,
+            value,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}
+
+/// A model path that does not exist says so; a FIFO given to `validate` is refused without
+/// blocking (exit 2: unreadable), and a folder of reports skips it.
+#[test]
+fn missing_paths_and_special_files_get_their_own_words() {
+    let o = qe(&[
+        "measure",
+        "--model",
+        "./no-such-model",
+        "--precision",
+        "F16",
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no such file or folder"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("qe-cli-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("report.json");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    let o = qe(&["validate", fifo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("not a regular file (a FIFO)"),
+        "{}",
+        stdout(&o)
+    );
+    // Before, `aggregate` opened the FIFO and waited for a writer forever.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+        .args(["aggregate", dir.to_str().unwrap()])
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > 30 {
+            child.kill().unwrap();
+            panic!("aggregate blocked on a FIFO named *.json");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -27,6 +27,31 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A path to read names something other than a regular file (a FIFO, a device, a folder):
+    /// reading it could block forever or never end.
+    #[error("{}: not a regular file ({kind})", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// A file to read is larger than its reader accepts.
+    #[error("{}: larger than {limit} bytes", path.display())]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// The most bytes accepted.
+        limit: u64,
+    },
+    /// A text file holds bytes that are not UTF-8.
+    #[error("{}: not UTF-8 text (invalid byte at offset {offset})", path.display())]
+    NotUtf8 {
+        /// The path.
+        path: PathBuf,
+        /// The first invalid byte.
+        offset: usize,
+    },
     /// A path to write to that names no file.
     #[error("{} has no file name", .0.display())]
     NoFileName(PathBuf),

@@ -112,7 +112,9 @@ pub fn no_card_report(
     );
     rep.benchmark = "quantenergy-estimate".into();
     rep.measurement.method = "none: no GPU to measure and no card named to estimate for".into();
-    rep.results.note = Some("No estimate: pass --card NAME to estimate for a card.".into());
+    rep.results.note = Some(
+        "No estimate: pass --gpu NAME (e.g. --gpu \"RTX 4090\") to estimate for a card.".into(),
+    );
     rep
 }
 

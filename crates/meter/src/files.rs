@@ -22,6 +22,65 @@ pub fn safe_name(s: &str) -> String {
         .collect()
 }
 
+/// The most bytes a report, plan or other text input may have: far above any report the meter
+/// writes (a report with a 50 Hz trace of an hour is ≈ 10 MB), far below what would exhaust memory.
+pub const TEXT_INPUT_LIMIT: u64 = 64 << 20;
+
+/// What a path is when it is not a regular file, for [`Error::NotAFile`].
+fn file_kind(t: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a folder")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
+}
+
+/// Whether `path` is a regular file (symbolic links followed): what a folder scan reads.
+pub fn is_regular_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// Read a regular file of at most `limit` bytes as UTF-8 text. A FIFO, a device or a folder is
+/// refused before it is opened (opening a FIFO blocks until someone writes; `/dev/zero` never
+/// ends), and a file growing past the limit while it is read is refused too: never more than
+/// `limit + 1` bytes are held.
+pub fn read_text_limited(path: &Path, limit: u64) -> Result<String> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("reading", path, e))?;
+    if let Some(kind) = file_kind(meta.file_type()) {
+        return Err(Error::NotAFile {
+            path: path.to_path_buf(),
+            kind,
+        });
+    }
+    let too_large = || Error::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let f = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, limit + 1), &mut bytes)
+        .map_err(|e| Error::io("reading", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| Error::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}
+
 /// The SHA-256 (lower-case hex) and length in bytes of a file.
 pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
@@ -149,5 +208,38 @@ mod tests {
             file_stem("../../etc/x y", Precision::Q4K, 4),
             ".._.._etc_x_y_Q4_K_b4"
         );
+    }
+
+    /// A FIFO is refused without blocking, /dev/zero without reading it, a folder and an
+    /// oversized or non-UTF-8 file with their own words; a small text file reads.
+    #[test]
+    fn text_inputs_are_regular_bounded_utf8_files() {
+        let dir = std::env::temp_dir().join(format!("qe-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path of our own temp folder.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_text_limited(&fifo, 100).unwrap_err();
+        assert!(
+            e.to_string().ends_with("not a regular file (a FIFO)"),
+            "{e}"
+        );
+        let e = read_text_limited(Path::new("/dev/zero"), 100).unwrap_err();
+        assert!(e.to_string().contains("(a device)"), "{e}");
+        let e = read_text_limited(&dir, 100).unwrap_err();
+        assert!(e.to_string().contains("(a folder)"), "{e}");
+        let big = dir.join("big.json");
+        std::fs::write(&big, vec![b'x'; 101]).unwrap();
+        let e = read_text_limited(&big, 100).unwrap_err();
+        assert!(e.to_string().ends_with("larger than 100 bytes"), "{e}");
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, b"ab\xffc").unwrap();
+        let e = read_text_limited(&bad, 100).unwrap_err();
+        assert!(e.to_string().ends_with("invalid byte at offset 2)"), "{e}");
+        std::fs::write(&bad, "ok").unwrap();
+        assert_eq!(read_text_limited(&bad, 100).unwrap(), "ok");
+        assert!(is_regular_file(&bad) && !is_regular_file(&fifo) && !is_regular_file(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

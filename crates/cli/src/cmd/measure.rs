@@ -55,16 +55,20 @@ pub struct MeasureArgs {
     /// GPU index (NVML and CUDA) of the candle path.
     #[arg(long, default_value_t = 0)]
     pub device: u32,
-    #[arg(long, default_value_t = 256)]
+    /// Tokens generated per iteration (1 to 1 048 576).
+    #[arg(long, default_value_t = 256, value_parser = count::<1, { 1 << 20 }>)]
     pub tokens: usize,
-    #[arg(long, default_value_t = 10)]
+    /// Timed iterations per arm (1 to 100 000).
+    #[arg(long, default_value_t = 10, value_parser = count::<1, 100_000>)]
     pub iterations: usize,
-    #[arg(long, default_value_t = 2)]
+    /// Untimed warm-up iterations per arm (0 to 10 000).
+    #[arg(long, default_value_t = 2, value_parser = count::<0, 10_000>)]
     pub warmup: usize,
-    /// Sequences decoded at once; on the server path, concurrent streams.
-    #[arg(long, visible_alias = "concurrency", default_value_t = 1)]
+    /// Sequences decoded at once; on the server path, concurrent streams (1 to 4096).
+    #[arg(long, visible_alias = "concurrency", default_value_t = 1, value_parser = count::<1, 4096>)]
     pub batch: usize,
-    #[arg(long, default_value_t = 16)]
+    /// Prompt tokens per sequence (0 to 1 048 576; 0 is fed as 1).
+    #[arg(long, default_value_t = 16, value_parser = count::<0, { 1 << 20 }>)]
     pub prompt_len: usize,
     /// Seed for the prompt, synthetic weights and (without `--order-seed`) the arm order.
     #[arg(long, default_value_t = 0)]
@@ -124,6 +128,21 @@ pub struct MeasureArgs {
 }
 
 /// `--session`: a plain label, as a plan's `session`.
+/// A count in MIN..=MAX: the bounds keep every product the protocol and the reports form of
+/// tokens, iterations and batch (≤ 2⁵⁰) far inside u64, and refuse a batch of 0 at the edge
+/// instead of a report that silently says 1.
+pub(crate) fn count<const MIN: usize, const MAX: usize>(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    if (MIN..=MAX).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} is outside {MIN}..={MAX}"))
+    }
+}
+
 fn parse_session(s: &str) -> Result<String, String> {
     if campaign::plan::is_session_label(s) {
         Ok(s.to_string())

@@ -26,20 +26,28 @@ pub mod validate;
 use anyhow::{bail, Context, Result};
 use std::io::Read;
 
-/// Read a file, or standard input for `-`, as UTF-8 text.
+/// Read a file, or standard input for `-`, as UTF-8 text: a regular file of at most
+/// [`meter::files::TEXT_INPUT_LIMIT`] bytes (a FIFO or a device is refused before it is opened).
 pub fn read_input(path: &str) -> Result<String> {
+    let limit = meter::files::TEXT_INPUT_LIMIT;
+    if path != "-" {
+        return Ok(meter::files::read_text_limited(
+            std::path::Path::new(path),
+            limit,
+        )?);
+    }
     let mut bytes = Vec::new();
-    if path == "-" {
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .context("reading standard input")?;
-    } else {
-        bytes = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+    std::io::stdin()
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .context("reading standard input")?;
+    if bytes.len() as u64 > limit {
+        bail!("standard input: larger than {limit} bytes");
     }
     match String::from_utf8(bytes) {
         Ok(s) => Ok(s),
         Err(e) => bail!(
-            "{path}: not UTF-8 text (invalid byte at offset {})",
+            "standard input: not UTF-8 text (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
         ),
     }

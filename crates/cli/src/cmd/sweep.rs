@@ -95,8 +95,7 @@ struct Loaded {
 fn load(opts: &SweepArgs) -> Result<Loaded> {
     let plan_path = std::path::absolute(&opts.plan)
         .with_context(|| format!("resolving {}", opts.plan.display()))?;
-    let text = std::fs::read_to_string(&plan_path)
-        .with_context(|| format!("reading {}", plan_path.display()))?;
+    let text = meter::files::read_text_limited(&plan_path, meter::files::TEXT_INPUT_LIMIT)?;
     let mut plan = parse_plan(&text)?;
     let base = plan_path.parent().unwrap_or(Path::new("."));
     // Model files beside the plan, named as the plan was (a relative plan gives relative paths):
