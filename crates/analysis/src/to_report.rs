@@ -52,6 +52,7 @@ pub fn estimate_report(e: &Estimate, gpu: &str, model_name: &str) -> Report {
             precision: e.input.precision.as_str().to_string(),
             batch_size: e.input.batch.max(1),
             context_length: Some(e.input.context),
+            context_depth: None,
             extra: Extra::new(),
         },
         measurement: Measurement {
@@ -73,6 +74,7 @@ pub fn estimate_report(e: &Estimate, gpu: &str, model_name: &str) -> Report {
             throughput_tokens_per_s: None,
             basis: e.basis,
             note: Some(note),
+            prefill: None,
             extra: Extra::new(),
         },
         quality: None,

@@ -16,6 +16,10 @@ pub enum Error {
         /// The run's number, from 1.
         run: usize,
     },
+    /// A plan's `out` leaves the plan's folder (absolute, or `..`): plans travel between people
+    /// and into batch jobs, and must not write where their owner did not ask.
+    #[error("plan.toml: out {0:?}: give a folder inside the plan's folder (no absolute path, no `..`); `sweep --out` chooses another")]
+    PlanOut(std::path::PathBuf),
     /// A plan's `card` is not a card name.
     #[error("plan.toml: card {0:?}: name a card (e.g. \"H200\"), not GPU numbers")]
     PlanCard(String),

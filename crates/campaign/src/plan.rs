@@ -429,6 +429,16 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
         check_server_run(r).map_err(|why| Error::PlanServer { run: i + 1, why })?;
     }
     check_counts(&plan)?;
+    if plan.out.is_absolute()
+        || plan.out.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+    {
+        return Err(Error::PlanOut(plan.out.clone()));
+    }
     Ok(plan)
 }
 
@@ -979,6 +989,21 @@ api = "llama"
             text.starts_with("plan.toml: ") && text.contains("bogus"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_plan_cannot_write_outside_its_folder() {
+        for out in ["/tmp/x", "../x", "raw/../../x"] {
+            let text =
+                format!("out = {out:?}\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n");
+            let e = parse_plan(&text).unwrap_err();
+            assert!(
+                e.to_string().contains("inside the plan's folder"),
+                "{out}: {e}"
+            );
+        }
+        let ok = "out = \"./raw/h200\"\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n";
+        assert!(parse_plan(ok).is_ok());
     }
 
     #[test]

@@ -190,21 +190,34 @@ pub fn write_reports(
 ) -> Result<MeasureResult> {
     let mut reports = Vec::new();
     let mut measured = false;
+    let (name, suffix) = context_names(opts, cfg);
     for &p in &cfg.precisions {
         let mut rep = build_report(cfg, outcome, ctx, p)?;
         measured |= rep.results.basis == report::Basis::Measured;
         let path = report_path(
             &opts.out,
-            opts.name.as_deref(),
+            name.as_deref(),
             cfg.precisions.len() > 1,
             (model_name, p, cfg.batch),
-            "",
+            &suffix,
             "",
         );
         write_report(&path, &mut rep)?;
         reports.push((path, rep));
     }
     Ok(MeasureResult { reports, measured })
+}
+
+/// A context run's file names carry its depth (`_c<depth>`), so the runs of one `--context` list
+/// never overwrite each other: the run's name and the default stem's suffix.
+fn context_names(opts: &MeasureOptions, cfg: &ProtocolConfig) -> (Option<String>, String) {
+    match cfg.context {
+        Some(d) => (
+            opts.name.as_ref().map(|n| format!("{n}_c{d}")),
+            format!("_c{d}"),
+        ),
+        None => (opts.name.clone(), String::new()),
+    }
 }
 
 /// `quantenergy overhead`: the trace-thread A/B on a real GPU (no fallback: there is nothing to
@@ -298,14 +311,15 @@ fn fallback(
         }
     };
     let arms: Vec<_> = cfg.precisions.iter().map(|&p| (p, params_b)).collect();
+    let (name, suffix) = context_names(opts, cfg);
     meter::fallback::estimate_reports(
         &meter::fallback::EstimateTarget {
             out: &opts.out,
             card: opts.card.as_deref(),
             model_name: &model_name,
             arms: &arms,
-            name: opts.name.as_deref(),
-            suffix: "",
+            name: name.as_deref(),
+            suffix: &suffix,
         },
         cfg,
         reason,

@@ -821,6 +821,8 @@ fn measure_refuses_zero_and_oversized_counts_naming_the_flag() {
         ("--tokens", "18446744073709551615"),
         ("--prompt-len", "99999999999"),
         ("--iterations", "0"),
+        ("--name", "/tmp/elsewhere"),
+        ("--name", "../up"),
     ] {
         let o = qe(&[
             "measure",
@@ -881,4 +883,58 @@ fn missing_paths_and_special_files_get_their_own_words() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--context` without a GPU: one labelled estimate per depth, named by its depth, never
+/// measured; the eager engine is refused (it cannot decode at a depth without its prefill).
+#[test]
+fn measure_context_without_a_gpu_writes_one_estimate_per_depth() {
+    let dir = std::env::temp_dir().join(format!("qe-context-{}", std::process::id()));
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-1.5b",
+        "--precision",
+        "Q4_0",
+        "--gpu",
+        "H200",
+        "--context",
+        "1024,4096",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "Qwen2-1.5B_Q4_0_b1_c1024.estimate.json",
+            "Qwen2-1.5B_Q4_0_b1_c4096.estimate.json"
+        ]
+    );
+    for n in &names {
+        let v = report::validate_str(&std::fs::read_to_string(dir.join(n)).unwrap());
+        let r = v.report.unwrap();
+        assert_ne!(r.results.basis, report::Basis::Measured, "{n}");
+        let depth = if n.contains("_c1024") { 1024 } else { 4096 };
+        assert_eq!(r.workload.context_length, Some(depth + 256), "{n}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-1.5b",
+        "--precision",
+        "Q4_0",
+        "--engine",
+        "eager",
+        "--context",
+        "1024",
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("graph engine"));
 }

@@ -166,10 +166,10 @@ pub enum Error {
     /// A prefill was given no prompt tokens (the first token comes from the prompt's last).
     #[error("a prefill needs at least one prompt token")]
     EmptyPrompt,
-    /// A prefill chunk would write past the decode state's cache.
-    #[error("a prefill chunk ends at position {end}, past the cache's {ctx} positions")]
-    PrefillPastCache {
-        /// The chunk's last position + 1.
+    /// A prefill chunk or a decode would write past the decode state's cache.
+    #[error("positions up to {end} do not fit the cache's {ctx}")]
+    PastCache {
+        /// The last position written + 1.
         end: usize,
         /// The cache's positions.
         ctx: usize,

@@ -96,3 +96,61 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
         "{v} {f} {d}"
     );
 }
+
+/// A context run through the graph engine on the CPU: the prefill of the context and the decode
+/// at that depth run in windows of their own, the decode rewound to the depth each iteration
+/// (tokens per iteration × iterations, never the prefill's), and the report validates.
+#[test]
+fn graph_engine_context_run_on_cpu_under_the_fake_meter() {
+    let mut shape = analysis::find_shape("qwen2-0.5b").unwrap().clone();
+    shape.layers = 2;
+    shape.vocab = 1024;
+    shape.hidden = 256;
+    shape.heads = 4;
+    shape.kv_heads = 2;
+    shape.head_dim = 64;
+    shape.intermediate = 512;
+    let m = meter();
+    let inner = CandleFactory::new(
+        WeightSource::Synthetic { shape, seed: 3 },
+        candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let mut f = engine::factory(meter::decoder::EngineKind::Graph, inner);
+    let mut c = short_protocol(&["Q4_0"]);
+    c.baseline = Some(p("F32"));
+    c.tokens = 4;
+    c.iterations = 2;
+    c.context = Some(24);
+    // Virtual time only moves with the ticker: a short minimum keeps the test quick.
+    c.min_window_s = 0.0;
+    let mut mm = m.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (m2, s2) = (m.clone(), stop.clone());
+    let ticker = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            m2.advance(0.001);
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    });
+    let out = protocol::run(&c, &mut mm, f.as_mut(), Arc::new(FakeClock(m.clone())));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    ticker.join().unwrap();
+    let out = out.unwrap();
+    for a in &out.arms {
+        let r = a
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", a.precision));
+        // 2 decodes of 4 tokens at depth 24: the prefill's tokens are not counted.
+        assert_eq!(r.tokens_generated, 8, "{}", a.precision);
+        let pre = r.prefill.as_ref().expect("a prefill window");
+        assert_eq!((pre.prefills, pre.prompt_tokens), (2, 48));
+        assert!(pre.counter_j > 0.0 && pre.ttft_s > 0.0, "{pre:?}");
+    }
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_0")).unwrap();
+    assert_eq!(rep.workload.context_depth, Some(24));
+    assert!(rep.results.prefill.is_some());
+    let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+}

@@ -28,6 +28,19 @@ pub enum DecodeError {
     /// The backend's own error (an engine's, a server's).
     #[error(transparent)]
     Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// The engine cannot prefill and decode apart (a context run needs them apart).
+    #[error(
+        "{0} cannot time its prefill and its decode apart: a context run needs the graph engine"
+    )]
+    PhasesUnsupported(String),
+    /// A decode at a depth the last prefill did not reach.
+    #[error("a decode at depth {depth} after a prefill of {prefilled} tokens")]
+    DepthPastPrefill {
+        /// The depth asked for.
+        depth: usize,
+        /// The tokens the last prefill put in the cache (0: none).
+        prefilled: usize,
+    },
     /// A failure scripted into [`FakeDecoderFactory`] (tests).
     #[error("{0}")]
     Scripted(String),
@@ -132,6 +145,26 @@ pub trait Decoder {
     fn served(&self) -> Option<crate::served::Served> {
         None
     }
+    /// Prefill `prompt_len` fixed tokens for `batch` sequences into a fresh cache of `capacity`
+    /// positions (the prompt's last logits give the first token): the prefill alone, for a
+    /// context run's prefill window and ahead of its decode window ([`Decoder::decode_at`]).
+    fn prefill_prompt(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        capacity: usize,
+    ) -> Result<(), DecodeError> {
+        let _ = (batch, prompt_len, capacity);
+        Err(DecodeError::PhasesUnsupported(self.kernel()))
+    }
+    /// `new_tokens` single-token steps from cache depth `depth` on, after a
+    /// [`Decoder::prefill_prompt`] of at least `depth` tokens. Each call first rewinds to `depth`,
+    /// so repeated calls decode the same positions: a decode window at a fixed depth with no
+    /// prefill inside it. Returns tokens generated (`batch · new_tokens`).
+    fn decode_at(&mut self, depth: usize, new_tokens: usize) -> Result<usize, DecodeError> {
+        let _ = (depth, new_tokens);
+        Err(DecodeError::PhasesUnsupported(self.kernel()))
+    }
 }
 
 /// Loads a [`Decoder`] per precision.
@@ -180,6 +213,9 @@ pub struct FakeDecoderFactory {
     /// (precision, bytes of weights a decode step reads) for `decode_weight_bytes`; `None`
     /// where not listed.
     pub weight_bytes: Vec<(Precision, crate::roofline::DecodeWeightBytes)>,
+    /// Seconds of virtual time one prompt token of one sequence costs in `prefill_prompt` (and
+    /// in `generate`'s prefill), so a test can tell whether a prefill fell inside a window.
+    pub prefill_s_per_token: f64,
 }
 
 impl FakeDecoderFactory {
@@ -197,6 +233,7 @@ impl FakeDecoderFactory {
             fail_tokenize: false,
             failure_text: None,
             weight_bytes: Vec::new(),
+            prefill_s_per_token: 0.0,
         }
     }
 }
@@ -204,6 +241,10 @@ impl FakeDecoderFactory {
 struct FakeDecoder {
     meter: FakeMeter,
     step_s: f64,
+    prefill_s_per_token: f64,
+    /// Tokens the last prefill put in the cache, and its batch.
+    prefilled: usize,
+    batch: usize,
     precision: Precision,
     fail_after: Option<usize>,
     calls: usize,
@@ -215,9 +256,11 @@ impl Decoder for FakeDecoder {
     fn generate(
         &mut self,
         batch: usize,
-        _prompt_len: usize,
+        prompt_len: usize,
         new_tokens: usize,
     ) -> Result<usize, DecodeError> {
+        self.meter
+            .advance(self.prefill_s_per_token * (batch * prompt_len) as f64);
         self.calls += 1;
         if self.fail_after.is_some_and(|n| self.calls > n) {
             return Err(DecodeError::Scripted(
@@ -240,6 +283,33 @@ impl Decoder for FakeDecoder {
     }
     fn kernel(&self) -> String {
         format!("fake {}", self.precision)
+    }
+    fn prefill_prompt(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        _capacity: usize,
+    ) -> Result<(), DecodeError> {
+        self.meter
+            .advance(self.prefill_s_per_token * (batch * prompt_len) as f64);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        self.prefilled = prompt_len;
+        self.batch = batch;
+        Ok(())
+    }
+    fn decode_at(&mut self, depth: usize, new_tokens: usize) -> Result<usize, DecodeError> {
+        if depth > self.prefilled || self.prefilled == 0 {
+            return Err(DecodeError::DepthPastPrefill {
+                depth,
+                prefilled: self.prefilled,
+            });
+        }
+        for _ in 0..new_tokens {
+            self.meter.advance(self.step_s);
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        Ok(self.batch * new_tokens)
     }
     fn nll(&mut self, ids: &[u32]) -> Result<f64, DecodeError> {
         // Scoring keeps the fake GPU busy like decoding does, so a test can tell whether it
@@ -270,6 +340,9 @@ impl DecoderFactory for FakeDecoderFactory {
             .unwrap_or(0.01);
         Ok(Box::new(FakeDecoder {
             meter: self.meter.clone(),
+            prefill_s_per_token: self.prefill_s_per_token,
+            prefilled: 0,
+            batch: 1,
             failure_text: self.failure_text.clone(),
             step_s,
             precision,

@@ -52,7 +52,7 @@ pub fn estimate_reports(
                     params_b,
                     precision: p,
                     batch: cfg.batch as u32,
-                    context: (cfg.prompt_len + cfg.tokens) as u32,
+                    context: (cfg.prompt_tokens() + cfg.tokens) as u32,
                     engine: None,
                 };
                 let e = analysis::estimate(ds, analysis::default_classes(), &input);
@@ -108,7 +108,7 @@ pub fn no_card_report(
         model_name,
         Some(params_b),
         precision,
-        (cfg.batch, cfg.prompt_len + cfg.tokens),
+        (cfg.batch, cfg.prompt_tokens() + cfg.tokens),
     );
     rep.benchmark = "quantenergy-estimate".into();
     rep.measurement.method = "none: no GPU to measure and no card named to estimate for".into();
@@ -150,6 +150,7 @@ pub fn unmeasured_report(
             precision: precision.as_str().into(),
             batch_size: batch as u32,
             context_length: Some(context as u32),
+            context_depth: None,
             extra: Default::default(),
         },
         measurement: report::Measurement {
@@ -171,6 +172,7 @@ pub fn unmeasured_report(
             throughput_tokens_per_s: None,
             basis: report::Basis::Unavailable,
             note: None,
+            prefill: None,
             extra: Default::default(),
         },
         quality: None,

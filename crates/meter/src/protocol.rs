@@ -72,6 +72,25 @@ pub struct ProtocolConfig {
     pub session: Option<String>,
     /// How the run's arms are ordered.
     pub order: ArmOrder,
+    /// A context run: the tokens already in the KV cache when the timed decode starts (the
+    /// prompt then; `prompt_len` is not used). Each arm then measures two windows apart: a
+    /// prefill window (prefills of that prompt back to back) and a decode window that starts
+    /// after one untimed prefill (decodes of `tokens` steps, each rewound to this depth). The
+    /// report's figures are the decode window's; the prefill's are beside them. `None`: each
+    /// timed iteration is a whole generation (prefill of `prompt_len`, then the decode), as in
+    /// every report before.
+    pub context: Option<usize>,
+    /// With `context`: the shortest window, s (the H200's energy counter moves in ≈ 100 ms steps,
+    /// so a 2.5 s window can be off by several percent). Each window gets `iterations`, or as
+    /// many more as the timed warm-up says it takes to last this long.
+    pub min_window_s: f64,
+}
+
+impl ProtocolConfig {
+    /// The prompt each sequence is fed: the context depth, else `prompt_len`.
+    pub fn prompt_tokens(&self) -> usize {
+        self.context.unwrap_or(self.prompt_len)
+    }
 }
 
 /// The order of a run's arms. Drawn at random per run, a few repeats can all put the same arm
@@ -229,6 +248,8 @@ impl Default for ProtocolConfig {
             perplexity: None,
             session: None,
             order: ArmOrder::Seeded,
+            context: None,
+            min_window_s: 5.0,
         }
     }
 }
@@ -283,6 +304,33 @@ pub struct ArmMeasurement {
     pub served: Option<crate::served::Served>,
     /// The bytes of weights a decode step of this arm reads, where the engine can say.
     pub weight_bytes: Option<crate::roofline::DecodeWeightBytes>,
+    /// A context run's prefill window (the fields above are then its decode window's).
+    pub prefill: Option<PrefillWindow>,
+}
+
+/// A context run's prefill window: prefills of the context's prompt, back to back, between
+/// synchronizations.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PrefillWindow {
+    /// Prefills in the window.
+    pub prefills: usize,
+    /// Prompt tokens fed (prefills · batch · depth).
+    pub prompt_tokens: u64,
+    /// Window length, s.
+    pub window_s: f64,
+    /// Energy from the hardware counter, J.
+    pub counter_j: f64,
+    /// The power trace's integral over the window, J, if the trace ran.
+    pub trace_j: Option<f64>,
+    /// Median time of one prefill (the time to the first token), s.
+    pub ttft_s: f64,
+}
+
+impl PrefillWindow {
+    /// Counter energy per prompt token, mJ.
+    pub fn mj_per_prompt_token(&self) -> f64 {
+        self.counter_j * 1000.0 / self.prompt_tokens as f64
+    }
 }
 
 impl ArmMeasurement {
@@ -593,7 +641,7 @@ pub fn run(
     }
     // Pre-flight before anything is loaded.
     let free = meter.free_memory_bytes()?;
-    let context = cfg.prompt_len + cfg.tokens;
+    let context = cfg.prompt_tokens() + cfg.tokens;
     let limit = free as f64 * cfg.vram_fraction;
     let mut required = 0u64;
     for a in &arms {
@@ -721,40 +769,17 @@ fn run_arm(
     })?;
     let load_s = clock.now_s() - t_load;
     let weight_bytes = decoders.decode_weight_bytes(precision);
-    let decode = |dec: &mut Box<dyn crate::decoder::Decoder>| {
-        dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
-            .map_err(|e| ArmFailure::Decode {
-                precision,
-                error: chain(&e),
-            })
+    let arm = Arm {
+        cfg,
+        precision,
+        clock: &clock,
+        idle: (idle_w, idle_c),
     };
-    for _ in 0..cfg.warmup {
-        decode(&mut dec)?;
-    }
-    dec.synchronize().map_err(sync_failure)?;
-    dec.reset_latency();
-    let cooldown = cool_down(meter, clock.as_ref(), idle_w, idle_c, &cfg.cooldown)?;
-    let temp_start_c = meter.temperature_c().ok();
-
-    // One window around all timed iterations, opened and closed on a synchronized device.
-    let ((tokens, iteration_s), window) = metered_window(
-        meter,
-        &clock,
-        cfg.trace.then_some(cfg.sample_hz),
-        || -> Result<_, ArmFailure> {
-            let mut tokens = 0u64;
-            let mut iteration_s = Vec::with_capacity(cfg.iterations);
-            for _ in 0..cfg.iterations {
-                let ti = clock.now_s();
-                tokens += decode(&mut dec)? as u64;
-                dec.synchronize().map_err(sync_failure)?;
-                iteration_s.push(clock.now_s() - ti);
-            }
-            Ok((tokens, iteration_s))
-        },
-    )?;
-    let temp_end_c = meter.temperature_c().ok();
-    // After the window closed: the energy figure above never includes this.
+    let w = match cfg.context {
+        Some(depth) => arm.context_windows(meter, &mut dec, depth)?,
+        None => arm.generation_window(meter, &mut dec)?,
+    };
+    // After the windows closed: the energy figures never include this.
     let perplexity = perplexity.map(|(tokens, seq_len)| match tokens {
         Ok(t) => score_perplexity(dec.as_mut(), &t.ids, seq_len),
         Err(e) => Err(e.clone()),
@@ -764,22 +789,195 @@ fn run_arm(
     let served = dec.served();
     drop(dec); // free the model before the next arm
     Ok(ArmMeasurement {
-        tokens_generated: tokens,
-        window_s: window.seconds,
-        counter_j: window.counter_j,
-        trace: window.trace,
-        iteration_s,
-        cooldown,
-        temp_start_c,
-        temp_end_c,
+        tokens_generated: w.tokens,
+        window_s: w.window.seconds,
+        counter_j: w.window.counter_j,
+        trace: w.window.trace,
+        iteration_s: w.iteration_s,
+        cooldown: w.cooldown,
+        temp_start_c: w.temp_start_c,
+        temp_end_c: w.temp_end_c,
         kernel,
         notes,
         load_s,
-        host: window.host,
+        host: w.window.host,
         perplexity,
         served,
         weight_bytes,
+        prefill: w.prefill,
     })
+}
+
+/// One arm's protocol settings, for its windows.
+struct Arm<'a> {
+    cfg: &'a ProtocolConfig,
+    precision: Precision,
+    clock: &'a Arc<dyn Clock>,
+    idle: (f64, Option<f64>),
+}
+
+/// What an arm's timed windows measured: the decode window (the only one of a whole-generation
+/// run) and a context run's prefill window.
+struct Windows {
+    tokens: u64,
+    iteration_s: Vec<f64>,
+    window: Metered,
+    cooldown: CooldownResult,
+    temp_start_c: Option<f64>,
+    temp_end_c: Option<f64>,
+    prefill: Option<PrefillWindow>,
+}
+
+type Dec = Box<dyn crate::decoder::Decoder>;
+
+impl Arm<'_> {
+    fn failed(&self, e: DecodeError) -> ArmFailure {
+        ArmFailure::Decode {
+            precision: self.precision,
+            error: chain(&e),
+        }
+    }
+
+    fn cool_down(&self, meter: &mut dyn EnergyMeter) -> Result<CooldownResult, ArmFailure> {
+        let (w, c) = self.idle;
+        Ok(cool_down(
+            meter,
+            self.clock.as_ref(),
+            w,
+            c,
+            &self.cfg.cooldown,
+        )?)
+    }
+
+    /// Warm-ups, the cooldown, then one window around all timed iterations, each a whole
+    /// generation, opened and closed on a synchronized device.
+    fn generation_window(
+        &self,
+        meter: &mut dyn EnergyMeter,
+        dec: &mut Dec,
+    ) -> Result<Windows, ArmFailure> {
+        let cfg = self.cfg;
+        let clock = self.clock;
+        let decode = |dec: &mut Dec| {
+            dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
+                .map_err(|e| self.failed(e))
+        };
+        for _ in 0..cfg.warmup {
+            decode(dec)?;
+        }
+        dec.synchronize().map_err(sync_failure)?;
+        dec.reset_latency();
+        let cooldown = self.cool_down(meter)?;
+        let temp_start_c = meter.temperature_c().ok();
+        let ((tokens, iteration_s), window) = metered_window(
+            meter,
+            clock,
+            cfg.trace.then_some(cfg.sample_hz),
+            || -> Result<_, ArmFailure> {
+                let mut tokens = 0u64;
+                let mut iteration_s = Vec::with_capacity(cfg.iterations);
+                for _ in 0..cfg.iterations {
+                    let ti = clock.now_s();
+                    tokens += decode(dec)? as u64;
+                    dec.synchronize().map_err(sync_failure)?;
+                    iteration_s.push(clock.now_s() - ti);
+                }
+                Ok((tokens, iteration_s))
+            },
+        )?;
+        Ok(Windows {
+            tokens,
+            iteration_s,
+            window,
+            cooldown,
+            temp_start_c,
+            temp_end_c: meter.temperature_c().ok(),
+            prefill: None,
+        })
+    }
+
+    /// A context arm: warm-ups (a prefill and a decode at `depth` each; the last one's times size
+    /// the windows), the cooldown, the prefill window, then the decode window, which opens after
+    /// one untimed prefill.
+    fn context_windows(
+        &self,
+        meter: &mut dyn EnergyMeter,
+        dec: &mut Dec,
+        depth: usize,
+    ) -> Result<Windows, ArmFailure> {
+        let cfg = self.cfg;
+        let clock = self.clock;
+        let capacity = depth + cfg.tokens;
+        let prefill = |dec: &mut Dec| -> Result<f64, ArmFailure> {
+            let t = clock.now_s();
+            dec.prefill_prompt(cfg.batch, depth, capacity)
+                .map_err(|e| self.failed(e))?;
+            dec.synchronize().map_err(sync_failure)?;
+            Ok(clock.now_s() - t)
+        };
+        let decode = |dec: &mut Dec| -> Result<(u64, f64), ArmFailure> {
+            let t = clock.now_s();
+            let n = dec
+                .decode_at(depth, cfg.tokens)
+                .map_err(|e| self.failed(e))?;
+            dec.synchronize().map_err(sync_failure)?;
+            Ok((n as u64, clock.now_s() - t))
+        };
+        let (mut prefill_s, mut decode_s) = (0.0, 0.0);
+        for _ in 0..cfg.warmup.max(1) {
+            prefill_s = prefill(dec)?;
+            decode_s = decode(dec)?.1;
+        }
+        dec.reset_latency();
+        let prefills = iterations_for(cfg.min_window_s, prefill_s, cfg.iterations);
+        let decodes = iterations_for(cfg.min_window_s, decode_s, cfg.iterations);
+        let cooldown = self.cool_down(meter)?;
+        let trace_hz = cfg.trace.then_some(cfg.sample_hz);
+        let (mut ttft, pw) = metered_window(meter, clock, trace_hz, || {
+            (0..prefills)
+                .map(|_| prefill(dec))
+                .collect::<Result<Vec<f64>, ArmFailure>>()
+        })?;
+        prefill(dec)?;
+        let temp_start_c = meter.temperature_c().ok();
+        let ((tokens, iteration_s), window) =
+            metered_window(meter, clock, trace_hz, || -> Result<_, ArmFailure> {
+                let (mut tokens, mut times) = (0u64, Vec::with_capacity(decodes));
+                for _ in 0..decodes {
+                    let (n, s) = decode(dec)?;
+                    tokens += n;
+                    times.push(s);
+                }
+                Ok((tokens, times))
+            })?;
+        ttft.sort_by(f64::total_cmp);
+        Ok(Windows {
+            tokens,
+            iteration_s,
+            window,
+            cooldown,
+            temp_start_c,
+            temp_end_c: meter.temperature_c().ok(),
+            prefill: Some(PrefillWindow {
+                prefills,
+                prompt_tokens: (prefills * cfg.batch * depth) as u64,
+                window_s: pw.seconds,
+                counter_j: pw.counter_j,
+                trace_j: pw.trace.as_ref().and_then(Trace::energy_j),
+                ttft_s: ttft[ttft.len() / 2],
+            }),
+        })
+    }
+}
+
+/// How many iterations of `once_s` seconds make a window of at least `min_s`: `at_least`, or
+/// more (at most 100 000).
+fn iterations_for(min_s: f64, once_s: f64, at_least: usize) -> usize {
+    let at_least = at_least.max(1);
+    if once_s.is_nan() || once_s <= 0.0 || !min_s.is_finite() {
+        return at_least;
+    }
+    ((min_s / once_s).ceil() as usize).clamp(at_least, 100_000)
 }
 
 /// What one energy-counter window measured.

@@ -579,17 +579,26 @@ pub fn build_report(
             params_b: Some(r(ctx.params_b, 4)),
             precision: precision.as_str().into(),
             batch_size: cfg.batch as u32,
-            context_length: Some((cfg.prompt_len + cfg.tokens) as u32),
-            extra: extra([("prompt_tokens", cfg.prompt_len.into())]),
+            context_length: Some((cfg.prompt_tokens() + cfg.tokens) as u32),
+            context_depth: cfg.context.map(|d| d as u32),
+            extra: extra([("prompt_tokens", cfg.prompt_tokens().into())]),
         },
         measurement: report::Measurement {
             method: format!(
-                "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check",
-                if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz
+                "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check{}",
+                if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz,
+                cfg.context.map(|d| format!(
+                    "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill); each window has at least {} s",
+                    cfg.tokens, cfg.min_window_s
+                )).unwrap_or_default()
             ),
             sample_rate_hz: cfg.sample_hz.round() as i64,
             tokens_per_run: Some(cfg.tokens as u64),
-            iterations: Some(cfg.iterations as u64),
+            // A context run adds iterations until its windows last min_window_s.
+            iterations: Some(
+                ok.filter(|_| cfg.context.is_some())
+                    .map_or(cfg.iterations, |a| a.iteration_s.len()) as u64,
+            ),
             warmup: Some(cfg.warmup as u64),
             extra: extra([(
                 "iterations_note",
@@ -607,6 +616,7 @@ pub fn build_report(
             throughput_tokens_per_s: ok.map(|a| r(a.tok_s(), 3)),
             basis: if ok.is_some() { report::Basis::Measured } else { report::Basis::Unavailable },
             note: Some(results_note(out, precision, &requested, baseline.as_ref())),
+            prefill: ok.and_then(|a| prefill_block(a, base_ok)),
             extra: Default::default(),
         },
         quality: quality_block(cfg, out, precision, &requested, baseline.as_ref(), &ctx.weights),
@@ -628,6 +638,27 @@ pub fn build_report(
         ));
     }
     Ok(report)
+}
+
+/// A context arm's prefill figures, beside the FP16 arm's of the same run.
+fn prefill_block(a: &ArmMeasurement, base: Option<&ArmMeasurement>) -> Option<report::Prefill> {
+    let p = a.prefill.as_ref()?;
+    let e = p.mj_per_prompt_token();
+    let fp16 = base
+        .and_then(|b| b.prefill.as_ref())
+        .map(|b| b.mj_per_prompt_token());
+    Some(report::Prefill {
+        energy_per_prompt_token_mj: sig(e, 4),
+        prompt_tokens: p.prompt_tokens,
+        prefills: p.prefills as u64,
+        window_seconds: r(p.window_s, 3),
+        counter_joules: r(p.counter_j, 3),
+        trace_joules: p.trace_j.map(|j| r(j, 3)),
+        time_to_first_token_ms: r(p.ttft_s * 1e3, 3),
+        fp16_energy_per_prompt_token_mj: fp16.map(|f| sig(f, 4)),
+        vs_fp16_energy_pct: fp16.filter(|f| *f > 0.0).map(|f| r((e - f) / f * 100.0, 3)),
+        extra: Default::default(),
+    })
 }
 
 /// An `extra` map from fields the typed blocks do not name.

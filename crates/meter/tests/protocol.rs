@@ -698,3 +698,114 @@ fn arms_report_their_weight_bytes_and_hbm_roofline_fraction() {
         Some(1_000_014_336)
     );
 }
+
+/// A context run measures the prefill and the decode in windows of their own: the decode
+/// window's energy is the decode steps' alone (a prefill inside it would add 300 W × 1 s per
+/// iteration), the prefill window's is the prefills', and each window lasts at least
+/// `min_window_s`. The report says the depth, carries the prefill block and validates.
+#[test]
+fn a_context_run_keeps_the_prefill_out_of_the_decode_window() {
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    // 1 ms per prompt token: a 1000-token prefill takes 1 s of virtual time.
+    f.prefill_s_per_token = 0.001;
+    let c = ProtocolConfig {
+        context: Some(1000),
+        min_window_s: 2.5,
+        ..short_protocol(&["Q4_K"])
+    };
+    let out = run(&c, &m, &mut f).unwrap();
+    for (name, step_ms) in [("Q4_K", 8.0), ("F16", 10.0)] {
+        let a = out.arm(p(name)).unwrap().outcome.as_ref().unwrap();
+        // Decode: 300 W × the step alone.
+        let want = 300.0 * step_ms;
+        assert!(
+            (a.mj_per_token() - want).abs() / want < 0.01,
+            "{name}: {} mJ/token, want {want}",
+            a.mj_per_token()
+        );
+        // 20 tokens × 8 ms = 0.16 s an iteration: 16 iterations make 2.5 s.
+        assert!(
+            a.window_s >= 2.5 && a.iteration_s.len() >= 3,
+            "{name}: {a:?}"
+        );
+        let pre = a.prefill.as_ref().expect("a prefill window");
+        // Prefill: 300 W × 1 ms per prompt token = 300 mJ; 1 s each, 3 of them (the minimum).
+        assert!(
+            (pre.mj_per_prompt_token() - 300.0).abs() < 3.0,
+            "{name}: {pre:?}"
+        );
+        assert_eq!(pre.prefills, 3);
+        assert_eq!(pre.prompt_tokens, 3000);
+        assert!(
+            pre.window_s >= 2.5 && (pre.ttft_s - 1.0).abs() < 0.05,
+            "{pre:?}"
+        );
+    }
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
+    assert_eq!(rep.workload.context_depth, Some(1000));
+    assert_eq!(rep.workload.context_length, Some(1020));
+    let pre = rep.results.prefill.as_ref().unwrap();
+    assert!((pre.energy_per_prompt_token_mj - 300.0).abs() < 3.0);
+    assert!(pre.vs_fp16_energy_pct.is_some());
+    assert!((pre.time_to_first_token_ms - 1000.0).abs() < 50.0);
+    let text = serde_json::to_string(&rep).unwrap();
+    let v = report::validate_str(&text);
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    assert!(rep.measurement.method.contains("depth 1000"));
+}
+
+/// Without phases (an engine that only generates whole), a context run fails the arm with
+/// words that say why, never a figure that holds the prefill.
+#[test]
+fn a_context_run_on_an_engine_without_phases_fails_saying_so() {
+    struct Whole(FakeDecoderFactory);
+    struct WholeDecoder(Box<dyn meter::decoder::Decoder>);
+    impl meter::decoder::Decoder for WholeDecoder {
+        fn generate(
+            &mut self,
+            b: usize,
+            p: usize,
+            n: usize,
+        ) -> Result<usize, meter::decoder::DecodeError> {
+            self.0.generate(b, p, n)
+        }
+        fn synchronize(&mut self) -> Result<(), meter::decoder::DecodeError> {
+            self.0.synchronize()
+        }
+        fn kernel(&self) -> String {
+            "whole-only".into()
+        }
+        fn nll(&mut self, ids: &[u32]) -> Result<f64, meter::decoder::DecodeError> {
+            self.0.nll(ids)
+        }
+    }
+    impl meter::decoder::DecoderFactory for Whole {
+        fn load(
+            &mut self,
+            p: report::Precision,
+        ) -> Result<Box<dyn meter::decoder::Decoder>, meter::decoder::DecodeError> {
+            Ok(Box::new(WholeDecoder(self.0.load(p)?)))
+        }
+        fn required_bytes(&self, p: report::Precision, b: usize, c: usize) -> u64 {
+            self.0.required_bytes(p, b, c)
+        }
+        fn tokenize(&self, t: &str) -> Result<(Vec<u32>, String), meter::decoder::DecodeError> {
+            self.0.tokenize(t)
+        }
+    }
+    let m = meter();
+    let mut f = Whole(FakeDecoderFactory::new(m.clone()));
+    let c = ProtocolConfig {
+        context: Some(100),
+        ..short_protocol(&["Q4_K"])
+    };
+    let mut mm = m.clone();
+    let out = protocol::run(&c, &mut mm, &mut f, Arc::new(FakeClock(m.clone()))).unwrap();
+    let e = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cannot time its prefill and its decode apart"),
+        "{e}"
+    );
+}

@@ -107,6 +107,11 @@ pub struct Workload {
     /// `$.workload.context_length`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_length: Option<u32>,
+    /// `$.workload.context_depth`: a context run's tokens in the KV cache when the timed decode
+    /// starts (its figures are then the decode's at that depth, the prefill's in
+    /// `results.prefill`). Absent: each timed iteration was a whole generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_depth: Option<u32>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
@@ -163,6 +168,39 @@ pub struct Results {
     /// `$.results.note`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// `$.results.prefill`: a context run's prefill, measured in a window of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<Prefill>,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `$.results.prefill`: a context run's prefill window — prefills of the context's prompt back
+/// to back between synchronizations, apart from the decode window the other results describe.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Prefill {
+    /// Counter energy per prompt token, mJ.
+    pub energy_per_prompt_token_mj: f64,
+    /// Prompt tokens fed in the window (prefills · batch · depth).
+    pub prompt_tokens: u64,
+    /// Prefills in the window.
+    pub prefills: u64,
+    /// The window's length, s.
+    pub window_seconds: f64,
+    /// The energy counter over the window, J.
+    pub counter_joules: f64,
+    /// The power trace's integral over the window, J.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_joules: Option<f64>,
+    /// Median time of one prefill: the time to the first token, ms.
+    pub time_to_first_token_ms: f64,
+    /// The FP16 arm's energy per prompt token in the same run, mJ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16_energy_per_prompt_token_mj: Option<f64>,
+    /// Signed % vs that FP16 prefill (negative = saves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_fp16_energy_pct: Option<f64>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,

@@ -95,8 +95,9 @@ pub struct MeasureArgs {
     /// Output directory for the reports.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
-    /// Output file name stem (default: derived from model, precision, batch).
-    #[arg(long)]
+    /// Output file name stem (default: derived from model, precision, batch): a plain name, so
+    /// the reports land in `--out` and nowhere else.
+    #[arg(long, value_parser = parse_stem)]
     pub name: Option<String>,
     /// GPUs to decode on and meter, numbered as CUDA sees them (0 = the first one
     /// `CUDA_VISIBLE_DEVICES` leaves: under Slurm, the job's own card; NVML meters it by UUID),
@@ -121,6 +122,17 @@ pub struct MeasureArgs {
     /// ("candle-graph" or "candle"), so the two are never pooled.
     #[arg(long, default_value = "graph", value_parser = parse_engine())]
     pub engine: EngineKind,
+    /// Context runs: tokens already in the KV cache when the timed decode starts, comma-separated
+    /// (e.g. `1024,4096,16384`: one run per depth, `_c<depth>` in its reports' names). Each
+    /// arm's prefill and decode are then measured apart, in windows of their own of at least
+    /// `--min-window-s` (the report's figures are the decode's at that depth, the prefill's in
+    /// `results.prefill`). Replaces `--prompt-len`; the graph engine only.
+    #[arg(long, value_delimiter = ',', value_parser = count::<1, { 1 << 20 }>)]
+    pub context: Vec<usize>,
+    /// With `--context`: the shortest window, s (the H200's energy counter moves in ≈ 100 ms
+    /// steps); iterations are added until each window lasts this long.
+    #[arg(long, default_value_t = 5.0, requires = "context")]
+    pub min_window_s: f64,
     /// The measurement session this run belongs to (`protocol.session`; a sweep passes its
     /// plan's): `aggregate` never pools runs of different sessions.
     #[arg(long, value_parser = parse_session)]
@@ -140,6 +152,21 @@ pub(crate) fn count<const MIN: usize, const MAX: usize>(s: &str) -> Result<usize
         Ok(n)
     } else {
         Err(format!("{n} is outside {MIN}..={MAX}"))
+    }
+}
+
+fn parse_stem(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || s == "."
+        || s == ".."
+        || s.contains(['/', '\\'])
+        || s.chars().any(char::is_control)
+    {
+        Err(format!(
+            "{s:?} is not a plain file name (no folders: the reports go in --out)"
+        ))
+    } else {
+        Ok(s.to_string())
     }
 }
 
@@ -205,6 +232,7 @@ impl MeasureArgs {
                 },
                 None => ArmOrder::Seeded,
             },
+            min_window_s: self.min_window_s,
             ..ProtocolConfig::default()
         }
     }
@@ -215,15 +243,42 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
     // Told to stop mid-run: kill started servers, drop a half-written file, die of the signal.
     meter::interrupt::install();
     let res = if args.server.is_server() {
+        if !args.context.is_empty() {
+            anyhow::bail!(
+                "--context measures our engine's prefill and decode apart; the server path \
+                 times whole requests (use --prompt-len)"
+            );
+        }
         run_server(args)?
     } else {
-        let opts = args.options();
+        if !args.context.is_empty() && args.engine == EngineKind::Eager {
+            anyhow::bail!(
+                "--context needs the graph engine: the eager engine cannot decode at a fixed \
+                 depth without its prefill"
+            );
+        }
+        let mut opts = args.options();
         match args.gpu.as_ref().map(super::gpu::GpuSel::single_index) {
             Some(Err(e)) => anyhow::bail!(e),
-            Some(Ok(Some(i))) => {
-                crate::session::run_measure(&MeasureOptions { device: i, ..opts })?
+            Some(Ok(Some(i))) => opts.device = i,
+            _ => {}
+        }
+        if args.context.is_empty() {
+            crate::session::run_measure(&opts)?
+        } else {
+            // One run per depth, each its own protocol (idle reference, cooldowns, arm order).
+            let mut all = meter::fallback::MeasureResult {
+                reports: Vec::new(),
+                measured: false,
+            };
+            for &depth in &args.context {
+                let mut o = opts.clone();
+                o.protocol.context = Some(depth);
+                let r = crate::session::run_measure(&o)?;
+                all.measured |= r.measured;
+                all.reports.extend(r.reports);
             }
-            _ => crate::session::run_measure(&opts)?,
+            all
         }
     };
     print_results(&res)

@@ -98,6 +98,7 @@ impl GraphFactory {
             #[cfg(feature = "cuda")]
             cuda: None,
             prefill_chunk: PREFILL_CHUNK,
+            prefilled: 0,
         })
     }
 }
@@ -159,6 +160,8 @@ pub struct GraphDecoder {
     /// Most positions of one prefill forward ([`PREFILL_CHUNK`]; tests set 1 to feed the prompt
     /// one position at a time through the step's forward).
     pub prefill_chunk: usize,
+    /// Prompt tokens the last prefill put in the cache (0: none since the state was made).
+    prefilled: usize,
 }
 
 impl GraphDecoder {
@@ -180,6 +183,7 @@ impl GraphDecoder {
             }
         }
         self.state = None;
+        self.prefilled = 0;
         self.state = Some(self.model.new_state(batch, ctx)?);
         Ok(())
     }
@@ -323,11 +327,58 @@ impl GraphDecoder {
         }
         let logits = last.ok_or(crate::Error::EmptyPrompt)?;
         st.tok.slice_set(&argmax(&logits)?, 0, 0)?;
+        self.prefilled = s;
         Ok(logits)
     }
 }
 
 impl GraphDecoder {
+    /// [`Decoder::prefill_prompt`] in the engine's own error: a fresh state of `capacity`
+    /// positions (at least the prompt + 1), the fixed prompt fed.
+    pub fn prefill_fresh(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        capacity: usize,
+    ) -> Result<()> {
+        let prompt_len = prompt_len.max(1);
+        self.ensure_state(batch, capacity.max(prompt_len + 1))?;
+        let ids = prompt_ids(batch, prompt_len, self.model.vocab);
+        let prompt = Tensor::from_vec(ids, (batch, prompt_len), &self.device)?;
+        self.prefill(&prompt)?;
+        Ok(())
+    }
+
+    /// [`Decoder::decode_at`] in the engine's own error: the position rewound to `depth` (the
+    /// cache rows past it are rewritten), then `new_tokens` replayed steps.
+    pub fn decode_from(&mut self, depth: usize, new_tokens: usize) -> Result<usize> {
+        if new_tokens == 0 {
+            return Err(DecodeError::NoNewTokens.into());
+        }
+        if depth == 0 || depth > self.prefilled {
+            return Err(DecodeError::DepthPastPrefill {
+                depth,
+                prefilled: self.prefilled,
+            }
+            .into());
+        }
+        let (batch, ctx) = {
+            let st = self.st()?;
+            (st.batch, st.ctx)
+        };
+        if depth + new_tokens > ctx {
+            return Err(crate::Error::PastCache {
+                end: depth + new_tokens,
+                ctx,
+            });
+        }
+        self.set_pos(depth as u32)?;
+        for _ in 0..new_tokens {
+            self.step()?;
+        }
+        Ok(batch * new_tokens)
+    }
+
     /// [`Decoder::generate`] in the engine's own error.
     pub fn decode(&mut self, batch: usize, prompt_len: usize, new_tokens: usize) -> Result<usize> {
         if new_tokens == 0 {
@@ -388,6 +439,19 @@ impl Decoder for GraphDecoder {
 
     fn synchronize(&mut self) -> Result<(), DecodeError> {
         Ok(self.sync()?)
+    }
+
+    fn prefill_prompt(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        capacity: usize,
+    ) -> Result<(), DecodeError> {
+        Ok(self.prefill_fresh(batch, prompt_len, capacity)?)
+    }
+
+    fn decode_at(&mut self, depth: usize, new_tokens: usize) -> Result<usize, DecodeError> {
+        Ok(self.decode_from(depth, new_tokens)?)
     }
 
     fn kernel(&self) -> String {

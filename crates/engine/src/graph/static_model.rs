@@ -735,7 +735,7 @@ impl StaticModel {
     pub fn forward_chunk(&self, ids: &Tensor, st: &DecodeState, start: usize) -> Result<Tensor> {
         let visible = start + ids.dim(1)?;
         if visible > st.ctx {
-            return Err(crate::Error::PrefillPastCache {
+            return Err(crate::Error::PastCache {
                 end: visible,
                 ctx: st.ctx,
             });

@@ -358,3 +358,25 @@ fn engine_names_keep_the_stacks_apart() {
         .kernel()
         .contains("static KV cache"));
 }
+
+/// A decode at a depth needs a prefill that reached it and a cache that holds its steps; each
+/// call rewinds, so the position ends at depth + steps whatever came before.
+#[test]
+fn decode_at_a_depth_rewinds_and_refuses_what_it_cannot_do() {
+    let mut g = GraphFactory {
+        inner: factory("qwen2", 3),
+    }
+    .load_graph(prec("F32"))
+    .unwrap();
+    assert!(g.decode_from(4, 2).is_err(), "no prefill yet");
+    g.prefill_fresh(1, 6, 10).unwrap();
+    let pos = |g: &GraphDecoder| g.state.as_ref().unwrap().pos.to_vec1::<u32>().unwrap()[0];
+    assert_eq!(pos(&g), 6);
+    for _ in 0..2 {
+        assert_eq!(g.decode_from(6, 3).unwrap(), 3);
+        assert_eq!(pos(&g), 9);
+    }
+    assert!(g.decode_from(7, 1).is_err(), "past the prefill");
+    assert!(g.decode_from(6, 5).is_err(), "past the cache");
+    assert!(g.decode_from(6, 0).is_err(), "no step");
+}
