@@ -177,6 +177,13 @@ fn a_sweep_stopped_mid_job_leaves_nothing_for_it_and_resumes_exactly_there() {
         .modified()
         .unwrap();
     assert_eq!(first, again, "a finished job was run again");
+    // Nothing left to run: the aggregate is not rewritten.
+    let csv = c.results.join("aggregate.csv");
+    let before = std::fs::metadata(&csv).unwrap().modified().unwrap();
+    let o = c.sweep().output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("aggregate.csv unchanged"));
+    assert_eq!(before, std::fs::metadata(&csv).unwrap().modified().unwrap());
 }
 
 #[test]

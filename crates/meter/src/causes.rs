@@ -18,9 +18,46 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
+/// `s` without terminal escape sequences (ANSI CSI `ESC [ … final`, and a lone `ESC x`) or other
+/// control characters but tab: the text a report keeps of a process's coloured output.
+pub fn plain_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                // Parameters and intermediates, then one final byte in @..=~.
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+        } else if !c.is_control() || c == '\t' {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_text_drops_colour_codes_and_control_characters() {
+        let coloured =
+            "\u{1b}[2m2026-12-02T15:00:00Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m loaded\u{7}\tok";
+        assert_eq!(
+            plain_text(coloured),
+            "2026-12-02T15:00:00Z  INFO loaded\tok"
+        );
+        assert_eq!(plain_text("no escapes: ü"), "no escapes: ü");
+        assert_eq!(plain_text("cut \u{1b}["), "cut ");
+    }
 
     /// An error that prints its cause in its own message and also exposes it as its source (as
     /// `MeterError::Nvml` does).

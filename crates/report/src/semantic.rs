@@ -352,8 +352,23 @@ fn check_provenance(r: &Report, o: &mut Out) {
     }
 }
 
+/// The largest model size a report may state, billions of parameters (100 T): above it a size is
+/// a typo or an attack, and every curve, estimate and optimizer figure would be nonsense.
+pub const MAX_PARAMS_B: f64 = 1e5;
+
 fn check_params(r: &Report, o: &mut Out) {
     match r.workload.params_b {
+        Some(p) if p.is_finite() && p > MAX_PARAMS_B => {
+            o.error(
+                "$.workload.params_b",
+                format!(
+                    "{} is not a model size; expected at most {} billions",
+                    fmt_num(p),
+                    fmt_num(MAX_PARAMS_B)
+                ),
+            );
+            return;
+        }
         Some(p) if !p.is_finite() || p < 0.0 => {
             o.error(
                 "$.workload.params_b",
@@ -795,6 +810,21 @@ mod tests {
             .message
             .contains("expected \"SingleStream\" or \"Offline\""));
         assert!(e[1].message.contains("Q4_K"));
+    }
+
+    #[test]
+    fn an_absurd_model_size_is_an_error_naming_the_field() {
+        let mut r = no_gpu();
+        r.workload.params_b = Some(1e300);
+        let (e, _) = semantic_checks(&r);
+        assert_eq!(paths(&e), ["$.workload.params_b"]);
+        assert!(
+            e[0].message.contains("at most 100000 billions"),
+            "{}",
+            e[0].message
+        );
+        r.workload.params_b = Some(70.0);
+        assert!(semantic_checks(&r).0.is_empty());
     }
 
     #[test]

@@ -234,8 +234,14 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
     }
     bar.finish();
     let csv = aggregate_csv(&l.out)?;
-    meter::files::write_atomic(&l.out.join("aggregate.csv"), csv.as_bytes())?;
-    println!("wrote {}", l.out.join("aggregate.csv").display());
+    let path = l.out.join("aggregate.csv");
+    // A sweep with nothing new leaves the (often committed) file as it is, mtime included.
+    if std::fs::read(&path).is_ok_and(|old| old == csv.as_bytes()) {
+        println!("{} unchanged", path.display());
+    } else {
+        meter::files::write_atomic(&path, csv.as_bytes())?;
+        println!("wrote {}", path.display());
+    }
     if !failures.is_empty() {
         bail!(
             "{} job(s) failed (see their .failed.json): {}",
@@ -450,7 +456,8 @@ fn run_job(exe: &Path, job: &Job) -> Result<JobEnd> {
             if last.len() == TAIL_LINES {
                 last.pop_front();
             }
-            last.push_back(line);
+            // The report keeps plain text: a child's coloured log lines lose their escapes.
+            last.push_back(meter::causes::plain_text(&line));
         }
         last.into_iter().collect::<Vec<_>>().join(" | ")
     });
