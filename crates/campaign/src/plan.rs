@@ -160,6 +160,10 @@ pub struct RunSpec {
     /// With `server_cmd`: the API to drive (`completions`, `chat` or `llama`; the meter's default
     /// when absent).
     pub api: Option<String>,
+    /// Context runs (graph engine): tokens already in the KV cache when the timed decode starts,
+    /// one job per depth (`measure --context`; prefill and decode measured apart). Absent: each
+    /// timed iteration is a whole generation after a 16-token prompt.
+    pub context: Option<Vec<usize>>,
 }
 
 impl RunSpec {
@@ -240,6 +244,8 @@ pub struct MeasureJob {
     pub order_repeat: usize,
     /// The plan's measurement session.
     pub session: Option<String>,
+    /// A context run's depth (`--context`).
+    pub context: Option<usize>,
 }
 
 /// What a job's process decodes.
@@ -427,6 +433,7 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
             return Err(Error::PlanPrecisions { run: i + 1 });
         }
         check_server_run(r).map_err(|why| Error::PlanServer { run: i + 1, why })?;
+        check_context(r, &plan.defaults).map_err(|why| Error::PlanServer { run: i + 1, why })?;
     }
     check_counts(&plan)?;
     if plan.out.is_absolute()
@@ -481,6 +488,21 @@ fn check_counts(plan: &Plan) -> Result<()> {
         if r.batch.contains(&0) {
             return Err(zero(&run, "batch"));
         }
+    }
+    Ok(())
+}
+
+/// A context run is an engine run on the graph engine with depths of at least 1.
+fn check_context(r: &RunSpec, d: &Defaults) -> std::result::Result<(), String> {
+    let Some(c) = &r.context else { return Ok(()) };
+    if r.is_server() {
+        return Err("`context` measures our engine's prefill and decode apart; a server run times whole requests".into());
+    }
+    if d.engine != meter::decoder::EngineKind::Graph {
+        return Err("`context` needs `engine = \"graph\"` in [defaults]".into());
+    }
+    if c.is_empty() || c.iter().any(|&x| x == 0 || x > 1 << 20) {
+        return Err(format!("context {c:?}: list depths from 1 to 1048576"));
     }
     Ok(())
 }
@@ -590,28 +612,43 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
                 // (prompt and weights draw on it). The arm order is counterbalanced instead of
                 // drawn per run: row `rep` of the configuration's Williams design.
                 let seed = i as u64 * 1000 + rep as u64;
-                let mut j = match &r.server_cmd {
-                    Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
-                    None => job(d, r, b, rep, seed, out),
+                let depths: Vec<Option<usize>> = match &r.context {
+                    Some(c) => c.iter().copied().map(Some).collect(),
+                    None => vec![None],
                 };
-                j.measure.order_seed = i as u64 * 1000;
-                j.measure.order_repeat = rep;
-                if let Some(s) = &plan.session {
-                    j.measure.session = Some(s.clone());
-                    j.what.session = Some(s.clone());
+                for depth in depths {
+                    let mut j = match &r.server_cmd {
+                        Some(cmd) => server_job(d, r, cmd, (b, rep, seed), out),
+                        None => job(d, r, (b, depth), rep, seed, out),
+                    };
+                    j.measure.order_seed = i as u64 * 1000;
+                    j.measure.order_repeat = rep;
+                    if let Some(s) = &plan.session {
+                        j.measure.session = Some(s.clone());
+                        j.what.session = Some(s.clone());
+                    }
+                    jobs.push(j);
                 }
-                jobs.push(j);
             }
         }
     }
     jobs
 }
 
-fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -> Job {
+fn job(
+    d: &Defaults,
+    r: &RunSpec,
+    (b, depth): (usize, Option<usize>),
+    rep: usize,
+    seed: u64,
+    out: &Path,
+) -> Job {
     let name = r.name();
-    // Every report file is `<shape>_b<batch>_r<repeat>_<precision>.json`: a one-precision run
-    // carries its precision in the stem, a several-precision run gets it appended per report.
-    let mut stem = format!("{}_b{b}_r{rep}", meter::files::safe_name(&name));
+    // Every report file is `<shape>_b<batch>[_c<depth>]_r<repeat>_<precision>.json`: a
+    // one-precision run carries its precision in the stem, a several-precision run gets it
+    // appended per report.
+    let c = depth.map(|d| format!("_c{d}")).unwrap_or_default();
+    let mut stem = format!("{}_b{b}{c}_r{rep}", meter::files::safe_name(&name));
     if let [p] = r.precisions.as_slice() {
         stem = format!("{stem}_{}", p.as_str());
     }
@@ -626,14 +663,15 @@ fn job(d: &Defaults, r: &RunSpec, b: usize, rep: usize, seed: u64, out: &Path) -
         baseline: r.baseline.unwrap_or(d.baseline),
         engine: d.engine,
     };
-    let measure = measure_job(d, r, target, (b, seed), out, &stem);
+    let mut measure = measure_job(d, r, target, (b, seed), out, &stem);
+    measure.context = depth;
     let expected = expected_reports(out, &stem, &r.precisions);
     let what = JobWhat {
         params_b: r.synthetic.as_deref().and_then(shape_params_b),
         model: name,
         precisions: r.precisions.clone(),
         batch: b,
-        context: r.tokens.unwrap_or(d.tokens) + 16,
+        context: r.tokens.unwrap_or(d.tokens) + depth.unwrap_or(16),
         session: None,
     };
     Job {
@@ -669,6 +707,7 @@ fn measure_job(
         order_seed: 0,
         order_repeat: 1,
         session: None,
+        context: None,
     }
 }
 
@@ -989,6 +1028,34 @@ api = "llama"
             text.starts_with("plan.toml: ") && text.contains("bogus"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_context_plan_makes_one_graph_job_per_depth_named_by_it() {
+        let text = "out = \"raw\"\n[defaults]\nengine = \"graph\"\nrepeats = 1\n[[run]]\nsynthetic = \"qwen2-1.5b\"\nprecisions = [\"Q4_0\"]\ncontext = [1024, 4096]\n";
+        let plan = parse_plan(text).unwrap();
+        let js = jobs(&plan, Path::new("/o"));
+        let got: Vec<(Option<usize>, &str)> = js
+            .iter()
+            .map(|j| (j.measure.context, j.stem.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(1024), "qwen2-1.5b_b1_c1024_r1_Q4_0"),
+                (Some(4096), "qwen2-1.5b_b1_c4096_r1_Q4_0")
+            ]
+        );
+        assert_eq!(js[1].measure.name, js[1].stem);
+        assert_eq!(js[1].what.context, 4096 + 256);
+        // The eager engine, a server run, or a depth of 0 cannot.
+        for bad in [
+            text.replace("engine = \"graph\"\n", ""),
+            text.replace("[1024, 4096]", "[0]"),
+            text.replace("[1024, 4096]", "[]"),
+        ] {
+            assert!(parse_plan(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

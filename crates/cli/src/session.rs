@@ -208,16 +208,11 @@ pub fn write_reports(
     Ok(MeasureResult { reports, measured })
 }
 
-/// A context run's file names carry its depth (`_c<depth>`), so the runs of one `--context` list
-/// never overwrite each other: the run's name and the default stem's suffix.
+/// A context run's default file stem carries its depth (`_c<depth>`); a named run keeps its name
+/// (`measure` appends the depth itself when one `--context` list names several).
 fn context_names(opts: &MeasureOptions, cfg: &ProtocolConfig) -> (Option<String>, String) {
-    match cfg.context {
-        Some(d) => (
-            opts.name.as_ref().map(|n| format!("{n}_c{d}")),
-            format!("_c{d}"),
-        ),
-        None => (opts.name.clone(), String::new()),
-    }
+    let suffix = cfg.context.map(|d| format!("_c{d}")).unwrap_or_default();
+    (opts.name.clone(), suffix)
 }
 
 /// `quantenergy overhead`: the trace-thread A/B on a real GPU (no fallback: there is nothing to

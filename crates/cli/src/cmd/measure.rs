@@ -271,9 +271,13 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
                 reports: Vec::new(),
                 measured: false,
             };
+            let several = args.context.len() > 1;
             for &depth in &args.context {
                 let mut o = opts.clone();
                 o.protocol.context = Some(depth);
+                if several {
+                    o.name = opts.name.as_ref().map(|n| format!("{n}_c{depth}"));
+                }
                 let r = crate::session::run_measure(&o)?;
                 all.measured |= r.measured;
                 all.reports.extend(r.reports);

@@ -410,6 +410,9 @@ pub fn measure_args(m: &MeasureJob) -> Vec<String> {
         "--name".into(),
         m.name.clone(),
     ]);
+    if let Some(d) = m.context {
+        a.extend(["--context".into(), d.to_string()]);
+    }
     if let Some(card) = &m.card {
         a.extend(["--gpu".into(), card.clone()]);
     }
@@ -555,6 +558,7 @@ mod job_args_tests {
             order_seed: 2000,
             order_repeat: 3,
             session: Some("h200-2026-12".into()),
+            context: Some(4096),
         }
     }
 
@@ -575,6 +579,7 @@ mod job_args_tests {
             (Some(m.order_seed), Some(m.order_repeat as u64))
         );
         assert_eq!(a.session, m.session);
+        assert_eq!(a.context.first().copied(), m.context);
     }
 
     #[test]
@@ -610,11 +615,15 @@ mod job_args_tests {
             (p("F16"), PathBuf::from("/g/qwen2-7b-F16.gguf")),
             (p("Q4_K"), PathBuf::from("/g/qwen2-7b-Q4_K.gguf")),
         ];
-        let m = job(JobTarget::Server {
-            command: "llama-server -m {model} --port {port} -np 8".into(),
-            api: Some(meter::served::Api::Llama),
-            model_files: files.clone(),
-        });
+        // A plan never gives a server job a context.
+        let m = MeasureJob {
+            context: None,
+            ..job(JobTarget::Server {
+                command: "llama-server -m {model} --port {port} -np 8".into(),
+                api: Some(meter::served::Api::Llama),
+                model_files: files.clone(),
+            })
+        };
         let a = parse(&m);
         same_protocol(&m, &a);
         assert_eq!(
