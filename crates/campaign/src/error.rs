@@ -21,7 +21,7 @@ pub enum Error {
     #[error("plan.toml: out {0:?}: give a folder inside the plan's folder (no absolute path, no `..`); `sweep --out` chooses another")]
     PlanOut(std::path::PathBuf),
     /// A plan's `card` is not a card name.
-    #[error("plan.toml: card {0:?}: name a card (e.g. \"H200\"), not GPU numbers")]
+    #[error("plan.toml: card {0:?}: name a card (e.g. \"H200\"), not GPU numbers or a flag")]
     PlanCard(String),
     /// A plan's `session` is not a plain label.
     #[error("plan.toml: session {0:?}: use letters, digits, `.`, `-` and `_` only")]

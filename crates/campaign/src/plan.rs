@@ -418,7 +418,9 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
         return Err(Error::PlanSession(s.clone()));
     }
     if let Some(c) = &plan.defaults.card {
+        // A card that starts with `-` would reach the job's command line as a flag.
         if c.trim().is_empty()
+            || c.trim_start().starts_with('-')
             || c.chars().all(|c| c.is_ascii_digit() || c == ',')
             || c.chars().any(char::is_control)
         {
@@ -1125,7 +1127,7 @@ api = "llama"
             let e = parse_plan(&t).unwrap_err();
             assert!(matches!(e, Error::PlanSession(_)), "{bad:?}: {e}");
         }
-        for bad in ["0", "0,1", " "] {
+        for bad in ["0", "0,1", " ", "--out=/tmp/x"] {
             let t = PLAN.replace("[defaults]\n", &format!("[defaults]\ncard = \"{bad}\"\n"));
             assert!(
                 matches!(parse_plan(&t).unwrap_err(), Error::PlanCard(_)),

@@ -938,3 +938,20 @@ fn measure_context_without_a_gpu_writes_one_estimate_per_depth() {
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("graph engine"));
 }
+
+/// A number out of range or a lone surrogate is not JSON: exit 2, as for any text that is not.
+#[test]
+fn validate_says_not_json_for_out_of_range_numbers_and_lone_surrogates() {
+    let dir = std::env::temp_dir().join(format!("qe-notjson-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in [
+        ("range.json", r#"{"schema_version": 1e400}"#),
+        ("surrogate.json", r#"{"schema_version": "\ud800"}"#),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let o = qe(&["validate", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stdout(&o));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

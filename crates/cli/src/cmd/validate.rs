@@ -54,7 +54,9 @@ pub fn check_file(path: &str) -> FileCheck {
     match super::read_input(path) {
         Ok(text) => FileCheck::Checked {
             validation: Box::new(report::validate_str(&text)),
-            not_json: serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err(),
+            // A full parse: skipping values (IgnoredAny) accepts numbers out of range and lone
+            // surrogates, which are not JSON any reader can use.
+            not_json: serde_json::from_str::<serde_json::Value>(&text).is_err(),
         },
         Err(e) => FileCheck::Unreadable(format!("{e:#}")),
     }
