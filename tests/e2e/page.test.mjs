@@ -532,8 +532,10 @@ test('first load and whole app stay within their gzip budgets', async () => {
   // the optimizer's engine dimension and the stacks views took the whole app from 685 to ≈ 712 KB
   // (docs/MEASUREMENTS.md, 2026-12-01 tenth session), the measured batch sweeps on Optimize and
   // the optimizer's batch corrections to ≈ 720.5 KB (eleventh session). Only the full module grew;
-  // the first load, what a visitor waits for, keeps its 250 KB.
-  assert.ok(all <= 725_000, `whole app ${all} B gz > 725 KB`);
+  // the first load, what a visitor waits for, keeps its 250 KB. 750 KB since reports carry context
+  // runs (workload.context_depth, results.prefill: 726.9 KB at d4a7538), the bound the long-context
+  // work was given; the first load's 250 KB stays.
+  assert.ok(all <= 750_000, `whole app ${all} B gz > 750 KB`);
   // Opening another tab hands the page over to the full module, on the same URL, without errors.
   await page.click('#tab-optimize');
   await painted(page, 'pareto-canvas');
