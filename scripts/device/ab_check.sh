@@ -5,7 +5,7 @@
 # the graph engine's tok/s (256 tokens, median of 3 timed runs). No metering.
 # Usage (on the device, repo root; carry .ship/quantenergy.gz):
 #   bash scripts/device/ab_check.sh VAR PRECISIONS [SHAPE...]
-#   e.g. ab_check.sh QE_ATTN_SPLIT F16,Q4_0 qwen2-7b qwen2-1.5b    (≈ 1 min a shape and setting)
+#   e.g. ab_check.sh QE_ATTN_ONE_BLOCK F16,Q4_0 qwen2-7b qwen2-1.5b    (≈ 1 min a shape and setting)
 set -uo pipefail
 var=${1:?VAR} precs=${2:?PRECISIONS}; shift 2
 for s in ${*:-qwen2-7b tinyllama-1.1b qwen2-1.5b qwen2-0.5b}; do
