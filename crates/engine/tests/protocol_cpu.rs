@@ -13,10 +13,10 @@ fn meter() -> FakeMeter {
     FakeMeter::new(|_| 300.0)
 }
 
-#[test]
-fn real_candle_decode_on_cpu_under_the_fake_meter() {
+/// Qwen2-0.5B's family and head geometry with two layers and a small vocabulary, so the tests
+/// are quick.
+fn tiny_qwen2() -> analysis::ModelShape {
     let mut shape = analysis::find_shape("qwen2-0.5b").unwrap().clone();
-    // Same family and head geometry, two layers and a small vocabulary so the test is quick.
     shape.layers = 2;
     shape.vocab = 1024;
     shape.hidden = 256;
@@ -24,6 +24,34 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
     shape.kv_heads = 2;
     shape.head_dim = 64;
     shape.intermediate = 512;
+    shape
+}
+
+/// The protocol over `f` under the fake meter `m`. Real time passes on the CPU; the fake counter
+/// only moves with virtual time, so a thread advances it to stand in for the GPU drawing power.
+fn run_ticking(
+    c: &protocol::ProtocolConfig,
+    m: &FakeMeter,
+    f: &mut dyn meter::decoder::DecoderFactory,
+) -> protocol::Outcome {
+    let mut mm = m.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (m2, s2) = (m.clone(), stop.clone());
+    let ticker = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            m2.advance(0.001);
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    });
+    let out = protocol::run(c, &mut mm, f, Arc::new(FakeClock(m.clone())));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    ticker.join().unwrap();
+    out.unwrap()
+}
+
+#[test]
+fn real_candle_decode_on_cpu_under_the_fake_meter() {
+    let shape = tiny_qwen2();
     let m = meter();
     let mut f = CandleFactory::new(
         WeightSource::Synthetic { shape, seed: 3 },
@@ -37,21 +65,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
     c.tokens = 4;
     c.iterations = 2;
     c.perplexity = Some(PerplexityConfig::embedded(40, 20));
-    let mut mm = m.clone();
-    // Real time passes on the CPU; the fake counter only moves with virtual time, so advance it
-    // from a thread to stand in for the GPU drawing power.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (m2, s2) = (m.clone(), stop.clone());
-    let ticker = std::thread::spawn(move || {
-        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
-            m2.advance(0.001);
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    });
-    let out = protocol::run(&c, &mut mm, &mut f, Arc::new(FakeClock(m.clone())));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    ticker.join().unwrap();
-    let out = out.unwrap();
+    let out = run_ticking(&c, &m, &mut f);
     for a in &out.arms {
         let r = a
             .outcome
@@ -102,14 +116,7 @@ fn real_candle_decode_on_cpu_under_the_fake_meter() {
 /// (tokens per iteration × iterations, never the prefill's), and the report validates.
 #[test]
 fn graph_engine_context_run_on_cpu_under_the_fake_meter() {
-    let mut shape = analysis::find_shape("qwen2-0.5b").unwrap().clone();
-    shape.layers = 2;
-    shape.vocab = 1024;
-    shape.hidden = 256;
-    shape.heads = 4;
-    shape.kv_heads = 2;
-    shape.head_dim = 64;
-    shape.intermediate = 512;
+    let shape = tiny_qwen2();
     let m = meter();
     let inner = CandleFactory::new(
         WeightSource::Synthetic { shape, seed: 3 },
@@ -124,19 +131,7 @@ fn graph_engine_context_run_on_cpu_under_the_fake_meter() {
     c.context = Some(24);
     // Virtual time only moves with the ticker: a short minimum keeps the test quick.
     c.min_window_s = 0.0;
-    let mut mm = m.clone();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (m2, s2) = (m.clone(), stop.clone());
-    let ticker = std::thread::spawn(move || {
-        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
-            m2.advance(0.001);
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    });
-    let out = protocol::run(&c, &mut mm, f.as_mut(), Arc::new(FakeClock(m.clone())));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    ticker.join().unwrap();
-    let out = out.unwrap();
+    let out = run_ticking(&c, &m, f.as_mut());
     for a in &out.arms {
         let r = a
             .outcome

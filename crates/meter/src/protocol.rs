@@ -869,22 +869,14 @@ impl Arm<'_> {
         dec.reset_latency();
         let cooldown = self.cool_down(meter)?;
         let temp_start_c = meter.temperature_c().ok();
-        let ((tokens, iteration_s), window) = metered_window(
-            meter,
-            clock,
-            cfg.trace.then_some(cfg.sample_hz),
-            || -> Result<_, ArmFailure> {
-                let mut tokens = 0u64;
-                let mut iteration_s = Vec::with_capacity(cfg.iterations);
-                for _ in 0..cfg.iterations {
-                    let ti = clock.now_s();
-                    tokens += decode(dec)? as u64;
+        let ((tokens, iteration_s), window) =
+            metered_window(meter, clock, cfg.trace.then_some(cfg.sample_hz), || {
+                timed(clock, cfg.iterations, || {
+                    let n = decode(dec)? as u64;
                     dec.synchronize().map_err(sync_failure)?;
-                    iteration_s.push(clock.now_s() - ti);
-                }
-                Ok((tokens, iteration_s))
-            },
-        )?;
+                    Ok(n)
+                })
+            })?;
         Ok(Windows {
             tokens,
             iteration_s,
@@ -915,20 +907,19 @@ impl Arm<'_> {
             dec.synchronize().map_err(sync_failure)?;
             Ok(clock.now_s() - t)
         };
-        let decode = |dec: &mut Dec| -> Result<(u64, f64), ArmFailure> {
-            let t = clock.now_s();
+        let decode = |dec: &mut Dec| -> Result<u64, ArmFailure> {
             let n = dec
                 .decode_at(depth, cfg.tokens)
                 .map_err(|e| self.failed(e))?;
             dec.synchronize().map_err(sync_failure)?;
-            Ok((n as u64, clock.now_s() - t))
+            Ok(n as u64)
         };
         // At least two warm-ups: the first prefill also compiles kernels and sets up libraries
         // (3 s against 0.3 s on the H200), and the last one's times size the windows.
         let (mut prefill_s, mut decode_s) = (0.0, 0.0);
         for _ in 0..cfg.warmup.max(2) {
             prefill_s = prefill(dec)?;
-            decode_s = decode(dec)?.1;
+            decode_s = timed(clock, 1, || decode(dec))?.1[0];
         }
         dec.reset_latency();
         let prefills = iterations_for(cfg.min_window_s, prefill_s, cfg.iterations);
@@ -942,16 +933,9 @@ impl Arm<'_> {
         })?;
         prefill(dec)?;
         let temp_start_c = meter.temperature_c().ok();
-        let ((tokens, iteration_s), window) =
-            metered_window(meter, clock, trace_hz, || -> Result<_, ArmFailure> {
-                let (mut tokens, mut times) = (0u64, Vec::with_capacity(decodes));
-                for _ in 0..decodes {
-                    let (n, s) = decode(dec)?;
-                    tokens += n;
-                    times.push(s);
-                }
-                Ok((tokens, times))
-            })?;
+        let ((tokens, iteration_s), window) = metered_window(meter, clock, trace_hz, || {
+            timed(clock, decodes, || decode(dec))
+        })?;
         ttft.sort_by(f64::total_cmp);
         Ok(Windows {
             tokens,
@@ -970,6 +954,22 @@ impl Arm<'_> {
             }),
         })
     }
+}
+
+/// `n` iterations of `once` (each ending on a synchronized device and returning its tokens),
+/// each timed: the tokens in all and every iteration's seconds.
+fn timed(
+    clock: &Arc<dyn Clock>,
+    n: usize,
+    mut once: impl FnMut() -> Result<u64, ArmFailure>,
+) -> Result<(u64, Vec<f64>), ArmFailure> {
+    let (mut tokens, mut seconds) = (0u64, Vec::with_capacity(n));
+    for _ in 0..n {
+        let t = clock.now_s();
+        tokens += once()?;
+        seconds.push(clock.now_s() - t);
+    }
+    Ok((tokens, seconds))
 }
 
 /// How many iterations of `once_s` seconds make a window of at least `min_s`: `at_least`, or

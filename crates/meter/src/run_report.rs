@@ -565,7 +565,12 @@ pub fn build_report(
     let report = Report {
         schema_version: report::SCHEMA_VERSION.into(),
         benchmark: "quantenergy-decode-energy".into(),
-        scenario: if cfg.batch <= 1 { "SingleStream" } else { "Offline" }.into(),
+        scenario: if cfg.batch <= 1 {
+            "SingleStream"
+        } else {
+            "Offline"
+        }
+        .into(),
         timestamp_utc: Some(ctx.timestamp_utc.clone()),
         system_under_test: report::SystemUnderTest {
             gpu: out.device.name.clone(),
@@ -583,28 +588,7 @@ pub fn build_report(
             context_depth: cfg.context.map(|d| d as u32),
             extra: extra([("prompt_tokens", cfg.prompt_tokens().into())]),
         },
-        measurement: report::Measurement {
-            method: format!(
-                "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check{}",
-                if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz,
-                cfg.context.map(|d| format!(
-                    "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill); each window has at least {} s",
-                    cfg.tokens, cfg.min_window_s
-                )).unwrap_or_default()
-            ),
-            sample_rate_hz: cfg.sample_hz.round() as i64,
-            tokens_per_run: Some(cfg.tokens as u64),
-            // A context run adds iterations until its windows last min_window_s.
-            iterations: Some(
-                ok.filter(|_| cfg.context.is_some())
-                    .map_or(cfg.iterations, |a| a.iteration_s.len()) as u64,
-            ),
-            warmup: Some(cfg.warmup as u64),
-            extra: extra([(
-                "iterations_note",
-                "Decode iterations within one run, not independent trials: a single report is n=1 however high this is.".into(),
-            )]),
-        },
+        measurement: measurement_block(cfg, ok),
         measurement_source: Some("on-device NVML measurement (quantenergy measure)".into()),
         results: report::Results {
             total_energy_joules: ok.map(|a| r(a.counter_j, 3)),
@@ -614,12 +598,23 @@ pub fn build_report(
             vs_fp16_energy_pct: delta,
             avg_power_watts: ok.map(|a| r(a.avg_power_w(), 2)),
             throughput_tokens_per_s: ok.map(|a| r(a.tok_s(), 3)),
-            basis: if ok.is_some() { report::Basis::Measured } else { report::Basis::Unavailable },
+            basis: if ok.is_some() {
+                report::Basis::Measured
+            } else {
+                report::Basis::Unavailable
+            },
             note: Some(results_note(out, precision, &requested, baseline.as_ref())),
             prefill: ok.and_then(|a| prefill_block(a, base_ok)),
             extra: Default::default(),
         },
-        quality: quality_block(cfg, out, precision, &requested, baseline.as_ref(), &ctx.weights),
+        quality: quality_block(
+            cfg,
+            out,
+            precision,
+            &requested,
+            baseline.as_ref(),
+            &ctx.weights,
+        ),
         stack: Some(stack_block(ctx, out, ok, cfg)),
         energy: Some(energy_block(cfg, out, ok)),
         protocol: Some(protocol_block(cfg, out, ok)),
@@ -638,6 +633,33 @@ pub fn build_report(
         ));
     }
     Ok(report)
+}
+
+/// How the run measured: the window, the trace, the iterations (a context run's actual count,
+/// after the windows were stretched to `min_window_s`).
+fn measurement_block(cfg: &ProtocolConfig, ok: Option<&ArmMeasurement>) -> report::Measurement {
+    report::Measurement {
+        method: format!(
+            "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check{}",
+            if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz,
+            cfg.context.map(|d| format!(
+                "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill); each window has at least {} s",
+                cfg.tokens, cfg.min_window_s
+            )).unwrap_or_default()
+        ),
+        sample_rate_hz: cfg.sample_hz.round() as i64,
+        tokens_per_run: Some(cfg.tokens as u64),
+        // A context run adds iterations until its windows last min_window_s.
+        iterations: Some(
+            ok.filter(|_| cfg.context.is_some())
+                .map_or(cfg.iterations, |a| a.iteration_s.len()) as u64,
+        ),
+        warmup: Some(cfg.warmup as u64),
+        extra: extra([(
+            "iterations_note",
+            "Decode iterations within one run, not independent trials: a single report is n=1 however high this is.".into(),
+        )]),
+    }
 }
 
 /// A context arm's prefill figures, beside the FP16 arm's of the same run.

@@ -233,15 +233,7 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish();
-    let csv = aggregate_csv(&l.out)?;
-    let path = l.out.join("aggregate.csv");
-    // A sweep with nothing new leaves the (often committed) file as it is, mtime included.
-    if std::fs::read(&path).is_ok_and(|old| old == csv.as_bytes()) {
-        println!("{} unchanged", path.display());
-    } else {
-        meter::files::write_atomic(&path, csv.as_bytes())?;
-        println!("wrote {}", path.display());
-    }
+    write_aggregate(&l.out)?;
     if !failures.is_empty() {
         bail!(
             "{} job(s) failed (see their .failed.json): {}",
@@ -250,6 +242,20 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `aggregate.csv` of the results folder; a sweep with nothing new leaves the (often committed)
+/// file as it is, mtime included.
+fn write_aggregate(out: &Path) -> Result<()> {
+    let csv = aggregate_csv(out)?;
+    let path = out.join("aggregate.csv");
+    if std::fs::read(&path).is_ok_and(|old| old == csv.as_bytes()) {
+        println!("{} unchanged", path.display());
+    } else {
+        meter::files::write_atomic(&path, csv.as_bytes())?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// One job of the plan, as a Slurm array task runs it.

@@ -385,12 +385,9 @@ impl GraphDecoder {
             return Err(DecodeError::NoNewTokens.into());
         }
         let prompt_len = prompt_len.max(1);
-        self.ensure_state(batch, prompt_len + new_tokens)?;
-        let ids = prompt_ids(batch, prompt_len, self.model.vocab);
-        let prompt = Tensor::from_vec(ids, (batch, prompt_len), &self.device)?;
         // The prefill yields the first token, then new_tokens − 1 single-token steps (greedy,
         // never stopping early), as in the eager engine.
-        self.prefill(&prompt)?;
+        self.prefill_fresh(batch, prompt_len, prompt_len + new_tokens)?;
         for _ in 1..new_tokens {
             self.step()?;
         }
