@@ -579,15 +579,7 @@ pub fn build_report(
             host: Some(ctx.host.clone()),
             extra: Default::default(),
         },
-        workload: report::Workload {
-            model_name: ctx.model_name.clone(),
-            params_b: Some(r(ctx.params_b, 4)),
-            precision: precision.as_str().into(),
-            batch_size: cfg.batch as u32,
-            context_length: Some((cfg.prompt_tokens() + cfg.tokens) as u32),
-            context_depth: cfg.context.map(|d| d as u32),
-            extra: extra([("prompt_tokens", cfg.prompt_tokens().into())]),
-        },
+        workload: workload_block(cfg, ctx, precision),
         measurement: measurement_block(cfg, ok),
         measurement_source: Some("on-device NVML measurement (quantenergy measure)".into()),
         results: report::Results {
@@ -633,6 +625,23 @@ pub fn build_report(
         ));
     }
     Ok(report)
+}
+
+/// What ran: the model, the arm, batch and context (a context run's depth beside them).
+fn workload_block(
+    cfg: &ProtocolConfig,
+    ctx: &RunContext,
+    precision: Precision,
+) -> report::Workload {
+    report::Workload {
+        model_name: ctx.model_name.clone(),
+        params_b: Some(r(ctx.params_b, 4)),
+        precision: precision.as_str().into(),
+        batch_size: cfg.batch as u32,
+        context_length: Some((cfg.prompt_tokens() + cfg.tokens) as u32),
+        context_depth: cfg.context.map(|d| d as u32),
+        extra: extra([("prompt_tokens", cfg.prompt_tokens().into())]),
+    }
 }
 
 /// How the run measured: the window, the trace, the iterations (a context run's actual count,
