@@ -83,6 +83,7 @@ pub fn estimate_report(e: &Estimate, gpu: &str, model_name: &str) -> Report {
         protocol: None,
         environment: None,
         weights: None,
+        validity: None,
         extra: extra.into_iter().chain(estimate).collect(),
     }
 }

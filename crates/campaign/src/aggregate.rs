@@ -211,6 +211,9 @@ pub struct AnchorRow {
     /// The largest iteration-time CV of one run's arm, % (how steady decoding was inside a run;
     /// `None` when a run does not say).
     pub iteration_cv_max_pct: Option<f64>,
+    /// Validity reason codes raised on the pooled windows, each with the runs it was raised in
+    /// (only when flagged arms were asked to be pooled).
+    pub flags: Vec<(String, usize)>,
 }
 
 impl AnchorRow {
@@ -309,6 +312,17 @@ impl CampaignTargets {
                     self.max_counter_trace_gap * 100.0
                 ));
             }
+        }
+        if !r.flags.is_empty() {
+            let said: Vec<String> = r
+                .flags
+                .iter()
+                .map(|(code, k)| format!("{code} in {k} of {} runs", r.n))
+                .collect();
+            note.push_str(&format!(
+                "; validity flags (pooled anyway): {}",
+                said.join(", ")
+            ));
         }
         note
     }
@@ -590,6 +604,8 @@ struct RunArm {
     ratio: Option<f64>,
     trace: Option<f64>,
     iteration_cv: Option<f64>,
+    /// The validity reason codes raised on this arm's window (`report::validity`).
+    flags: Vec<&'static str>,
 }
 
 /// What makes a configuration: session, stack, model, precision, batch. Runs of different
@@ -684,7 +700,9 @@ enum ReportKind {
 }
 
 /// The succeeded arms of one report's run (each run counted once however many reports it wrote).
-fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
+fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>, include_flagged: bool) -> usize {
+    let validity = report::validity::assess(rep);
+    let mut left_out = 0;
     let model = pooled_model(rep);
     let session = rep.protocol.as_ref().and_then(|p| p.session.clone());
     let stack = stack_label(rep);
@@ -726,6 +744,17 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
         if arms.iter().any(|a| a.key == key && a.run == run) {
             continue; // the same arm seen again through another report of the same run
         }
+        let mut flags: Vec<&'static str> = validity
+            .flags
+            .iter()
+            .filter(|f| f.arm.as_deref().is_none_or(|a| a == arm.precision))
+            .map(|f| f.code.code())
+            .collect();
+        flags.dedup();
+        if !flags.is_empty() && !include_flagged {
+            left_out += 1;
+            continue;
+        }
         if let (Some(energy), Some(tok_s), Some(power)) = (
             arm.energy_per_token_mj,
             arm.throughput_tokens_per_s,
@@ -742,9 +771,11 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>) {
                 ratio: arm.counter_over_trace_ratio,
                 trace: arm.trace_energy_per_token_mj,
                 iteration_cv: arm.iteration_time_cv_pct,
+                flags,
             });
         }
     }
+    left_out
 }
 
 /// What `aggregate_anchors` made of a directory.
@@ -760,13 +791,16 @@ pub struct Aggregation {
     pub failed: usize,
     /// Files that are not valid reports (skipped).
     pub invalid: usize,
+    /// Measured arms left out because their window's validity is flagged.
+    pub flagged_left_out: usize,
 }
 
 /// Aggregate the measured reports of a directory: one row per (session, stack, model,
 /// precision, batch) with the mean over independent runs, n, CV, and the cards and nodes behind
 /// it; the FP16 baseline of each row is the mean of the F16 arms of the same runs. Reports that
 /// are not measured never contribute a figure.
-pub fn aggregate_anchors(dir: &Path) -> Result<Aggregation> {
+pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregation> {
+    let mut flagged_left_out = 0;
     let mut arms: Vec<RunArm> = Vec::new();
     let mut meta: Vec<(String, ModelMeta)> = Vec::new();
     let (reports, invalid) = read_reports(dir)?;
@@ -794,7 +828,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Aggregation> {
                 },
             ));
         }
-        run_arms(rep, &mut arms);
+        flagged_left_out += run_arms(rep, &mut arms, include_flagged);
     }
     let mut keys: Vec<ConfigKey> = Vec::new();
     for a in &arms {
@@ -811,6 +845,7 @@ pub fn aggregate_anchors(dir: &Path) -> Result<Aggregation> {
         estimates,
         failed,
         invalid,
+        flagged_left_out,
     })
 }
 
@@ -878,6 +913,16 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
             .map(|a| a.iteration_cv)
             .collect::<Option<Vec<f64>>>()
             .and_then(|v| v.into_iter().reduce(f64::max)),
+        flags: {
+            let mut codes: Vec<(String, usize)> = Vec::new();
+            for code in these.iter().flat_map(|a| a.flags.iter()) {
+                match codes.iter_mut().find(|(c, _)| c == code) {
+                    Some(c) => c.1 += 1,
+                    None => codes.push((code.to_string(), 1)),
+                }
+            }
+            codes
+        },
     })
 }
 
@@ -952,7 +997,7 @@ mod tests {
                 run(3, Some("s1"), "node-b", "candle"),
             ],
         );
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         let rows = q4k(&agg.rows);
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!((rows[0].n, rows[0].nodes, rows[0].cards), (3, 2, 1));
@@ -989,7 +1034,7 @@ mod tests {
                 scaled(3, 0.9, 1.02),
             ],
         );
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         let (q, f) = (
             q4k(&agg.rows)[0],
             agg.rows.iter().find(|r| r.is_fp16()).unwrap(),
@@ -1034,7 +1079,7 @@ mod tests {
         };
         let plain = |i: u32| run(i, Some("s1"), "node-a", "candle");
         let dir = dir_of("pairing", &[plain(1), plain(2), failing(3, "Q4_K")]);
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         let (q, f) = (
             q4k(&agg.rows)[0],
             agg.rows.iter().find(|r| r.is_fp16()).unwrap(),
@@ -1045,7 +1090,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
 
         let dir = dir_of("unpaired", &[plain(1), plain(2), failing(3, "FP16")]);
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         let q = q4k(&agg.rows)[0];
         assert_eq!(q.n, 3);
         assert_eq!(
@@ -1065,7 +1110,7 @@ mod tests {
                 run(3, Some("s1"), "n", "llama.cpp"),
             ],
         );
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         let rows = q4k(&agg.rows);
         assert_eq!(rows.len(), 3, "{rows:?}");
         assert!(rows.iter().all(|r| r.n == 1));
@@ -1104,7 +1149,7 @@ mod tests {
     #[test]
     fn reports_without_a_session_need_one_from_the_command_line() {
         let dir = dir_of("nosession", &[run(1, None, "n", "candle")]);
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         let none = Provenance {
             stack: None,
             session: None,
@@ -1147,7 +1192,7 @@ mod tests {
                 json!({"not": "a report"}),
             ],
         );
-        let agg = aggregate_anchors(&dir).unwrap();
+        let agg = aggregate_anchors(&dir, true).unwrap();
         assert!(agg.rows.is_empty(), "{:?}", agg.rows);
         assert_eq!(agg.failed, 1);
         // The re-labelled committed report is either read as an estimate or refused as

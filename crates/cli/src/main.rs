@@ -27,9 +27,16 @@ struct Cli {
 enum Command {
     /// Validate energy.json reports (schema + semantic checks). Exit 0 all valid, 1 any invalid,
     /// 2 unreadable or not JSON. `-` reads standard input.
+    ///
+    /// Each valid report's validity (window ≥ 5 s, counter update period, cooldown, counter vs
+    /// trace, GPU busy, throttling) is printed with its reason codes, as derived from its fields.
     Validate {
         #[arg(required = true)]
         files: Vec<String>,
+        /// Write each report's `validity` block, derived from its own fields, into the file
+        /// (replaced whole; a report with other errors is left as it is).
+        #[arg(long)]
+        write_validity: bool,
     },
     /// Place reports against the published crossover curve of their class (the page's overlay).
     ///
@@ -137,7 +144,10 @@ fn main() -> ExitCode {
         .init();
     let ok = |r: anyhow::Result<()>| r.map(|_| ExitCode::SUCCESS);
     let result = match cli.command {
-        Command::Validate { files } => cmd::validate::validate(&files),
+        Command::Validate {
+            files,
+            write_validity,
+        } => cmd::validate::validate(&files, write_validity),
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Estimate(args) => ok(cmd::estimate::run(&args)),
         Command::Crossover {

@@ -344,7 +344,7 @@ fn anchors_h200_rows_are_exactly_what_aggregate_makes_of_the_raw_reports() {
             "h200-llama-server-2026-12",
         ),
     ] {
-        let o = qe(&["aggregate", dir, "--session", session]);
+        let o = qe(&["aggregate", dir, "--session", session, "--include-flagged"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let rows: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
         assert!(

@@ -247,10 +247,24 @@ fn eager_run(
     prompt: &Tensor,
     a: &CheckOptions,
 ) -> Result<EagerRun> {
-    let (b, pl) = prompt.dims2()?;
-    let n = a.tokens.max(1);
     let mut f = CandleFactory::new(source.clone(), dev.clone())?;
     let mut e = f.load_candle(p)?;
+    let (tokens, logits) = eager_greedy(&mut e, prompt, a.tokens.max(1))?;
+    Ok(EagerRun {
+        tokens,
+        logits,
+        tok_s: rate(&mut e, a)?,
+    })
+}
+
+/// The eager engine's greedy tokens of `n` positions after `prompt` (b, len), and the logits of
+/// every step after the first (F32).
+fn eager_greedy(
+    e: &mut crate::eager::CandleDecoder,
+    prompt: &Tensor,
+    n: usize,
+) -> Result<(Vec<Vec<u32>>, Vec<Tensor>)> {
+    let (b, pl) = prompt.dims2()?;
     e.clear();
     let mut cache = None;
     let mut next = if b == 1 {
@@ -272,12 +286,41 @@ fn eager_run(
         logits.push(l.to_dtype(candle_core::DType::F32)?);
         toks.push(next.clone());
     }
-    let tokens = Tensor::cat(&toks, 1)?.to_vec2::<u32>()?;
-    drop(toks);
-    Ok(EagerRun {
-        tokens,
-        logits,
-        tok_s: rate(&mut e, a)?,
+    Ok((Tensor::cat(&toks, 1)?.to_vec2::<u32>()?, logits))
+}
+
+/// Both engines' greedy continuations of one prompt on the same weights: what the real-model
+/// test holds against llama.cpp's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continuations {
+    /// The eager engine's tokens.
+    pub eager: Vec<u32>,
+    /// The graph engine's tokens (its step replayed as a CUDA graph where there is one).
+    pub graph: Vec<u32>,
+}
+
+/// `n` greedy tokens after `prompt` from each engine, loading `precision` from `source`.
+pub fn continuations(
+    source: &WeightSource,
+    precision: Precision,
+    prompt: &[u32],
+    n: usize,
+    dev: &Device,
+) -> Result<Continuations> {
+    if prompt.is_empty() {
+        return Err(Error::EmptyPrompt);
+    }
+    let ids = Tensor::new(prompt, dev)?.unsqueeze(0)?;
+    let n = n.max(1);
+    let mut f = CandleFactory::new(source.clone(), dev.clone())?;
+    let (mut eager, _) = eager_greedy(&mut f.load_candle(precision)?, &ids, n)?;
+    let mut gf = GraphFactory { inner: f };
+    let mut g = gf.load_graph(precision)?;
+    g.ensure_state(1, prompt.len() + n)?;
+    let mut graph = graph_tokens(&mut g, &ids, n, GraphDecoder::step)?;
+    Ok(Continuations {
+        eager: eager.remove(0),
+        graph: graph.remove(0),
     })
 }
 

@@ -91,12 +91,12 @@ pub enum Error {
         /// The architecture it names.
         arch: String,
     },
-    /// A GGUF file holds one quantization; another was asked for. `found` is the format of most
-    /// of its 2-D block weights (`None`: it has none).
+    /// A GGUF file holds one precision (its `general.file_type`); another was asked for.
+    /// `found` describes what the file holds.
     #[error(
-        "{} holds {} weights, not {requested}: a GGUF file is one quantization",
+        "{} is not a {requested} file ({}): a GGUF file is one precision",
         path.display(),
-        found.as_deref().unwrap_or("no quantized block")
+        found.as_deref().unwrap_or("no 2-D weights")
     )]
     WrongQuantization {
         /// The weights file concerned.
@@ -106,28 +106,20 @@ pub enum Error {
         /// The precision that was requested.
         requested: Precision,
     },
-    /// A float arm asked of a (quantized) GGUF file.
-    #[error(
-        "{} is a quantized GGUF file; the {precision} arm needs float weights (a Hugging Face directory)",
-        path.display()
-    )]
-    NeedsFloatWeights {
-        /// The quantized GGUF file.
-        path: PathBuf,
-        /// The arm that needs float weights.
-        precision: Precision,
-    },
-    /// Perplexity needs the model's `tokenizer.json` and there is none.
+    /// Perplexity needs the model's tokenizer and there is none.
     #[error(
         "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",
         path.display(),
-        if *beside_gguf { " beside the GGUF file" } else { "" }
+        match embedded {
+            Some(why) => format!(" beside the GGUF file, and the GGUF's own tokenizer cannot be used: {why}"),
+            None => String::new(),
+        }
     )]
     NoTokenizer {
-        /// Where the tokenizer was looked for.
+        /// Where the tokenizer.json was looked for.
         path: PathBuf,
-        /// Whether it was looked for beside a GGUF file.
-        beside_gguf: bool,
+        /// Beside a GGUF file: why the tokenizer in its metadata cannot be used.
+        embedded: Option<String>,
     },
     /// The tokenizer failed; `action` is what it was doing ("loading", "configuring",
     /// "tokenizing with").

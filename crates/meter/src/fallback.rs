@@ -181,6 +181,7 @@ pub fn unmeasured_report(
         protocol: None,
         environment: None,
         weights: None,
+        validity: None,
         extra: Default::default(),
     }
 }

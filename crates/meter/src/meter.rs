@@ -79,6 +79,18 @@ pub struct CardRef {
 /// A source of instantaneous power readings that can live on the sampling thread.
 pub type PowerProbe = Box<dyn FnMut() -> Result<f64, MeterError> + Send>;
 
+/// How the GPU spent a window, beside its energy, for the window's validity
+/// ([`report::validity`]); each figure `None` where the meter cannot say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct WindowActivity {
+    /// Mean GPU utilisation over the window (NVML: the share of time a kernel ran), %.
+    pub gpu_busy_pct: Option<f64>,
+    /// Share of the window a power limit held the clocks down, %.
+    pub power_throttle_pct: Option<f64>,
+    /// Share of the window a thermal limit held the clocks down, %.
+    pub thermal_throttle_pct: Option<f64>,
+}
+
 /// A GPU energy/power meter: the hardware behind a trait, so the protocol runs against a fake.
 pub trait EnergyMeter {
     /// Static facts about the device.
@@ -93,6 +105,12 @@ pub trait EnergyMeter {
     fn free_memory_bytes(&mut self) -> Result<u64, MeterError>;
     /// A probe for the sampling thread (reads power only).
     fn power_probe(&self) -> PowerProbe;
+    /// Mark a window's start for [`EnergyMeter::end_activity`].
+    fn begin_activity(&mut self) {}
+    /// How the GPU spent the `seconds` since [`EnergyMeter::begin_activity`].
+    fn end_activity(&mut self, _seconds: f64) -> WindowActivity {
+        WindowActivity::default()
+    }
 }
 
 /// Scripted fake meter. Power and temperature are functions of a shared virtual time (seconds)
@@ -134,6 +152,11 @@ pub struct FakeState {
     pub counter_resets_after_reads: Option<u64>,
     /// Counter reads so far.
     pub counter_reads: u64,
+    /// The counter moves only every this many seconds (as the H200's every ≈ 100 ms); `None`:
+    /// at every read.
+    pub counter_update_s: Option<f64>,
+    /// What [`EnergyMeter::end_activity`] reports for every window.
+    pub activity: WindowActivity,
 }
 
 impl FakeMeter {
@@ -155,6 +178,8 @@ impl FakeMeter {
                 counter_fails_after_s: None,
                 counter_resets_after_reads: None,
                 counter_reads: 0,
+                counter_update_s: None,
+                activity: WindowActivity::default(),
             })),
         }
     }
@@ -231,7 +256,15 @@ impl EnergyMeter for FakeMeter {
                 "scripted energy counter read failure".into(),
             ));
         }
-        let value = s.counter_mj as u64;
+        let value = match s.counter_update_s {
+            // The energy up to the last update: the integral at a whole multiple of the period,
+            // backed out from the counter's mean power since then.
+            Some(p) if p > 0.0 && s.now_s > 0.0 => {
+                let since = s.now_s % p;
+                (s.counter_mj - (s.power)(s.now_s) * since * 1000.0).max(0.0) as u64
+            }
+            _ => s.counter_mj as u64,
+        };
         s.counter_reads += 1;
         if s.counter_resets_after_reads == Some(s.counter_reads) {
             s.counter_mj = 0.0;
@@ -254,6 +287,9 @@ impl EnergyMeter for FakeMeter {
     fn power_probe(&self) -> PowerProbe {
         let state = self.state.clone();
         Box::new(move || read_power(&mut state.lock().unwrap()))
+    }
+    fn end_activity(&mut self, _seconds: f64) -> WindowActivity {
+        self.state.lock().unwrap().activity
     }
 }
 

@@ -2,7 +2,7 @@
 //! summed, the hottest card's temperature, free memory summed, and every card listed with its
 //! UUID in the report. Cards of different models are refused: one report names one card class.
 
-use crate::meter::{CardRef, DeviceInfo, EnergyMeter, MeterError, PowerProbe};
+use crate::meter::{CardRef, DeviceInfo, EnergyMeter, MeterError, PowerProbe, WindowActivity};
 
 /// The sum of several meters, each with its NVML index.
 pub struct SumMeter {
@@ -77,6 +77,32 @@ impl EnergyMeter for SumMeter {
         let mut probes: Vec<PowerProbe> =
             self.meters.iter().map(|(_, m)| m.power_probe()).collect();
         Box::new(move || probes.iter_mut().map(|p| p()).sum())
+    }
+    fn begin_activity(&mut self) {
+        for (_, m) in &mut self.meters {
+            m.begin_activity();
+        }
+    }
+    /// The cards' mean busy share (unknown if any card's is) and the worst throttling.
+    fn end_activity(&mut self, seconds: f64) -> WindowActivity {
+        let each: Vec<WindowActivity> = self
+            .meters
+            .iter_mut()
+            .map(|(_, m)| m.end_activity(seconds))
+            .collect();
+        let busy: Option<Vec<f64>> = each.iter().map(|a| a.gpu_busy_pct).collect();
+        let worst = |f: fn(&WindowActivity) -> Option<f64>| -> Option<f64> {
+            each.iter()
+                .map(f)
+                .try_fold(0f64, |m, x| x.map(|x| m.max(x)))
+        };
+        WindowActivity {
+            gpu_busy_pct: busy
+                .filter(|b| !b.is_empty())
+                .map(|b| b.iter().sum::<f64>() / b.len() as f64),
+            power_throttle_pct: worst(|a| a.power_throttle_pct),
+            thermal_throttle_pct: worst(|a| a.thermal_throttle_pct),
+        }
     }
 }
 

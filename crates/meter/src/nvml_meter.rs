@@ -2,8 +2,8 @@
 //! so it builds without a GPU; without a driver `NvmlMeter::open` says why and the CLI falls back
 //! to estimates).
 
-use crate::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe};
-use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use crate::meter::{DeviceInfo, EnergyMeter, MeterError, PowerProbe, WindowActivity};
+use nvml_wrapper::enum_wrappers::device::{Clock, PerformancePolicy, Sampling, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::FieldValueSample;
@@ -24,6 +24,44 @@ pub struct NvmlMeter {
     device: Device<'static>,
     /// Whether POWER_INSTANT answers on this device (else the trace uses `power_usage`).
     instant: bool,
+    /// The open window's start, for [`EnergyMeter::end_activity`].
+    mark: Option<ActivityMark>,
+}
+
+/// NVML's cumulative figures at a window's start.
+struct ActivityMark {
+    /// Timestamp (µs, NVML's CPU clock) of the newest utilisation sample: later ones are the
+    /// window's.
+    sample_us: Option<u64>,
+    /// Cumulative power- and thermal-violation time, ns.
+    power_ns: Option<u64>,
+    thermal_ns: Option<u64>,
+}
+
+fn violation_ns(dev: &Device<'_>, policy: PerformancePolicy) -> Option<u64> {
+    dev.violation_status(policy).ok().map(|v| v.violation_time)
+}
+
+/// Mean of the GPU-utilisation samples after `since_us` (NVML keeps a ring of them, one per
+/// ≈ 1/6 s on recent cards).
+fn busy_pct_since(dev: &Device<'_>, since_us: u64) -> Option<f64> {
+    let samples = dev.samples(Sampling::GpuUtilization, since_us).ok()?;
+    let values: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.timestamp > since_us)
+        .filter_map(|s| match s.value {
+            SampleValue::U32(v) => Some(f64::from(v)),
+            SampleValue::U64(v) => Some(v as f64),
+            SampleValue::I64(v) => Some(v as f64),
+            SampleValue::F64(v) => Some(v),
+        })
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+fn throttle_pct(start: Option<u64>, end: Option<u64>, seconds: f64) -> Option<f64> {
+    let (a, b) = (start?, end?);
+    (seconds > 0.0 && b >= a).then(|| (100.0 * (b - a) as f64 / (seconds * 1e9)).min(100.0))
 }
 
 fn instant_power_w(dev: &Device<'_>) -> Result<f64, MeterError> {
@@ -90,6 +128,7 @@ impl NvmlMeter {
             nvml,
             device,
             instant,
+            mark: None,
         })
     }
 
@@ -144,6 +183,37 @@ impl EnergyMeter for NvmlMeter {
     }
     fn temperature_c(&mut self) -> Result<f64, MeterError> {
         Ok(self.device.temperature(TemperatureSensor::Gpu)? as f64)
+    }
+    fn begin_activity(&mut self) {
+        let dev = &self.device;
+        let sample_us = dev
+            .samples(Sampling::GpuUtilization, None)
+            .ok()
+            .map(|v| v.iter().map(|s| s.timestamp).max().unwrap_or(0));
+        self.mark = Some(ActivityMark {
+            sample_us,
+            power_ns: violation_ns(dev, PerformancePolicy::Power),
+            thermal_ns: violation_ns(dev, PerformancePolicy::Thermal),
+        });
+    }
+    fn end_activity(&mut self, seconds: f64) -> WindowActivity {
+        let Some(m) = self.mark.take() else {
+            return WindowActivity::default();
+        };
+        let dev = &self.device;
+        WindowActivity {
+            gpu_busy_pct: m.sample_us.and_then(|t| busy_pct_since(dev, t)),
+            power_throttle_pct: throttle_pct(
+                m.power_ns,
+                violation_ns(dev, PerformancePolicy::Power),
+                seconds,
+            ),
+            thermal_throttle_pct: throttle_pct(
+                m.thermal_ns,
+                violation_ns(dev, PerformancePolicy::Thermal),
+                seconds,
+            ),
+        }
     }
     fn free_memory_bytes(&mut self) -> Result<u64, MeterError> {
         Ok(self.device.memory_info()?.free)

@@ -80,9 +80,9 @@ pub struct ProtocolConfig {
     /// timed iteration is a whole generation (prefill of `prompt_len`, then the decode), as in
     /// every report before.
     pub context: Option<usize>,
-    /// With `context`: the shortest window, s (the H200's energy counter moves in ≈ 100 ms steps,
-    /// so a 2.5 s window can be off by several percent). Each window gets `iterations`, or as
-    /// many more as the timed warm-up says it takes to last this long.
+    /// The shortest window, s (the H200's energy counter moves in ≈ 100 ms steps, so a 2.5 s
+    /// window can be off by several percent). Each window gets `iterations`, or as many more as
+    /// the last timed warm-up says it takes to last this long (none without a warm-up).
     pub min_window_s: f64,
 }
 
@@ -306,6 +306,8 @@ pub struct ArmMeasurement {
     pub weight_bytes: Option<crate::roofline::DecodeWeightBytes>,
     /// A context run's prefill window (the fields above are then its decode window's).
     pub prefill: Option<PrefillWindow>,
+    /// How the GPU spent the (decode) window: busy share, throttling.
+    pub activity: crate::meter::WindowActivity,
 }
 
 /// A context run's prefill window: prefills of the context's prompt, back to back, between
@@ -518,6 +520,8 @@ pub enum ScoreError {
 pub struct Outcome {
     /// The device measured.
     pub device: DeviceInfo,
+    /// How often its energy counter moved while idle, s ([`counter_update_period`]).
+    pub counter_update_s: Option<f64>,
     /// Idle reference power, W.
     pub idle_power_w: f64,
     /// Idle temperature, °C.
@@ -567,6 +571,29 @@ pub enum ProtocolError {
     /// The device has no energy counter (its name).
     #[error("the energy counter is not supported on this GPU ({0}); refusing to report a figure")]
     NoCounter(String),
+}
+
+/// How often the energy counter moves, s: the median interval between changes of reads 2 ms
+/// apart over at most 1.5 s of idle (six changes suffice). `None` when it moved fewer than three
+/// times. A window's two reads can each lag the truth by up to one period of energy.
+pub fn counter_update_period(meter: &mut dyn EnergyMeter, clock: &dyn Clock) -> Option<f64> {
+    let start = clock.now_s();
+    let mut last = meter.energy_mj().ok()?;
+    let mut changes = Vec::new();
+    while clock.now_s() - start < 1.5 && changes.len() < 7 {
+        clock.sleep_s(0.002);
+        let now = meter.energy_mj().ok()?;
+        if now != last {
+            changes.push(clock.now_s());
+            last = now;
+        }
+    }
+    let mut gaps: Vec<f64> = changes.windows(2).map(|w| w[1] - w[0]).collect();
+    if gaps.len() < 2 {
+        return None;
+    }
+    gaps.sort_by(f64::total_cmp);
+    Some(gaps[gaps.len() / 2])
 }
 
 /// Minimum of `n` power reads (upstream's idle reference), read ~20 ms apart.
@@ -667,6 +694,7 @@ pub fn run(
         }
         Ok(Tokenized { ids, how })
     });
+    let counter_update_s = counter_update_period(meter, clock.as_ref());
     let idle_w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
     let idle_c = meter.temperature_c().ok();
     cfg.order.apply(&mut arms, cfg.seed);
@@ -707,6 +735,7 @@ pub fn run(
     }
     Ok(Outcome {
         device,
+        counter_update_s,
         idle_power_w: idle_w,
         idle_temp_c: idle_c,
         arm_order: arms,
@@ -801,6 +830,7 @@ fn run_arm(
         notes,
         load_s,
         host: w.window.host,
+        activity: w.window.activity,
         perplexity,
         served,
         weight_bytes,
@@ -862,16 +892,23 @@ impl Arm<'_> {
             dec.generate(cfg.batch, cfg.prompt_len, cfg.tokens)
                 .map_err(|e| self.failed(e))
         };
+        // The last warm-up, timed on a synchronized device, sizes the window.
+        let mut once_s = f64::NAN;
         for _ in 0..cfg.warmup {
+            dec.synchronize().map_err(sync_failure)?;
+            let t = clock.now_s();
             decode(dec)?;
+            dec.synchronize().map_err(sync_failure)?;
+            once_s = clock.now_s() - t;
         }
         dec.synchronize().map_err(sync_failure)?;
         dec.reset_latency();
+        let iterations = iterations_for(cfg.min_window_s, once_s, cfg.iterations);
         let cooldown = self.cool_down(meter)?;
         let temp_start_c = meter.temperature_c().ok();
         let ((tokens, iteration_s), window) =
             metered_window(meter, clock, cfg.trace.then_some(cfg.sample_hz), || {
-                timed(clock, cfg.iterations, || {
+                timed(clock, iterations, || {
                     let n = decode(dec)? as u64;
                     dec.synchronize().map_err(sync_failure)?;
                     Ok(n)
@@ -993,6 +1030,8 @@ pub struct Metered {
     pub trace: Option<Trace>,
     /// Host CPU usage over the window, if readable.
     pub host: Option<HostWindow>,
+    /// How the GPU spent the window (busy share, throttling), where the meter can say.
+    pub activity: crate::meter::WindowActivity,
 }
 
 /// Why a window yields no figure although its body succeeded.
@@ -1032,12 +1071,14 @@ pub fn metered_window<T, E: From<WindowError>>(
             return Err(WindowError::Meter(e).into());
         }
     };
+    meter.begin_activity();
     let host0 = clock.host_cpu();
     let t0 = clock.now_s();
     let out = body();
     let seconds = clock.now_s() - t0;
     let host1 = clock.host_cpu();
     let e1 = meter.energy_mj();
+    let activity = meter.end_activity(seconds);
     let trace = sampler.map(Sampler::finish);
     let value = out?;
     let e1 = e1.map_err(WindowError::Meter)?;
@@ -1056,6 +1097,7 @@ pub fn metered_window<T, E: From<WindowError>>(
             host: host0
                 .zip(host1)
                 .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
+            activity,
         },
     ))
 }

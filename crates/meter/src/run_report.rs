@@ -148,6 +148,15 @@ fn arm_entry(
         load_seconds: Some(r(a.load_s, 3)),
         host_cpu_steal_pct: a.host.map(|h| r(h.steal_pct, 3)),
         process_cpu_cores: a.host.map(|h| r(h.process_cpu_cores, 3)),
+        gpu_busy_pct: a.activity.gpu_busy_pct.map(|v| r(v.clamp(0.0, 100.0), 2)),
+        power_throttle_pct: a
+            .activity
+            .power_throttle_pct
+            .map(|v| r(v.clamp(0.0, 100.0), 3)),
+        thermal_throttle_pct: a
+            .activity
+            .thermal_throttle_pct
+            .map(|v| r(v.clamp(0.0, 100.0), 3)),
         kernel: Some(a.kernel.clone()),
         notes: Some(a.notes.iter().cloned().chain(roofline_note).collect()),
         cooldown: Some(cooldown_block(&a.cooldown)),
@@ -424,6 +433,7 @@ fn energy_block(
         failed_reads: trace.map(|t| t.failed_reads),
         idle_power_watts: Some(r(out.idle_power_w, 2)),
         window_seconds: ok.map(|a| r(a.window_s, 4)),
+        counter_update_ms: out.counter_update_s.map(|s| r(s * 1000.0, 1)),
         ..Default::default()
     }
 }
@@ -436,7 +446,7 @@ fn protocol_block(
 ) -> report::Protocol {
     report::Protocol {
         warmup: Some(cfg.warmup as u32),
-        iterations: Some(cfg.iterations as u32),
+        iterations: Some(ok.map_or(cfg.iterations, |a| a.iteration_s.len()) as u32),
         tokens_per_iteration: Some(cfg.tokens as u32),
         arm_order: Some(
             out.arm_order
@@ -612,7 +622,12 @@ pub fn build_report(
         protocol: Some(protocol_block(cfg, out, ok)),
         environment: Some(environment_block(out, ok)),
         weights: Some(weights_block(&ctx.weights)),
+        validity: None,
         extra: extra([("certified_benchmark_result", false.into())]),
+    };
+    let report = Report {
+        validity: Some(report::validity::assess(&report)),
+        ..report
     };
     let text = serde_json::to_string(&report)?;
     let v = report::validate_str(&text);
@@ -652,17 +667,14 @@ fn measurement_block(cfg: &ProtocolConfig, ok: Option<&ArmMeasurement>) -> repor
             "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check{}",
             if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz,
             cfg.context.map(|d| format!(
-                "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill); each window has at least {} s",
-                cfg.tokens, cfg.min_window_s
+                "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill)",
+                cfg.tokens
             )).unwrap_or_default()
-        ),
+        ) + &format!("; iterations are added until each window lasts at least {} s", cfg.min_window_s),
         sample_rate_hz: cfg.sample_hz.round() as i64,
         tokens_per_run: Some(cfg.tokens as u64),
-        // A context run adds iterations until its windows last min_window_s.
-        iterations: Some(
-            ok.filter(|_| cfg.context.is_some())
-                .map_or(cfg.iterations, |a| a.iteration_s.len()) as u64,
-        ),
+        // Iterations are added until the window lasts min_window_s.
+        iterations: Some(ok.map_or(cfg.iterations, |a| a.iteration_s.len()) as u64),
         warmup: Some(cfg.warmup as u64),
         extra: extra([(
             "iterations_note",

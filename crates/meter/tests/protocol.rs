@@ -37,6 +37,100 @@ fn run(
     protocol::run(cfg, &mut mm, f, Arc::new(FakeClock(m.clone())))
 }
 
+/// The window is stretched until it lasts `min_window_s` (the last warm-up sizes it), the counter's
+/// update period is measured first, and the report's validity follows from its figures: a
+/// 5.12 s window on a counter moving every 100 ms, a busy unthrottled card, a cooldown that
+/// converged is `valid`; the same card half idle is `host_bound`; 3 iterations (0.48 s) are a
+/// `short_window` and a `coarse_counter`.
+#[test]
+fn windows_last_five_seconds_and_the_report_says_whether_they_can_be_trusted() {
+    use meter::meter::WindowActivity;
+    use report::validity::{Reason, Status};
+    let busy = |pct: f64| WindowActivity {
+        gpu_busy_pct: Some(pct),
+        power_throttle_pct: Some(0.0),
+        thermal_throttle_pct: Some(0.0),
+    };
+    let m = meter().with(|s| {
+        s.counter_update_s = Some(0.1);
+        s.activity = busy(95.0);
+    });
+    let mut f = FakeDecoderFactory::new(m.clone());
+    let c = ProtocolConfig {
+        min_window_s: 5.0,
+        ..short_protocol(&["Q4_K"])
+    };
+    let out = run(&c, &m, &mut f).unwrap();
+    let period = out.counter_update_s.expect("the counter moved");
+    assert!((period - 0.1).abs() < 0.005, "{period}");
+    let q = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
+    // 20 tokens × 8 ms = 0.16 s per generation: ⌈5 / 0.16⌉ = 32 of them.
+    assert_eq!(q.iteration_s.len(), 32);
+    assert!(q.window_s >= 5.0, "{}", q.window_s);
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
+    assert_eq!(rep.protocol.as_ref().unwrap().iterations, Some(32));
+    assert_eq!(rep.energy.as_ref().unwrap().counter_update_ms, Some(100.0));
+    let v = rep.validity.clone().expect("the meter writes its validity");
+    assert_eq!(v.status, Status::Valid, "{v:?}");
+    assert_eq!(v, report::validity::assess(&rep));
+
+    let m = meter().with(|s| {
+        s.counter_update_s = Some(0.1);
+        s.activity = busy(50.0);
+    });
+    let out = run(&c, &m, &mut FakeDecoderFactory::new(m.clone())).unwrap();
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
+    let v = rep.validity.unwrap();
+    assert_eq!(v.status, Status::Flagged);
+    for arm in ["Q4_K", "FP16"] {
+        let host_bound = v
+            .flags
+            .iter()
+            .find(|f| f.code == Reason::HostBound && f.arm.as_deref() == Some(arm))
+            .unwrap_or_else(|| panic!("{arm}: {v:?}"));
+        assert!(host_bound.detail.contains("50 %"), "{}", host_bound.detail);
+    }
+
+    let short = ProtocolConfig {
+        min_window_s: 0.0,
+        ..c
+    };
+    let m = meter().with(|s| {
+        s.counter_update_s = Some(0.1);
+        s.activity = busy(95.0);
+    });
+    let out = run(&short, &m, &mut FakeDecoderFactory::new(m.clone())).unwrap();
+    let rep = build_report(&short, &out, &synthetic_context(), p("Q4_K")).unwrap();
+    let v = rep.validity.clone().unwrap();
+    let q4 = v
+        .flags
+        .iter()
+        .filter(|f| f.arm.as_deref() == Some("Q4_K"))
+        .map(|f| f.code)
+        .collect::<Vec<_>>();
+    // And, as on the H200, a 100 ms counter over half a second misses the trace by 15 %.
+    assert_eq!(
+        q4,
+        vec![
+            Reason::ShortWindow,
+            Reason::CoarseCounter,
+            Reason::CounterTraceDisagree
+        ],
+        "{v:?}"
+    );
+    // A hand-edited verdict is an error at $.validity.
+    let mut edited = rep.clone();
+    edited.validity.as_mut().unwrap().status = Status::Valid;
+    edited.validity.as_mut().unwrap().flags.clear();
+    let text = serde_json::to_string(&edited).unwrap();
+    let checked = report::validate_str(&text);
+    assert!(
+        checked.errors.iter().any(|e| e.path == "$.validity"),
+        "{:?}",
+        checked.errors
+    );
+}
+
 #[test]
 fn both_arms_measured_give_a_measured_delta_from_the_counter() {
     let m = meter();
@@ -520,7 +614,9 @@ fn a_failed_score_never_becomes_a_quality_figure_and_keeps_the_energy() {
 #[test]
 fn a_counter_that_goes_backwards_fails_the_arm_with_the_reason() {
     // A driver reload mid-window restarts the counter from 0: the difference means nothing.
-    let m = meter().with(|s| s.counter_resets_after_reads = Some(1));
+    // The update-period probe reads the counter 8 times first (it stops at 7 changes); the
+    // window's opening read is the 9th.
+    let m = meter().with(|s| s.counter_resets_after_reads = Some(9));
     let mut f = FakeDecoderFactory::new(m.clone());
     let c = ProtocolConfig {
         baseline: None,

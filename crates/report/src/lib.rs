@@ -39,6 +39,7 @@ mod schema;
 mod semantic;
 pub mod share;
 mod types;
+pub mod validity;
 
 use serde::Serialize;
 use serde_json::Value;

@@ -84,7 +84,29 @@ pub fn semantic_checks(r: &Report) -> (Vec<Issue>, Vec<Issue>) {
     check_arch(r, &mut o);
     check_blocks(r, &mut o);
     check_quality(r, &mut o);
+    check_validity(r, &mut o);
     (o.errors, o.warnings)
+}
+
+/// A `validity` block must be what the report's own fields give: a hand-edited "valid" over a
+/// 2 s window is an error, not a trusted figure.
+fn check_validity(r: &Report, o: &mut Out) {
+    let Some(stated) = &r.validity else { return };
+    let derived = crate::validity::assess(r);
+    if *stated != derived {
+        let said = |v: &crate::validity::Validity| {
+            let codes: Vec<&str> = v.flags.iter().map(|f| f.code.code()).collect();
+            format!("{:?} [{}]", v.status, codes.join(", ")).to_lowercase()
+        };
+        o.error(
+            "$.validity",
+            format!(
+                "says {}, but the report's own fields give {}; expected the block `quantenergy validate --write-validity` writes",
+                said(stated),
+                said(&derived)
+            ),
+        );
+    }
 }
 
 /// The perplexity block: figures consistent with each other, and a corpus to compare by.

@@ -68,6 +68,10 @@ pub struct Report {
     /// `$.weights`: quantenergy/1.2. Which weights ran. real: files identified by path or hub id and sha256. synthetic: random weights of a real architecture's shapes (a real measurement ….
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Weights>,
+    /// `$.validity`: quantenergy/1.2. Whether the energy windows can be trusted, as reason codes
+    /// ([`crate::validity::assess`] of this report's own fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<crate::validity::Validity>,
     /// Every other top-level field (`software`, `provenance`, `notice`, …), kept as is.
     #[serde(flatten)]
     pub extra: Extra,
@@ -540,6 +544,10 @@ pub struct Energy {
     /// `$.energy.window_seconds`: Length of the measured window (all timed iterations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_seconds: Option<f64>,
+    /// How often the card's energy counter moved while idle (median interval between changes),
+    /// ms: what a window's two counter reads can be off by, one period of energy each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_update_ms: Option<f64>,
     /// `counter` or `trace`: which figure the results use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -701,6 +709,15 @@ pub struct Arm {
     /// CPU cores the process used over the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_cpu_cores: Option<f64>,
+    /// Mean NVML GPU utilisation over the window, %: the share of time a kernel ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_busy_pct: Option<f64>,
+    /// Share of the window a power limit held the clocks down (NVML violation time), %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_throttle_pct: Option<f64>,
+    /// Share of the window a thermal limit held the clocks down (NVML violation time), %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thermal_throttle_pct: Option<f64>,
     /// What ran the matmuls (e.g. `candle Q4_K mmvq`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
@@ -763,6 +780,9 @@ impl Arm {
             load_seconds: None,
             host_cpu_steal_pct: None,
             process_cpu_cores: None,
+            gpu_busy_pct: None,
+            power_throttle_pct: None,
+            thermal_throttle_pct: None,
             kernel: None,
             notes: None,
             cooldown: None,

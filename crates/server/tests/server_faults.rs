@@ -107,6 +107,7 @@ fn protocol() -> ProtocolConfig {
             poll_s: 0.05,
             ..CooldownConfig::default()
         },
+        min_window_s: 0.0,
         ..ProtocolConfig::default()
     }
 }

@@ -34,20 +34,34 @@ pub struct AggregateArgs {
     /// ΔE) as Markdown for docs/MEASUREMENTS.md instead of anchors.csv rows.
     #[arg(long)]
     pub markdown: bool,
+    /// Pool arms whose window's validity is flagged (short window, cooldown not converged,
+    /// counter vs trace apart, host-bound, throttled); each row's note then names the flags.
+    /// By default they are left out, and counted.
+    #[arg(long)]
+    pub include_flagged: bool,
 }
 
 /// Print the rows (or the table).
 pub fn run(a: &AggregateArgs) -> Result<()> {
-    let agg = aggregate_anchors(&a.dir)?;
+    let agg = aggregate_anchors(&a.dir, a.include_flagged)?;
     if agg.rows.is_empty() {
         bail!(
             "{}: no measured run with a baseline arm to pool: {} valid report(s) — {} estimate(s), \
-             which are never pooled into a measured row, {} failed — and {} file(s) that are not valid reports",
+             which are never pooled into a measured row, {} failed — {} flagged arm(s) left out \
+             (--include-flagged pools them) and {} file(s) that are not valid reports",
             a.dir.display(),
             agg.reports,
             agg.estimates,
             agg.failed,
+            agg.flagged_left_out,
             agg.invalid
+        );
+    }
+    if agg.flagged_left_out > 0 {
+        eprintln!(
+            "note: left out {} measured arm(s) whose window's validity is flagged \
+             (quantenergy validate says why; --include-flagged pools them, named in each row's note)",
+            agg.flagged_left_out
         );
     }
     if agg.estimates + agg.failed + agg.invalid > 0 {

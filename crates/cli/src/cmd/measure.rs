@@ -129,9 +129,10 @@ pub struct MeasureArgs {
     /// `results.prefill`). Replaces `--prompt-len`; the graph engine only.
     #[arg(long, value_delimiter = ',', value_parser = count::<1, { 1 << 20 }>)]
     pub context: Vec<usize>,
-    /// With `--context`: the shortest window, s (the H200's energy counter moves in ≈ 100 ms
-    /// steps); iterations are added until each window lasts this long.
-    #[arg(long, default_value_t = 5.0, requires = "context")]
+    /// The shortest energy window, s (the H200's energy counter moves in ≈ 100 ms steps, so a
+    /// 2.5 s window can be off by several percent): iterations are added, as the last warm-up's
+    /// time says, until each window lasts this long. Reports under 5 s are flagged short_window.
+    #[arg(long, default_value_t = 5.0, value_parser = window_seconds)]
     pub min_window_s: f64,
     /// The measurement session this run belongs to (`protocol.session`; a sweep passes its
     /// plan's): `aggregate` never pools runs of different sessions.
@@ -152,6 +153,19 @@ pub(crate) fn count<const MIN: usize, const MAX: usize>(s: &str) -> Result<usize
         Ok(n)
     } else {
         Err(format!("{n} is outside {MIN}..={MAX}"))
+    }
+}
+
+/// `--min-window-s`: 0 (no stretching) to an hour.
+fn window_seconds(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if (0.0..=3600.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("{x} is outside 0..=3600 s"))
     }
 }
 

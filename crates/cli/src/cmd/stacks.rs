@@ -41,7 +41,7 @@ fn rows(a: &StacksArgs) -> Result<Dataset> {
     };
     let published = Dataset::embedded();
     for dir in &a.dirs {
-        let agg = aggregate_anchors(dir)?;
+        let agg = aggregate_anchors(dir, true)?;
         let mut fresh = agg.rows;
         if !a.no_anchors {
             fresh.retain(|r| {

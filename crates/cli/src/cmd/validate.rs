@@ -92,14 +92,42 @@ pub fn print_check(path: &str, check: &FileCheck, warnings: bool) {
     }
 }
 
+/// The validity lines `validate` prints under a valid report: what its fields give, and whether
+/// the file states it.
+fn print_validity(r: &report::Report) {
+    let v = report::validity::assess(r);
+    let stated = if r.validity.is_some() {
+        "stated and derived"
+    } else {
+        "derived from its fields; not stated in the file"
+    };
+    println!(
+        "  validity {} ({stated})",
+        format!("{:?}", v.status).to_lowercase()
+    );
+    for line in v.lines() {
+        println!("    {line}");
+    }
+}
+
 /// Validate each file (or `-`, standard input). Exit 0 when all are valid, 1 when any is invalid,
-/// 2 when any is unreadable or not JSON.
-pub fn validate(files: &[String]) -> Result<ExitCode> {
+/// 2 when any is unreadable or not JSON. With `write_validity`, each file whose only fault is a
+/// missing or stale `validity` block gets the block its fields give.
+pub fn validate(files: &[String], write_validity: bool) -> Result<ExitCode> {
     let mut any_invalid = false;
     let mut any_unreadable = false;
     for path in files {
+        if write_validity && path != "-" {
+            if let Err(e) = rewrite_validity(path) {
+                println!("{path}: validity not written: {e:#}");
+                any_invalid = true;
+            }
+        }
         let check = check_file(path);
         print_check(path, &check, true);
+        if let Some(r) = check.report() {
+            print_validity(r);
+        }
         if check.unreadable() {
             any_unreadable = true;
         } else if check.report().is_none() {
@@ -113,4 +141,33 @@ pub fn validate(files: &[String]) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Replace the file's `validity` block with the one its fields give, when the report is valid
+/// without it; the file is rewritten whole (pretty JSON, key order kept) or not at all.
+fn rewrite_validity(path: &str) -> Result<()> {
+    let text = super::read_input(path)?;
+    let mut value: serde_json::Value = serde_json::from_str(&text)?;
+    let obj = value
+        .as_object_mut()
+        .ok_or_else(|| anyhow::anyhow!("not a JSON object"))?;
+    obj.remove("validity");
+    let bare = serde_json::to_string(&value)?;
+    let v = report::validate_str(&bare);
+    let Some(r) = v.report.as_ref().filter(|_| v.errors.is_empty()) else {
+        anyhow::bail!("the report has errors besides its validity block (see below)");
+    };
+    let validity = serde_json::to_value(report::validity::assess(r))?;
+    value
+        .as_object_mut()
+        .expect("checked above")
+        .insert("validity".into(), validity);
+    let mut out = serde_json::to_string_pretty(&value)?;
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    if out != text {
+        meter::files::write_atomic(std::path::Path::new(path), out.as_bytes())?;
+    }
+    Ok(())
 }

@@ -107,6 +107,71 @@ pub(crate) fn dominant_type(ct: &gguf_file::Content) -> Option<GgmlDType> {
     counts.into_iter().max_by_key(|c| c.1).map(|c| c.0)
 }
 
+/// The precision a GGUF file declares in `general.file_type` (llama.cpp's `llama_ftype`, which
+/// names the mix llama-quantize was asked for: `Q4_K_M` keeps rows whose width is not a multiple
+/// of 256 in Q5_0), else that of its most common weight type.
+pub(crate) fn gguf_precision(ct: &gguf_file::Content) -> Option<Precision> {
+    let declared = ct
+        .metadata
+        .get("general.file_type")
+        .and_then(|v| v.to_u32().ok());
+    let from_ftype = declared.and_then(|t| match t {
+        0 => Some(Precision::Fp32),
+        1 => Some(Precision::Fp16),
+        2 => Some(Precision::Q4_0),
+        7 => Some(Precision::Q8_0),
+        14 | 15 => Some(Precision::Q4K),
+        16 | 17 => Some(Precision::Q5K),
+        18 => Some(Precision::Q6K),
+        32 => Some(Precision::Bf16),
+        _ => None,
+    });
+    if declared.is_some() {
+        return from_ftype;
+    }
+    match dominant_type(ct)? {
+        GgmlDType::F32 => Some(Precision::Fp32),
+        GgmlDType::F16 => Some(Precision::Fp16),
+        GgmlDType::BF16 => Some(Precision::Bf16),
+        GgmlDType::Q4_0 => Some(Precision::Q4_0),
+        GgmlDType::Q8_0 => Some(Precision::Q8_0),
+        GgmlDType::Q4K => Some(Precision::Q4K),
+        GgmlDType::Q5K => Some(Precision::Q5K),
+        GgmlDType::Q6K => Some(Precision::Q6K),
+        _ => None,
+    }
+}
+
+/// What a GGUF holds, for an error or a note: its declared file type and the count of each type
+/// among its 2-D weights ("file type 15; 150 Q5_0, 30 Q4K, 1 Q8_0").
+pub(crate) fn gguf_types(ct: &gguf_file::Content) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for info in ct.tensor_infos.values() {
+        if info.shape.rank() != 2 {
+            continue;
+        }
+        let t = format!("{:?}", info.ggml_dtype);
+        match counts.iter_mut().find(|(d, _)| *d == t) {
+            Some(c) => c.1 += 1,
+            None => counts.push((t, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mix = counts
+        .iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match ct
+        .metadata
+        .get("general.file_type")
+        .and_then(|v| v.to_u32().ok())
+    {
+        Some(t) => format!("file type {t}; 2-D tensors: {mix}"),
+        None => format!("2-D tensors: {mix}"),
+    }
+}
+
 /// Open a GGUF file and read its header (metadata and tensor index); the file is returned for
 /// the tensor data.
 pub(crate) fn read_gguf(path: &std::path::Path) -> Result<(gguf_file::Content, std::fs::File)> {
@@ -179,7 +244,11 @@ pub fn shape_from_gguf(path: &std::path::Path) -> Result<ModelShape> {
             .get(&format!("{arch}.rope.freq_base"))
             .and_then(|v| v.to_f32().ok())
             .unwrap_or(10000.0) as f64,
-        rms_eps: 1e-6,
+        rms_eps: ct
+            .metadata
+            .get(&format!("{arch}.attention.layer_norm_rms_epsilon"))
+            .and_then(|v| v.to_f32().ok())
+            .map_or(1e-6, f64::from),
         max_position: u("context_length").unwrap_or(4096),
         source: path.display().to_string(),
     };

