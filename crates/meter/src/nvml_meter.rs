@@ -49,11 +49,11 @@ fn busy_pct_since(dev: &Device<'_>, since_us: u64) -> Option<f64> {
     let values: Vec<f64> = samples
         .iter()
         .filter(|s| s.timestamp > since_us)
-        .filter_map(|s| match s.value {
-            SampleValue::U32(v) => Some(f64::from(v)),
-            SampleValue::U64(v) => Some(v as f64),
-            SampleValue::I64(v) => Some(v as f64),
-            SampleValue::F64(v) => Some(v),
+        .map(|s| match s.value {
+            SampleValue::U32(v) => f64::from(v),
+            SampleValue::U64(v) => v as f64,
+            SampleValue::I64(v) => v as f64,
+            SampleValue::F64(v) => v,
         })
         .collect();
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
