@@ -102,6 +102,8 @@ fn protocol(tokens: usize, batch: usize) -> ProtocolConfig {
             poll_s: 0.05,
             ..CooldownConfig::default()
         },
+        // Exact iteration counts: the CPU server would otherwise repeat until 5 s.
+        min_window_s: 0.0,
         ..ProtocolConfig::default()
     }
 }
