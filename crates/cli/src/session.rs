@@ -23,6 +23,8 @@ pub enum ModelSpec {
     Synthetic(String),
     /// A local Hugging Face directory or a `.gguf` file.
     Path(PathBuf),
+    /// One `.gguf` file per precision of one model (`--model-file`): each arm decodes its own.
+    GgufFiles(Vec<PathBuf>),
 }
 
 /// Everything `measure` and `overhead` need besides the hardware: typed, parsed by the CLI.
@@ -63,9 +65,24 @@ impl MeasureOptions {
                     seed: self.protocol.seed,
                 })
             }
+            ModelSpec::GgufFiles(paths) => {
+                for path in paths {
+                    if !path.is_file() {
+                        return Err(anyhow!("{}: no such file", path.display()));
+                    }
+                    if path.extension().is_none_or(|e| e != "gguf") {
+                        return Err(anyhow!(
+                            "{}: our engines read one .gguf file per arm (other formats: \
+                             --server-cmd, or --model DIR)",
+                            path.display()
+                        ));
+                    }
+                }
+                Ok(WeightSource::Gguf(paths.clone()))
+            }
             ModelSpec::Path(path) if path.is_dir() => Ok(WeightSource::HfDir(path.clone())),
             ModelSpec::Path(path) if path.extension().is_some_and(|e| e == "gguf") => {
-                Ok(WeightSource::Gguf(path.clone()))
+                Ok(WeightSource::Gguf(vec![path.clone()]))
             }
             ModelSpec::Path(path) if !path.exists() => {
                 Err(anyhow!("{}: no such file or folder", path.display()))
@@ -119,19 +136,79 @@ fn weights_info(
                 },
             )
         }
-        WeightSource::Gguf(p) => {
-            let (h, n) = sha256_file(p)?;
+        WeightSource::Gguf(paths) => {
+            let mut files = Vec::new();
+            for p in paths {
+                let (h, n) = sha256_file(p)?;
+                files.push((file_name(p), h, n));
+            }
+            let folder = match paths.as_slice() {
+                [one] => one.display().to_string(),
+                _ => common_folder(paths),
+            };
             (
-                p.file_stem()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+                model_name_of(paths),
                 WeightsInfo::Real {
-                    path: p.display().to_string(),
-                    files: vec![(p.file_name().unwrap().to_string_lossy().into_owned(), h, n)],
+                    path: folder,
+                    files,
                 },
             )
         }
     })
+}
+
+fn file_name(p: &std::path::Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The folder all the files sit in, or "" where they sit in several.
+fn common_folder(paths: &[PathBuf]) -> String {
+    let parent = |p: &PathBuf| p.parent().map(|d| d.display().to_string());
+    let first = paths.first().and_then(parent);
+    if paths.iter().all(|p| parent(p) == first) {
+        first.unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
+/// A model's name from its files' names: their common stem without a trailing separator
+/// (`SmolLM2-135M-Instruct-F16.gguf`, `…-Q4_0.gguf` → `SmolLM2-135M-Instruct`), else the first stem.
+fn model_name_of(paths: &[PathBuf]) -> String {
+    let stems: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p.file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let Some(first) = stems.first() else {
+        return String::new();
+    };
+    if stems.len() == 1 {
+        return first.clone();
+    }
+    let mut n = first.len();
+    for s in &stems[1..] {
+        n = n.min(
+            first
+                .char_indices()
+                .zip(s.chars())
+                .take_while(|((_, a), b)| a == b)
+                .map(|((i, a), _)| i + a.len_utf8())
+                .last()
+                .unwrap_or(0),
+        );
+    }
+    let common = first[..n].trim_end_matches(['-', '_', '.', ' ']);
+    if common.is_empty() {
+        first.clone()
+    } else {
+        common.to_string()
+    }
 }
 
 pub use meter::fallback::MeasureResult;
@@ -300,8 +377,9 @@ fn fallback(
             let s = engine::eager::shape_from_hf_config(d)?;
             (s.params_b, s.name)
         }
-        WeightSource::Gguf(p) => {
-            let s = engine::eager::shape_from_gguf(p)?;
+        WeightSource::Gguf(paths) => {
+            let first = paths.first().context("no GGUF file given")?;
+            let s = engine::eager::shape_from_gguf(first)?;
             (s.params_b, s.name)
         }
     };
@@ -320,4 +398,27 @@ fn fallback(
         reason,
     )
     .map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gguf_sets_name_is_its_files_common_stem() {
+        let set = |names: &[&str]| -> Vec<PathBuf> {
+            names.iter().map(|n| PathBuf::from("/m").join(n)).collect()
+        };
+        let smol = set(&[
+            "SmolLM2-135M-Instruct-F16.gguf",
+            "SmolLM2-135M-Instruct-Q8_0.gguf",
+            "SmolLM2-135M-Instruct-Q4_K.gguf",
+        ]);
+        assert_eq!(model_name_of(&smol), "SmolLM2-135M-Instruct");
+        assert_eq!(common_folder(&smol), "/m");
+        assert_eq!(model_name_of(&set(&["a.gguf", "b.gguf"])), "a");
+        assert_eq!(model_name_of(&set(&["x-F16.gguf"])), "x-F16");
+        let apart = vec![PathBuf::from("/a/m.gguf"), PathBuf::from("/b/m.gguf")];
+        assert_eq!(common_folder(&apart), "");
+    }
 }

@@ -106,6 +106,25 @@ pub enum Error {
         /// The precision that was requested.
         requested: Precision,
     },
+    /// A set of GGUF files holds no file of an arm's precision.
+    #[error("no {requested} file among the model's GGUF files: {files}")]
+    NoGgufOfPrecision {
+        /// The precision that was requested.
+        requested: Precision,
+        /// Each file and what it holds.
+        files: String,
+    },
+    /// A GGUF weight source was given no file.
+    #[error("no GGUF file given")]
+    NoGgufFiles,
+    /// The files of one GGUF weight source are of different model shapes.
+    #[error("{} and {} are different models (their shapes differ): one model, one file per precision", first.display(), other.display())]
+    GgufShapesDiffer {
+        /// The first file.
+        first: PathBuf,
+        /// The file whose shape differs.
+        other: PathBuf,
+    },
     /// Perplexity needs the model's tokenizer and there is none.
     #[error(
         "no tokenizer at {}: perplexity needs the model's tokenizer.json{}",

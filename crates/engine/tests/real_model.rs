@@ -180,7 +180,7 @@ fn our_mean_nll(factory: &mut dyn DecoderFactory, precision: Precision, ids: &[u
 
 fn check_format(format: &str, precision: Precision) {
     let file = model_file(format);
-    let source = WeightSource::Gguf(file.clone());
+    let source = WeightSource::Gguf(vec![file.clone()]);
     let factory = CandleFactory::new(source.clone(), Device::Cpu).expect("factory");
     let server = LlamaServer::start(&file);
 

@@ -1,4 +1,10 @@
-//! Model size guessed from a model name (`Qwen2-0.5B` → 0.5).
+//! Model sizes: the largest a report may state, and a size guessed from a model name
+//! (`Qwen2-0.5B` → 0.5).
+
+/// The largest model size a report or a share link may state, billions of parameters (100 T):
+/// above it a size is a typo or an attack, and every curve, estimate and optimizer figure would
+/// be nonsense.
+pub const MAX_PARAMS_B: f64 = 1e5;
 
 /// Parameters in billions guessed from a model name: the number written directly before a `B`
 /// (`Qwen2-0.5B`, `TinyLlama-1.1B-Chat-v1.0`, `Llama-3.1-8B`, `mistral-7b-v0.3`), or, failing

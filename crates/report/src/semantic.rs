@@ -7,7 +7,7 @@
 
 use crate::arch::{arch_from_gpu_name, Arch};
 use crate::describe::{fmt_num, shorten};
-use crate::params::guess_params_b;
+use crate::params::{guess_params_b, MAX_PARAMS_B};
 use crate::precision::Precision;
 use crate::types::{ArmStatus, Basis, Report, WeightsKind};
 use crate::Issue;
@@ -373,10 +373,6 @@ fn check_provenance(r: &Report, o: &mut Out) {
         }
     }
 }
-
-/// The largest model size a report may state, billions of parameters (100 T): above it a size is
-/// a typo or an attack, and every curve, estimate and optimizer figure would be nonsense.
-pub const MAX_PARAMS_B: f64 = 1e5;
 
 fn check_params(r: &Report, o: &mut Out) {
     match r.workload.params_b {

@@ -7,6 +7,7 @@
 //! are capped ([`MAX_FIELD_CHARS`]), numbers must be finite, `b` must be one of the four bases.
 //! Unknown keys are ignored.
 
+use crate::params::MAX_PARAMS_B;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -22,8 +23,6 @@ pub const MAX_FIELD_CHARS: usize = 200;
 const MAX_FIELD_JSON_BYTES: usize = 480;
 /// Deltas beyond ±this are not percentages anyone measured.
 const MAX_ABS_DELTA_PCT: f64 = 1e6;
-/// Sizes beyond this many billions are not models anyone ran.
-const MAX_PARAMS_B: f64 = 1e6;
 
 /// One point of an overlay. (Serde with the long field names, for in-app messages such as the page's
 /// validator worker; the link itself uses the compact `{m,N,a,p,e,b,g,s}` form of [`encode`].)

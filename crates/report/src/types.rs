@@ -992,7 +992,7 @@ impl Report {
     pub fn effective_params_b(&self) -> Option<f64> {
         self.workload
             .params_b
-            .filter(|x| x.is_finite() && *x > 0.0 && *x <= crate::semantic::MAX_PARAMS_B)
+            .filter(|x| x.is_finite() && *x > 0.0 && *x <= crate::params::MAX_PARAMS_B)
             .or_else(|| guess_params_b(&self.workload.model_name))
     }
 

@@ -48,6 +48,10 @@ pub struct Checked {
     /// The software stack that ran it, in one line (engine, version, server, latency).
     #[serde(default)]
     pub stack: Option<String>,
+    /// A measured report's windows against the validity rules (`report::validity::assess`): the
+    /// verdict and a line per flag (valid measured reports only).
+    #[serde(default)]
+    pub validity: Option<ValidityLines>,
     /// `schema` when the JSON-Schema pass ran, `typed` for typed + semantic checks only,
     /// `size`/`read`/`none` when the text was never checked.
     pub engine: String,
@@ -67,6 +71,7 @@ impl Checked {
             markdown: None,
             quality: None,
             stack: None,
+            validity: None,
             engine: engine.into(),
         }
     }
@@ -90,6 +95,50 @@ impl Checked {
             format!("the file could not be read as text ({why}); expected a UTF-8 JSON file"),
             "read",
         )
+    }
+}
+
+/// A report's validity as the card shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValidityLines {
+    /// `valid`, `flagged` or `unknown`.
+    pub status: String,
+    /// How many flags were raised.
+    pub flags: usize,
+    /// One line per flag, and one naming the rules the report's fields cannot check.
+    pub lines: Vec<String>,
+}
+
+impl ValidityLines {
+    fn of(v: &report::validity::Validity) -> ValidityLines {
+        use report::validity::Status;
+        ValidityLines {
+            status: match v.status {
+                Status::Valid => "valid",
+                Status::Flagged => "flagged",
+                Status::Unknown => "unknown",
+            }
+            .into(),
+            flags: v.flags.len(),
+            lines: v.lines(),
+        }
+    }
+
+    /// The card's heading: the verdict in words.
+    pub fn headline(&self) -> String {
+        match self.status.as_str() {
+            "valid" => {
+                "Validity: every window passes every rule (≥ 5 s, counter period, cooldown, \
+                        counter vs trace, GPU busy, no throttling)"
+                    .into()
+            }
+            "flagged" => format!(
+                "Validity: flagged ({} flag{}) — read the figures with these in mind",
+                self.flags,
+                if self.flags == 1 { "" } else { "s" }
+            ),
+            _ => "Validity: unknown — the report lacks figures some rules need".into(),
+        }
     }
 }
 
@@ -139,6 +188,11 @@ pub fn check_here(text: &str) -> Checked {
         .as_ref()
         .filter(|_| valid)
         .and_then(report::stack_summary);
+    let validity = v
+        .report
+        .as_ref()
+        .filter(|r| valid && r.results.basis == report::Basis::Measured)
+        .map(|r| ValidityLines::of(&report::validity::assess(r)));
     Checked {
         errors: conv(v.errors),
         warnings: conv(v.warnings),
@@ -148,6 +202,7 @@ pub fn check_here(text: &str) -> Checked {
         markdown,
         quality,
         stack,
+        validity,
         engine: if cfg!(feature = "schema") {
             "schema".into()
         } else {

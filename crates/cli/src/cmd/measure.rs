@@ -33,7 +33,7 @@ pub struct MeasureArgs {
     #[arg(
         long,
         conflicts_with = "synthetic",
-        required_unless_present_any = ["synthetic", "server_cmd", "server"]
+        required_unless_present_any = ["synthetic", "server_cmd", "server", "model_files"]
     )]
     pub model: Option<PathBuf>,
     /// Seeded random weights at a real architecture's exact shapes (see data/models.csv), e.g.
@@ -41,11 +41,11 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub synthetic: Option<String>,
     /// Precision(s) to measure, comma-separated: F16, BF16, F32, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K.
-    /// With --server-cmd the precisions come from the --model-file arms.
+    /// With --model-file the precisions come from the files (or name a subset of them).
     #[arg(
         long,
         value_delimiter = ',',
-        required_unless_present = "server_cmd",
+        required_unless_present_any = ["server_cmd", "model_files"],
         conflicts_with = "server_cmd"
     )]
     pub precision: Vec<Precision>,
@@ -206,6 +206,13 @@ impl MeasureArgs {
             model: match (&self.synthetic, &self.model) {
                 (Some(name), _) => ModelSpec::Synthetic(name.clone()),
                 (None, Some(path)) => ModelSpec::Path(path.clone()),
+                (None, None) if !self.server.model_files.is_empty() => ModelSpec::GgufFiles(
+                    self.server
+                        .model_files
+                        .iter()
+                        .map(|f| f.path.clone())
+                        .collect(),
+                ),
                 // clap requires one of the two.
                 (None, None) => ModelSpec::Synthetic(String::new()),
             },
@@ -272,6 +279,12 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
             );
         }
         let mut opts = args.options();
+        if !args.server.model_files.is_empty() && opts.protocol.precisions.is_empty() {
+            opts.protocol.precisions = super::serve::served_models(&args.server.model_files)?
+                .iter()
+                .map(|m| m.precision)
+                .collect();
+        }
         match args.gpu.as_ref().map(super::gpu::GpuSel::single_index) {
             Some(Err(e)) => anyhow::bail!(e),
             Some(Ok(Some(i))) => opts.device = i,

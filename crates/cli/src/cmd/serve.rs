@@ -47,10 +47,12 @@ pub struct ServerArgs {
     /// cooldown and the idle reference, the F16 file is the baseline.
     #[arg(long, conflicts_with_all = ["synthetic", "model", "server"], requires = "model_files")]
     pub server_cmd: Option<String>,
-    /// A model served by --server-cmd, one per arm: a .gguf file, a .safetensors file or a Hugging
-    /// Face directory. The precision is read from the file; name it as PRECISION=PATH where the
-    /// file cannot say (e.g. an AWQ directory: INT4=/models/x-awq).
-    #[arg(long = "model-file", value_parser = parse_model_file, requires = "server_cmd")]
+    /// A model file per arm. With --server-cmd: a .gguf file, a .safetensors file or a Hugging
+    /// Face directory, its precision read from the file; name it as PRECISION=PATH where the
+    /// file cannot say (e.g. an AWQ directory: INT4=/models/x-awq). Without it, our engines
+    /// decode one .gguf file per precision of one model (each arm loads the file that declares
+    /// its precision), e.g. --model-file m-F16.gguf --model-file m-Q4_0.gguf.
+    #[arg(long = "model-file", value_parser = parse_model_file, conflicts_with_all = ["synthetic", "model", "server"])]
     pub model_files: Vec<ModelFileArg>,
     /// Measure a server someone else started (one arm, labelled external): its base URL, e.g.
     /// http://127.0.0.1:11434. Needs --precision (one) and --params-b.

@@ -57,8 +57,9 @@ pub enum WeightSource {
     },
     /// A Hugging Face model directory (config.json, safetensors, tokenizer).
     HfDir(PathBuf),
-    /// A GGUF weights file.
-    Gguf(PathBuf),
+    /// GGUF weight files of one model, at most one per precision: an arm loads the file whose
+    /// declared type (`general.file_type`) is its precision. Never empty.
+    Gguf(Vec<PathBuf>),
 }
 
 /// How this engine stores a precision's weights: a float dtype or a GGML block format.
@@ -130,8 +131,8 @@ impl CandleFactory {
             WeightSource::HfDir(dir) => {
                 guard_loader(&source_name(&source), || shape_from_hf_config(dir))?
             }
-            WeightSource::Gguf(path) => {
-                guard_loader(&source_name(&source), || shape_from_gguf(path))?
+            WeightSource::Gguf(paths) => {
+                guard_loader(&source_name(&source), || same_shape_everywhere(paths))?
             }
         };
         Ok(CandleFactory {
@@ -220,16 +221,8 @@ impl CandleFactory {
                 let (gguf, notes) = quantize_hf_dir(dir, &shape, q)?;
                 gguf_bytes(gguf, notes)?
             }
-            (WeightSource::Gguf(path), _) => {
-                let (content, f) = read_gguf(path)?;
-                let found = gguf_precision(&content);
-                if found != Some(precision) {
-                    return Err(crate::Error::WrongQuantization {
-                        path: path.clone(),
-                        found: Some(gguf_types(&content)),
-                        requested: precision,
-                    });
-                }
+            (WeightSource::Gguf(paths), _) => {
+                let (path, content, f) = gguf_of_precision(paths, precision)?;
                 let notes = vec![format!(
                     "weights from GGUF file {} ({})",
                     path.display(),
@@ -300,8 +293,65 @@ pub(crate) enum ArmWeights {
 pub(crate) fn source_name(s: &WeightSource) -> String {
     match s {
         WeightSource::Synthetic { shape, .. } => format!("synthetic {}", shape.name),
-        WeightSource::HfDir(p) | WeightSource::Gguf(p) => p.display().to_string(),
+        WeightSource::HfDir(p) => p.display().to_string(),
+        WeightSource::Gguf(paths) => paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
     }
+}
+
+/// The shape every file of a GGUF set declares; files of different shapes are not one model.
+fn same_shape_everywhere(paths: &[PathBuf]) -> Result<ModelShape> {
+    let first = paths.first().ok_or(crate::Error::NoGgufFiles)?;
+    let shape = shape_from_gguf(first)?;
+    for p in &paths[1..] {
+        let other = shape_from_gguf(p)?;
+        // Each file names itself (name, source): only the architecture must agree.
+        let named_alike = ModelShape {
+            name: shape.name.clone(),
+            source: shape.source.clone(),
+            ..other
+        };
+        if named_alike != shape {
+            return Err(crate::Error::GgufShapesDiffer {
+                first: first.clone(),
+                other: p.clone(),
+            });
+        }
+    }
+    Ok(shape)
+}
+
+/// The file of a GGUF set that declares `precision`, opened; an error lists what each file holds.
+fn gguf_of_precision(
+    paths: &[PathBuf],
+    precision: Precision,
+) -> Result<(PathBuf, gguf_file::Content, std::fs::File)> {
+    let mut found = Vec::new();
+    for path in paths {
+        let (content, f) = read_gguf(path)?;
+        if gguf_precision(&content) == Some(precision) {
+            return Ok((path.clone(), content, f));
+        }
+        found.push((path, gguf_types(&content)));
+    }
+    Err(match found.as_slice() {
+        [(path, types)] => crate::Error::WrongQuantization {
+            path: path.to_path_buf(),
+            found: Some(types.clone()),
+            requested: precision,
+        },
+        _ => crate::Error::NoGgufOfPrecision {
+            requested: precision,
+            files: found
+                .iter()
+                .map(|(p, t)| format!("{} ({t})", p.display()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        },
+    })
 }
 
 /// Run a loader that parses untrusted files; a panic inside it (candle's readers index and
@@ -344,15 +394,18 @@ impl CandleFactory {
                 ));
             }
             WeightSource::HfDir(dir) => dir.join("tokenizer.json"),
-            WeightSource::Gguf(path) => path.with_file_name("tokenizer.json"),
+            WeightSource::Gguf(paths) => first_gguf(paths)?.with_file_name("tokenizer.json"),
         };
         let embedded = match (&self.source, file.is_file()) {
-            (WeightSource::Gguf(path), false) => Some(embedded_tokenizer(path)?),
+            (WeightSource::Gguf(paths), false) => {
+                let path = first_gguf(paths)?;
+                Some((path, embedded_tokenizer(path)?))
+            }
             _ => None,
         };
-        if let Some(found) = embedded {
+        if let Some((path, found)) = embedded {
             return match found {
-                Ok((tok, how)) => Ok((encode_whole(&tok, text, path_of(&self.source))?, how)),
+                Ok((tok, how)) => Ok((encode_whole(&tok, text, path)?, how)),
                 Err(why) => Err(crate::Error::NoTokenizer {
                     path: file,
                     embedded: Some(why.to_string()),
@@ -395,11 +448,12 @@ pub fn detokenize(gguf: &std::path::Path, ids: &[u32]) -> Result<String> {
         })
 }
 
-fn path_of(source: &WeightSource) -> &std::path::Path {
-    match source {
-        WeightSource::HfDir(p) | WeightSource::Gguf(p) => p,
-        WeightSource::Synthetic { .. } => std::path::Path::new("synthetic"),
-    }
+/// The files of a GGUF set share one tokenizer (their shapes are checked alike at load).
+fn first_gguf(paths: &[PathBuf]) -> Result<&std::path::Path> {
+    paths
+        .first()
+        .map(PathBuf::as_path)
+        .ok_or(crate::Error::NoGgufFiles)
 }
 
 /// The tokenizer in a GGUF's own metadata, or why there is none usable (the outer error: the

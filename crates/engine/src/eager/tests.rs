@@ -62,7 +62,7 @@ fn hf_dir_and_gguf_file_sources_load() {
 
     let gguf = dir.join("tiny.gguf");
     write_synthetic_gguf(&tiny("qwen2"), GgmlDType::Q4_0, 5, &gguf).unwrap();
-    let mut g = CandleFactory::new(WeightSource::Gguf(gguf), Device::Cpu).unwrap();
+    let mut g = CandleFactory::new(WeightSource::Gguf(vec![gguf]), Device::Cpu).unwrap();
     assert_eq!(g.shape().family, "qwen2");
     assert_eq!(g.load(p("Q4_0")).unwrap().generate(1, 3, 2).unwrap(), 2);
     let wrong = g.load(p("Q8_0")).err().unwrap().to_string();
@@ -72,6 +72,53 @@ fn hf_dir_and_gguf_file_sources_load() {
     );
     let f16 = g.load(p("F16")).err().unwrap().to_string();
     assert!(f16.contains("not a FP16 file"), "{f16}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A model given as one GGUF file per precision: each arm loads the file that declares its
+/// precision, a precision with no file is an error naming every file, and files of two shapes
+/// are refused as one model.
+#[test]
+fn a_gguf_set_gives_each_arm_its_own_file() {
+    let dir = std::env::temp_dir().join(format!("qe-ggufset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = tiny("llama");
+    let q4 = dir.join("m-Q4_0.gguf");
+    let q8 = dir.join("m-Q8_0.gguf");
+    write_synthetic_gguf(&shape, GgmlDType::Q4_0, 5, &q4).unwrap();
+    write_synthetic_gguf(&shape, GgmlDType::Q8_0, 5, &q8).unwrap();
+    let mut g = CandleFactory::new(
+        WeightSource::Gguf(vec![q4.clone(), q8.clone()]),
+        Device::Cpu,
+    )
+    .unwrap();
+    let a = g.load(p("Q4_0")).unwrap();
+    assert!(
+        a.notes().iter().any(|n| n.contains("m-Q4_0.gguf")),
+        "{:?}",
+        a.notes()
+    );
+    let b = g.load(p("Q8_0")).unwrap();
+    assert!(
+        b.notes().iter().any(|n| n.contains("m-Q8_0.gguf")),
+        "{:?}",
+        b.notes()
+    );
+    let none = g.load(p("F16")).err().unwrap().to_string();
+    assert!(
+        none.contains("no FP16 file")
+            && none.contains("m-Q4_0.gguf")
+            && none.contains("m-Q8_0.gguf"),
+        "{none}"
+    );
+
+    let other = dir.join("other-Q4_0.gguf");
+    write_synthetic_gguf(&tiny("qwen2"), GgmlDType::Q4_0, 5, &other).unwrap();
+    let e = CandleFactory::new(WeightSource::Gguf(vec![q8, other]), Device::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("different models"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -213,7 +260,7 @@ fn real_sources_tokenize_with_their_tokenizer_json() {
     let gguf = dir.join("sub").join("tiny.gguf");
     std::fs::create_dir_all(gguf.parent().unwrap()).unwrap();
     write_synthetic_gguf(&shape, GgmlDType::Q8_0, 5, &gguf).unwrap();
-    let g = CandleFactory::new(WeightSource::Gguf(gguf), Device::Cpu).unwrap();
+    let g = CandleFactory::new(WeightSource::Gguf(vec![gguf]), Device::Cpu).unwrap();
     let e = g.tokenize("we").unwrap_err().to_string();
     assert!(e.contains("beside the GGUF file"), "{e}");
     std::fs::remove_dir_all(&dir).ok();

@@ -706,6 +706,14 @@ fn EntryCard(e: Entry) -> impl IntoView {
                     <PointSummary p=point.clone() subject=subject.clone() warnings=warnings/>
                     {c.stack.clone().map(|s| view! { <p class="fine stack-line">"Stack: "{s}</p> })}
                     {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}
+                    {c.validity.clone().map(|v| view! {
+                        <div class="validity" data-validity=v.status.clone()>
+                            <p class="fine">{v.headline()}</p>
+                            {(!v.lines.is_empty()).then(|| view! {
+                                <ul class="warnings">{v.lines.iter().map(|l| view! { <li>{l.clone()}</li> }).collect_view()}</ul>
+                            })}
+                        </div>
+                    })}
                     <details class="md">
                         <summary>"Markdown for a submission"</summary>
                         <div class="actions"><CopyButton text=Signal::derive({ let md = md.clone(); move || md.clone() }) label="Copy Markdown"/></div>
