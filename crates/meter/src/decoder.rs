@@ -216,6 +216,9 @@ pub struct FakeDecoderFactory {
     /// Seconds of virtual time one prompt token of one sequence costs in `prefill_prompt` (and
     /// in `generate`'s prefill), so a test can tell whether a prefill fell inside a window.
     pub prefill_s_per_token: f64,
+    /// The first this-many generations of each decoder take this factor × their step time (a
+    /// warm-up slower than the timed iterations that it sizes).
+    pub slow_first: Option<(usize, f64)>,
 }
 
 impl FakeDecoderFactory {
@@ -234,6 +237,7 @@ impl FakeDecoderFactory {
             failure_text: None,
             weight_bytes: Vec::new(),
             prefill_s_per_token: 0.0,
+            slow_first: None,
         }
     }
 }
@@ -250,6 +254,7 @@ struct FakeDecoder {
     calls: usize,
     nll_per_token: Result<f64, String>,
     failure_text: Option<String>,
+    slow_first: Option<(usize, f64)>,
 }
 
 impl Decoder for FakeDecoder {
@@ -269,10 +274,14 @@ impl Decoder for FakeDecoder {
                     .unwrap_or_else(|| format!("scripted decode failure on call {}", self.calls)),
             ));
         }
+        let slower = self
+            .slow_first
+            .filter(|(n, _)| self.calls <= *n)
+            .map_or(1.0, |(_, f)| f);
         // Advance virtual time token by token, yielding real time so the sampler thread sees
         // the window.
         for _ in 0..new_tokens {
-            self.meter.advance(self.step_s);
+            self.meter.advance(self.step_s * slower);
             std::thread::yield_now();
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -344,6 +353,7 @@ impl DecoderFactory for FakeDecoderFactory {
             prefilled: 0,
             batch: 1,
             failure_text: self.failure_text.clone(),
+            slow_first: self.slow_first,
             step_s,
             precision,
             fail_after: self

@@ -908,7 +908,7 @@ impl Arm<'_> {
         let temp_start_c = meter.temperature_c().ok();
         let ((tokens, iteration_s), window) =
             metered_window(meter, clock, cfg.trace.then_some(cfg.sample_hz), || {
-                timed(clock, iterations, || {
+                timed(clock, iterations, cfg.min_window_s, || {
                     let n = decode(dec)? as u64;
                     dec.synchronize().map_err(sync_failure)?;
                     Ok(n)
@@ -956,7 +956,7 @@ impl Arm<'_> {
         let (mut prefill_s, mut decode_s) = (0.0, 0.0);
         for _ in 0..cfg.warmup.max(2) {
             prefill_s = prefill(dec)?;
-            decode_s = timed(clock, 1, || decode(dec))?.1[0];
+            decode_s = timed(clock, 1, 0.0, || decode(dec))?.1[0];
         }
         dec.reset_latency();
         let prefills = iterations_for(cfg.min_window_s, prefill_s, cfg.iterations);
@@ -964,14 +964,17 @@ impl Arm<'_> {
         let cooldown = self.cool_down(meter)?;
         let trace_hz = cfg.trace.then_some(cfg.sample_hz);
         let (mut ttft, pw) = metered_window(meter, clock, trace_hz, || {
-            (0..prefills)
-                .map(|_| prefill(dec))
-                .collect::<Result<Vec<f64>, ArmFailure>>()
+            let mut ttft = Vec::with_capacity(prefills);
+            while ttft.len() < prefills || more_needed(&ttft, cfg.min_window_s) {
+                ttft.push(prefill(dec)?);
+            }
+            Ok::<_, ArmFailure>(ttft)
         })?;
+        let prefills = ttft.len();
         prefill(dec)?;
         let temp_start_c = meter.temperature_c().ok();
         let ((tokens, iteration_s), window) = metered_window(meter, clock, trace_hz, || {
-            timed(clock, decodes, || decode(dec))
+            timed(clock, decodes, cfg.min_window_s, || decode(dec))
         })?;
         ttft.sort_by(f64::total_cmp);
         Ok(Windows {
@@ -993,21 +996,34 @@ impl Arm<'_> {
     }
 }
 
-/// `n` iterations of `once` (each ending on a synchronized device and returning its tokens),
-/// each timed: the tokens in all and every iteration's seconds.
+/// At least `n` iterations of `once` (each ending on a synchronized device and returning its
+/// tokens), and more while they add up to less than `min_s`: the last warm-up that sized `n` can
+/// run a little faster or slower than the timed iterations (on the H200, windows sized for 5 s
+/// lasted 4.6–5.0 s). Each timed: the tokens in all and every iteration's seconds.
 fn timed(
     clock: &Arc<dyn Clock>,
     n: usize,
+    min_s: f64,
     mut once: impl FnMut() -> Result<u64, ArmFailure>,
 ) -> Result<(u64, Vec<f64>), ArmFailure> {
     let (mut tokens, mut seconds) = (0u64, Vec::with_capacity(n));
-    for _ in 0..n {
+    while seconds.len() < n || more_needed(&seconds, min_s) {
         let t = clock.now_s();
         tokens += once()?;
         seconds.push(clock.now_s() - t);
     }
     Ok((tokens, seconds))
 }
+
+/// Whether iterations of these seconds still fall short of `min_s` (bounded at
+/// [`MAX_WINDOW_ITERATIONS`], and never for a clock that does not move).
+fn more_needed(seconds: &[f64], min_s: f64) -> bool {
+    let sum: f64 = seconds.iter().sum();
+    seconds.len() < MAX_WINDOW_ITERATIONS && sum > 0.0 && sum < min_s
+}
+
+/// The most iterations one window may hold.
+const MAX_WINDOW_ITERATIONS: usize = 100_000;
 
 /// How many iterations of `once_s` seconds make a window of at least `min_s`: `at_least`, or
 /// more (at most 100 000).
@@ -1016,7 +1032,7 @@ fn iterations_for(min_s: f64, once_s: f64, at_least: usize) -> usize {
     if once_s.is_nan() || once_s <= 0.0 || !min_s.is_finite() {
         return at_least;
     }
-    ((min_s / once_s).ceil() as usize).clamp(at_least, 100_000)
+    ((min_s / once_s).ceil() as usize).clamp(at_least, MAX_WINDOW_ITERATIONS)
 }
 
 /// What one energy-counter window measured.

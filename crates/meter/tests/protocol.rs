@@ -37,6 +37,24 @@ fn run(
     protocol::run(cfg, &mut mm, f, Arc::new(FakeClock(m.clone())))
 }
 
+/// A warm-up slower than the timed generations it sizes still gives a window of `min_window_s`:
+/// 25 % slower sizes it at ⌈5 / 0.2⌉ = 25 generations (4.0 s); generations are added until it lasts
+/// 5 s, 32 of them.
+#[test]
+fn a_slow_warm_up_does_not_leave_the_window_short() {
+    let m = meter();
+    let mut slow = FakeDecoderFactory::new(m.clone());
+    let c = ProtocolConfig {
+        min_window_s: 5.0,
+        ..short_protocol(&["Q4_K"])
+    };
+    slow.slow_first = Some((c.warmup, 1.25));
+    let out = run(&c, &m, &mut slow).unwrap();
+    let q = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
+    assert_eq!(q.iteration_s.len(), 32);
+    assert!(q.window_s >= 5.0, "{}", q.window_s);
+}
+
 /// The window is stretched until it lasts `min_window_s` (the last warm-up sizes it), the counter's
 /// update period is measured first, and the report's validity follows from its figures: a
 /// 5.12 s window on a counter moving every 100 ms, a busy unthrottled card, a cooldown that
