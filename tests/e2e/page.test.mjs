@@ -133,6 +133,26 @@ test('a llama-server report from the H200 is drawn on the llama.cpp curve, never
   await context.close();
 });
 
+test('a measured report says whether its windows can be trusted: real SmolLM2 on the graph engine is valid and shows its perplexity; llama-server at one stream is host-bound', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=run`);
+  await painted(page, 'overlay-canvas');
+  const truth = (f) => path.join(path.dirname(DIST), 'data/measurements/h200/truth', f);
+  await page.setInputFiles('#file-input', [truth('card-b/graph-real/smollm2-graph-real-r1_Q4_0.json')]);
+  await entriesText(page, 1);
+  const valid = await page.locator('#entries .validity[data-validity="valid"]').innerText();
+  assert.match(valid, /every window passes every rule/);
+  const quality = await page.locator('#entries .quality').innerText();
+  assert.match(quality, /19\.8/);
+  await page.setInputFiles('#file-input', [truth('card-a/llama-real/smollm2-llama-real-r1_Q4_0.json')]);
+  await entriesText(page, 2);
+  const flagged = await page.locator('#entries .validity[data-validity="flagged"]').innerText();
+  assert.match(flagged, /Validity: flagged \(14 flags\)/);
+  assert.match(flagged, /host_bound \(Q4_0\): the GPU was busy 64\.52 % of the window/);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('dropping both upstream examples (synthetic drop event with DataTransfer) stacks them', async () => {
   const { page, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=run`);

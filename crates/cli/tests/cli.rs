@@ -955,3 +955,47 @@ fn validate_says_not_json_for_out_of_range_numbers_and_lone_surrogates() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `measure --model-file` without a server: our engines decode one GGUF per arm. A missing file and
+/// two files of one precision are refused with words that name them, before anything is measured.
+#[test]
+fn model_files_for_our_engines_are_checked_before_a_run() {
+    let dir = temp_dir("model-files");
+    let o = qe(&[
+        "measure",
+        "--model-file",
+        "/nonexistent/m-Q4_0.gguf",
+        "--precision",
+        "Q4_0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent/m-Q4_0.gguf") && err.contains("no such file"),
+        "{err}"
+    );
+    let tiny = repo().join("fuzz/corpus/gguf_header/v3-kvs-tensors.gguf");
+    let (a, b) = (dir.join("m-a.gguf"), dir.join("m-b.gguf"));
+    std::fs::copy(&tiny, &a).unwrap();
+    std::fs::copy(&tiny, &b).unwrap();
+    let o = qe(&[
+        "measure",
+        "--model-file",
+        a.to_str().unwrap(),
+        "--model-file",
+        b.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("one file per precision"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "nothing written"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
