@@ -141,6 +141,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
         .init();
     let ok = |r: anyhow::Result<()>| r.map(|_| ExitCode::SUCCESS);
     let result = match cli.command {
@@ -186,4 +187,11 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Colour codes only for a person at a terminal: never into a file, a pipe or a CI log, and never
+/// where `NO_COLOR` is set (no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
 }

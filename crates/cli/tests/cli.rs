@@ -999,3 +999,55 @@ fn model_files_for_our_engines_are_checked_before_a_run() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Warnings go to a pipe as plain text: colour codes only at a terminal.
+#[test]
+fn no_colour_codes_when_stderr_is_not_a_terminal() {
+    let dir = temp_dir("no-colour");
+    let o = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+        .args([
+            "measure",
+            "--synthetic",
+            "qwen2-0.5b",
+            "--precision",
+            "Q4_0",
+            "--out",
+        ])
+        .arg(&dir)
+        .current_dir(repo())
+        .env("RUST_LOG", "warn")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("WARN"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `measure --server URL` with nothing answering there is an error naming the URL, even without a
+/// GPU (it used to write an estimate and exit 0 without trying the server).
+#[test]
+fn an_external_server_that_does_not_answer_is_an_error() {
+    let dir = temp_dir("no-server");
+    let o = qe(&[
+        "measure",
+        "--server",
+        "http://127.0.0.1:9",
+        "--precision",
+        "Q4_0",
+        "--params-b",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("http://127.0.0.1:9"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "no estimate written"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -141,8 +141,14 @@ pub fn measure_served(
     Ok(MeasureResult { reports, measured })
 }
 
-/// No GPU to read: the labelled estimate for every arm, with the reason.
+/// No GPU to read: the labelled estimate for every arm, with the reason. A server someone else
+/// started is asked first whether it answers at all: a wrong URL is an error, not an estimate
+/// that looks like a run.
 pub fn estimate_served(run: &ServerRun, reason: &str) -> Result<MeasureResult> {
+    if let crate::Launch::External { url, .. } = &run.server.launch {
+        let timeout = std::time::Duration::from_secs(5);
+        crate::client::Client::new(url, timeout, timeout)?.get("/v1/models", timeout)?;
+    }
     let arms = run.arms()?;
     let model_name = arms.first().map(|a| a.1.clone()).unwrap_or_default();
     let sizes: Vec<(Precision, f64)> = arms.iter().map(|a| (a.0, a.2)).collect();
