@@ -184,6 +184,12 @@ pub trait DecoderFactory {
     ) -> Option<crate::roofline::DecodeWeightBytes> {
         None
     }
+    /// Whether each arm's load starts a process with a GPU context of its own (an inference
+    /// server): the card cannot return to the context-free idle while it holds one, so the
+    /// cooldown's idle reference is read again with the first arm loaded.
+    fn arms_hold_their_own_context(&self) -> bool {
+        false
+    }
 }
 
 /// A fake engine: each token costs `step_s` of virtual time on a [`FakeMeter`], during which the
@@ -219,6 +225,9 @@ pub struct FakeDecoderFactory {
     /// The first this-many generations of each decoder take this factor × their step time (a
     /// warm-up slower than the timed iterations that it sizes).
     pub slow_first: Option<(usize, f64)>,
+    /// A server's context: from the first load on, the card draws this many W when idle (the
+    /// meter's power becomes this constant), and the factory says its arms hold their own context.
+    pub own_context_w: Option<f64>,
 }
 
 impl FakeDecoderFactory {
@@ -238,6 +247,7 @@ impl FakeDecoderFactory {
             weight_bytes: Vec::new(),
             prefill_s_per_token: 0.0,
             slow_first: None,
+            own_context_w: None,
         }
     }
 }
@@ -332,8 +342,14 @@ impl Decoder for FakeDecoder {
 }
 
 impl DecoderFactory for FakeDecoderFactory {
+    fn arms_hold_their_own_context(&self) -> bool {
+        self.own_context_w.is_some()
+    }
     fn load(&mut self, precision: Precision) -> Result<Box<dyn Decoder>, DecodeError> {
         self.loads.push(precision);
+        if let Some(w) = self.own_context_w {
+            self.meter.state.lock().unwrap().power = Box::new(move |_| w);
+        }
         if self.fail_load.contains(&precision) {
             return Err(DecodeError::Scripted(
                 self.failure_text

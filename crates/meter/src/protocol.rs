@@ -526,6 +526,9 @@ pub struct Outcome {
     pub idle_power_w: f64,
     /// Idle temperature, °C.
     pub idle_temp_c: Option<f64>,
+    /// Idle power with the first arm loaded, W, where each arm holds a GPU context of its own
+    /// (a server): the cooldowns' reference instead of `idle_power_w`.
+    pub loaded_idle_power_w: Option<f64>,
     /// The seeded order the arms ran in.
     pub arm_order: Vec<Precision>,
     /// Each arm's result.
@@ -701,6 +704,7 @@ pub fn run(
     tracing::info!(?arms, idle_w, "arm order");
 
     let mut results = Vec::new();
+    let mut loaded_idle = None;
     for precision in &arms {
         let outcome = run_arm(
             cfg,
@@ -708,7 +712,10 @@ pub fn run(
             meter,
             decoders,
             clock.clone(),
-            (idle_w, idle_c),
+            Idle {
+                before_load: (idle_w, idle_c),
+                loaded: &mut loaded_idle,
+            },
             cfg.perplexity
                 .as_ref()
                 .zip(perplexity.as_ref())
@@ -738,6 +745,7 @@ pub fn run(
         counter_update_s,
         idle_power_w: idle_w,
         idle_temp_c: idle_c,
+        loaded_idle_power_w: loaded_idle.map(|(w, _)| w),
         arm_order: arms,
         arms: results,
         free_vram_bytes: free,
@@ -782,13 +790,20 @@ fn sync_failure(e: DecodeError) -> ArmFailure {
     ArmFailure::Synchronize { error: chain(&e) }
 }
 
+/// The idle references of a run: before anything was loaded, and (for decoders whose arms hold
+/// a GPU context of their own) with the first arm loaded, read once by that arm.
+struct Idle<'a> {
+    before_load: (f64, Option<f64>),
+    loaded: &'a mut Option<(f64, Option<f64>)>,
+}
+
 fn run_arm(
     cfg: &ProtocolConfig,
     precision: Precision,
     meter: &mut dyn EnergyMeter,
     decoders: &mut dyn DecoderFactory,
     clock: Arc<dyn Clock>,
-    (idle_w, idle_c): (f64, Option<f64>),
+    idle: Idle,
     perplexity: Option<(&Result<Tokenized, ScoreError>, usize)>,
 ) -> Result<ArmMeasurement, ArmFailure> {
     let t_load = clock.now_s();
@@ -798,11 +813,19 @@ fn run_arm(
     })?;
     let load_s = clock.now_s() - t_load;
     let weight_bytes = decoders.decode_weight_bytes(precision);
+    if decoders.arms_hold_their_own_context() && idle.loaded.is_none() {
+        // Read before any decode of the run: the card is as cool as for the first reference.
+        let w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
+        *idle.loaded = Some((w.max(idle.before_load.0), meter.temperature_c().ok()));
+    }
     let arm = Arm {
         cfg,
         precision,
         clock: &clock,
-        idle: (idle_w, idle_c),
+        idle: match idle.loaded {
+            Some((w, _)) => (*w, idle.before_load.1),
+            None => idle.before_load,
+        },
     };
     let w = match cfg.context {
         Some(depth) => arm.context_windows(meter, &mut dec, depth)?,

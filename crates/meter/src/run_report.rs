@@ -331,6 +331,12 @@ fn results_note(
         "Idle power {:.1} W was measured before loading and is reported, not subtracted.",
         out.idle_power_w
     ));
+    if let Some(w) = out.loaded_idle_power_w {
+        notes.push(format!(
+            "Each arm holds a GPU context of its own (a server): the cooldowns aim at the idle \
+             power with the first arm loaded, {w:.1} W."
+        ));
+    }
     if let Ok(a) = requested {
         if let Some(gaps) = a.trace.as_ref().and_then(trace_gaps) {
             notes.push(gaps);

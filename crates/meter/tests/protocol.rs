@@ -37,6 +37,36 @@ fn run(
     protocol::run(cfg, &mut mm, f, Arc::new(FakeClock(m.clone())))
 }
 
+/// A server holds a GPU context of its own: the card idles at 120 W with it where it idled at 80 W
+/// before. The cooldowns aim at the idle read with the first arm loaded (120 + 6 W) and converge;
+/// aimed at the context-free 80 + 6 W they could not. The report says which reference it used.
+#[test]
+fn arms_that_hold_their_own_context_cool_down_to_the_idle_with_it() {
+    let m = meter().with(|s| s.power = Box::new(|_| 80.0));
+    let c = short_protocol(&["Q4_K"]);
+    let mut server = FakeDecoderFactory::new(m.clone());
+    server.own_context_w = Some(120.0);
+    let out = run(&c, &m, &mut server).unwrap();
+    assert_eq!(out.idle_power_w, 80.0);
+    assert_eq!(out.loaded_idle_power_w, Some(120.0));
+    for a in ["Q4_K", "FP16"] {
+        let arm = out.arm(p(a)).unwrap().outcome.as_ref().unwrap();
+        assert!(arm.cooldown.converged, "{a}: {:?}", arm.cooldown);
+        assert_eq!(arm.cooldown.target_power_w, 126.0);
+    }
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
+    assert!(
+        rep.results.note.as_deref().unwrap_or("").contains("first arm loaded, 120.0 W"),
+        "{:?}",
+        rep.results.note
+    );
+
+    // The same card and an engine whose context was there all along: the run-level reference.
+    let m = meter().with(|s| s.power = Box::new(|_| 80.0));
+    let out = run(&c, &m, &mut FakeDecoderFactory::new(m.clone())).unwrap();
+    assert_eq!(out.loaded_idle_power_w, None);
+}
+
 /// A warm-up slower than the timed generations it sizes still gives a window of `min_window_s`:
 /// 25 % slower sizes it at ⌈5 / 0.2⌉ = 25 generations (4.0 s); generations are added until it lasts
 /// 5 s, 32 of them.

@@ -354,6 +354,12 @@ impl DecoderFactory for ServerFactory {
         Ok(Box::new(self.attach(precision)?))
     }
 
+    /// A started server holds its own CUDA context; an external one holds it all along, and
+    /// reading the idle with it "loaded" is reading the card as it is.
+    fn arms_hold_their_own_context(&self) -> bool {
+        true
+    }
+
     /// The weights on disk plus a fifth for the server's KV cache and runtime (a server sizes
     /// its own cache; this only refuses runs that cannot fit at all). External servers hold
     /// their memory already: 0.
