@@ -56,7 +56,11 @@ fn arms_that_hold_their_own_context_cool_down_to_the_idle_with_it() {
     }
     let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
     assert!(
-        rep.results.note.as_deref().unwrap_or("").contains("first arm loaded, 120.0 W"),
+        rep.results
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("first arm loaded, 120.0 W"),
         "{:?}",
         rep.results.note
     );

@@ -28,6 +28,57 @@ pub(crate) fn gguf_name(hf: &str) -> String {
     format!("blk.{layer}.{tail}")
 }
 
+/// Hugging Face name of a GGUF tensor name (the inverse of [`gguf_name`]); `None` for a tensor
+/// the float models do not read (e.g. `rope_freqs.weight`).
+pub(crate) fn hf_name(gguf: &str) -> Option<String> {
+    match gguf {
+        "token_embd.weight" => return Some("model.embed_tokens.weight".into()),
+        "output_norm.weight" => return Some("model.norm.weight".into()),
+        "output.weight" => return Some("lm_head.weight".into()),
+        _ => {}
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, tail) = rest.split_once('.')?;
+    let (part, kind) = tail.rsplit_once('.')?;
+    let hf = match part {
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_output" => "self_attn.o_proj",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        "attn_norm" => "input_layernorm",
+        "ffn_norm" => "post_attention_layernorm",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{hf}.{kind}"))
+}
+
+/// Every tensor of a float GGUF under its Hugging Face name, in `dtype` on the CPU, with
+/// llama.cpp's q/k row permutation undone for Llama: the tensors a float model is built from.
+pub(crate) fn gguf_as_hf_tensors<R: std::io::Read + std::io::Seek>(
+    content: &gguf_file::Content,
+    reader: &mut R,
+    s: &ModelShape,
+    dtype: DType,
+) -> Result<HashMap<String, Tensor>> {
+    let mut out = HashMap::new();
+    for name in content.tensor_infos.keys() {
+        let Some(hf) = hf_name(name) else { continue };
+        let mut t = content
+            .tensor(reader, name, &Device::Cpu)?
+            .dequantize(&Device::Cpu)?;
+        if s.family == "llama" && hf.ends_with("self_attn.q_proj.weight") {
+            t = super::hf::unpermute_qk(&t, s.heads)?;
+        } else if s.family == "llama" && hf.ends_with("self_attn.k_proj.weight") {
+            t = super::hf::unpermute_qk(&t, s.kv_heads)?;
+        }
+        out.insert(hf, t.to_dtype(dtype)?);
+    }
+    Ok(out)
+}
+
 /// The format a 2-D weight gets: the requested one when its input dimension is a multiple of the
 /// block size, else Q8_0 (block 32), as llama.cpp falls back per tensor. Returned with a note.
 pub(crate) fn format_for(q: GgmlDType, dims: &[usize]) -> GgmlDType {

@@ -27,6 +27,14 @@ pub(crate) fn permute_qk(t: &Tensor, heads: usize) -> Result<Tensor> {
         .reshape((out, inp))?)
 }
 
+/// The inverse of [`permute_qk`]: a GGUF's Llama q/k rows back in Hugging Face's order.
+pub(crate) fn unpermute_qk(t: &Tensor, heads: usize) -> Result<Tensor> {
+    let (out, inp) = t.dims2()?;
+    Ok(t.reshape((heads, out / heads / 2, 2, inp))?
+        .transpose(1, 2)?
+        .reshape((out, inp))?)
+}
+
 /// Quantize a Hugging Face checkpoint in memory (parallel per tensor).
 pub(crate) fn quantize_hf_dir(
     dir: &std::path::Path,

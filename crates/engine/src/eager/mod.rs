@@ -118,6 +118,13 @@ pub struct CandleFactory {
     /// depend on the values, so campaign sweeps keep random blocks (a sweep plan cannot ask for
     /// perplexity); the report's `weights.quantized_from_float` says which a run used.
     pub quantize_synthetic_floats: bool,
+    /// Whether a float GGUF arm (F16, BF16, F32) is built as float weights — the float models
+    /// and their GEMMs, as a Hugging Face checkpoint of that dtype is — instead of candle's
+    /// quantized models, which widen such weights to F32. On for CUDA devices: there the
+    /// quantized path reads twice the bytes (on the H200 a real F16 SmolLM2 drew 211 mJ/token
+    /// that way against 181 for float weights); off on the CPU, where the real-model tests hold
+    /// the quantized path's F32 arithmetic to llama.cpp's.
+    pub gguf_floats_as_float: bool,
     /// What a decode step of each precision's last loaded weights reads (see
     /// [`DecoderFactory::decode_weight_bytes`]).
     weight_bytes: HashMap<Precision, meter::roofline::DecodeWeightBytes>,
@@ -137,6 +144,7 @@ impl CandleFactory {
         };
         Ok(CandleFactory {
             source,
+            gguf_floats_as_float: device.is_cuda(),
             device,
             shape,
             quantize_synthetic_floats: false,
@@ -220,6 +228,18 @@ impl CandleFactory {
             (WeightSource::HfDir(dir), Format::Quant(q)) => {
                 let (gguf, notes) = quantize_hf_dir(dir, &shape, q)?;
                 gguf_bytes(gguf, notes)?
+            }
+            (WeightSource::Gguf(paths), Format::Float(dt)) if self.gguf_floats_as_float => {
+                let (path, content, mut f) = gguf_of_precision(paths, precision)?;
+                let tensors = gguf_as_hf_tensors(&content, &mut f, &shape, dt)?;
+                ArmWeights::Float {
+                    vb: VarBuilder::from_tensors(tensors, dt, &dev),
+                    notes: vec![format!(
+                        "weights from GGUF file {} ({}), loaded as {dt:?} float weights",
+                        path.display(),
+                        gguf_types(&content)
+                    )],
+                }
             }
             (WeightSource::Gguf(paths), _) => {
                 let (path, content, f) = gguf_of_precision(paths, precision)?;

@@ -183,6 +183,48 @@ fn perplexity_through_the_kv_cache_equals_prefilling_every_prefix() {
     }
 }
 
+/// A float GGUF loaded as float weights (names mapped back, Llama's q/k rows unpermuted) is the
+/// same model as the checkpoint it was converted from; the quantized path on the same file agrees.
+#[test]
+fn a_float_gguf_loads_as_the_float_model_it_came_from() {
+    let dir = std::env::temp_dir().join(format!("qe-floatgguf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for family in ["llama", "qwen2"] {
+        let shape = tiny(family);
+        let mut tensors = synthetic_float_tensors(&shape, 5, &Device::Cpu).unwrap();
+        for (n, t) in tensors.iter_mut() {
+            if n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") {
+                *t = (t.clone() * 30.0).unwrap();
+            }
+        }
+        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &Device::Cpu);
+        let mut reference = CandleDecoder {
+            model: float_model(&shape, vb).unwrap(),
+            device: Device::Cpu,
+            vocab: shape.vocab,
+            precision: Precision::Fp32,
+        };
+        let (gguf, _) = quantize_hf_tensors(tensors, &shape, GgmlDType::F32).unwrap();
+        let file = dir.join(format!("{family}-F32.gguf"));
+        std::fs::write(&file, gguf).unwrap();
+        let mut f = CandleFactory::new(WeightSource::Gguf(vec![file]), Device::Cpu).unwrap();
+        let ids: Vec<u32> = (0..24u32).map(|i| i * 37 % shape.vocab as u32).collect();
+        let want = reference.nll(&ids).unwrap();
+        for as_float in [true, false] {
+            f.gguf_floats_as_float = as_float;
+            let mut d = f.load(p("F32")).unwrap();
+            let how = d.notes().join(" ");
+            assert_eq!(how.contains("float weights"), as_float, "{how}");
+            let got = d.nll(&ids).unwrap();
+            assert!(
+                (got - want).abs() / want < 1e-5,
+                "{family} as_float={as_float}: {got} vs {want}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn hf_to_gguf_conversion_keeps_the_model() {
     for family in ["llama", "qwen2"] {
