@@ -3,38 +3,38 @@
 
 use std::path::PathBuf;
 
-/// What a campaign call failed on. Plan errors name the plan file's run (numbered from 1) and
-/// what is wrong with it.
+/// What a campaign call failed on. Plan errors name the plan's run (numbered from 1) and what is
+/// wrong with it; the caller, who knows the file, names it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `plan.toml` is not a valid plan (TOML syntax, unknown or mistyped keys).
-    #[error("plan.toml")]
+    #[error("not a valid plan")]
     PlanToml(#[source] toml::de::Error),
     /// A `[[run]]` of a plan (numbered from 1) names no model, or both kinds.
-    #[error("plan.toml: run {run}: give exactly one of `synthetic` or `model`")]
+    #[error("run {run}: give exactly one of `synthetic` or `model`")]
     PlanModel {
         /// The run's number, from 1.
         run: usize,
     },
     /// A plan's `out` leaves the plan's folder (absolute, or `..`): plans travel between people
     /// and into batch jobs, and must not write where their owner did not ask.
-    #[error("plan.toml: out {0:?}: give a folder inside the plan's folder (no absolute path, no `..`); `sweep --out` chooses another")]
+    #[error("out {0:?}: give a folder inside the plan's folder (no absolute path, no `..`); `sweep --out` chooses another")]
     PlanOut(std::path::PathBuf),
     /// A plan's `card` is not a card name.
-    #[error("plan.toml: card {0:?}: name a card (e.g. \"H200\"), not GPU numbers or a flag")]
+    #[error("card {0:?}: name a card (e.g. \"H200\"), not GPU numbers or a flag")]
     PlanCard(String),
     /// A plan's `session` is not a plain label.
-    #[error("plan.toml: session {0:?}: use letters, digits, `.`, `-` and `_` only")]
+    #[error("session {0:?}: use letters, digits, `.`, `-` and `_` only")]
     PlanSession(String),
     /// A `[[run]]` of a plan (numbered from 1) lists no precision.
-    #[error("plan.toml: run {run}: `precisions` is empty")]
+    #[error("run {run}: `precisions` is empty")]
     PlanPrecisions {
         /// The run's number, from 1.
         run: usize,
     },
     /// A count of a plan (tokens, iterations, repeats, a batch size) is zero, or a run's `batch`
     /// list is empty: the sweep would start processes that measure nothing.
-    #[error("plan.toml: {where_}: `{field}` {why}")]
+    #[error("{where_}: `{field}` {why}")]
     PlanCount {
         /// "defaults" or "run N" (numbered from 1).
         where_: String,
@@ -43,8 +43,24 @@ pub enum Error {
         /// What is wrong with its value.
         why: &'static str,
     },
+    /// A plan expands to more jobs than a sweep may start, or a run repeats more often than any
+    /// campaign does: refused before anything is expanded (a typo's 10¹² repeats used to grow
+    /// memory until it ran out).
+    #[error("{where_}: `{field}` {value} is over {max}: {why}")]
+    PlanTooBig {
+        /// "defaults", "run N" or "the plan".
+        where_: String,
+        /// The key, or "jobs" for the whole plan.
+        field: &'static str,
+        /// The value found (saturated at u64::MAX).
+        value: u64,
+        /// The bound.
+        max: u64,
+        /// Why the bound is there.
+        why: &'static str,
+    },
     /// A `[[run]]` of a plan (numbered from 1) is a server run that cannot run as written.
-    #[error("plan.toml: run {run}: {why}")]
+    #[error("run {run}: {why}")]
     PlanServer {
         /// The run's number, from 1.
         run: usize,

@@ -451,9 +451,76 @@ pub fn parse_plan(text: &str) -> Result<Plan> {
     Ok(plan)
 }
 
+/// The most repeats of one run: each is a process that measures every arm (minutes on a GPU).
+pub const MAX_REPEATS: usize = 1_000;
+/// The most batch sizes one run may list.
+pub const MAX_BATCH_SIZES: usize = 64;
+/// The most jobs a plan may expand to.
+pub const MAX_JOBS: u64 = 100_000;
+
 /// Every count a job is built from is ≥ 1 (a warm-up of 0 is fine), so that no accepted plan
-/// starts a process that measures nothing or fails only once the sweep is under way.
+/// starts a process that measures nothing or fails only once the sweep is under way; and the
+/// plan's size is bounded before anything is expanded.
 fn check_counts(plan: &Plan) -> Result<()> {
+    check_nonzero(plan)?;
+    let too_big = |where_: String, field, value: u64, max: u64, why| Error::PlanTooBig {
+        where_,
+        field,
+        value,
+        max,
+        why,
+    };
+    let d = &plan.defaults;
+    if d.repeats > MAX_REPEATS {
+        return Err(too_big(
+            "defaults".into(),
+            "repeats",
+            d.repeats as u64,
+            MAX_REPEATS as u64,
+            "each repeat is a process that measures every arm",
+        ));
+    }
+    let mut jobs: u64 = 0;
+    for (i, r) in plan.runs.iter().enumerate() {
+        let run = format!("run {}", i + 1);
+        let repeats = r.repeats.unwrap_or(d.repeats);
+        if repeats > MAX_REPEATS {
+            return Err(too_big(
+                run,
+                "repeats",
+                repeats as u64,
+                MAX_REPEATS as u64,
+                "each repeat is a process that measures every arm",
+            ));
+        }
+        if r.batch.len() > MAX_BATCH_SIZES {
+            return Err(too_big(
+                run,
+                "batch",
+                r.batch.len() as u64,
+                MAX_BATCH_SIZES as u64,
+                "list the batch sizes to measure, not a range of every size",
+            ));
+        }
+        let depths = r.context.as_ref().map_or(1, |c| c.len().max(1));
+        let run_jobs = (r.batch.len() as u64)
+            .saturating_mul(depths as u64)
+            .saturating_mul(repeats as u64);
+        jobs = jobs.saturating_add(run_jobs);
+    }
+    if jobs > MAX_JOBS {
+        return Err(too_big(
+            "the plan".into(),
+            "jobs",
+            jobs,
+            MAX_JOBS,
+            "split it into plans a sweep can finish",
+        ));
+    }
+    Ok(())
+}
+
+fn check_nonzero(plan: &Plan) -> Result<()> {
     let zero = |where_: &str, field| Error::PlanCount {
         where_: where_.to_string(),
         field,
@@ -998,7 +1065,7 @@ api = "llama"
         let e = parse_plan(&candle_with_files).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "plan.toml: run 2: `model_files` and `api` need `server_cmd`"
+            "run 2: `model_files` and `api` need `server_cmd`"
         );
         // An absolute template stays as written.
         let mut plan = parse_plan(&SERVER_PLAN.replace("\"gguf/", "\"/data/gguf/")).unwrap();
@@ -1016,7 +1083,7 @@ api = "llama"
         assert!(chain(&e).contains("exactly one of"));
         assert_eq!(
             e.to_string(),
-            "plan.toml: run 1: give exactly one of `synthetic` or `model`"
+            "run 1: give exactly one of `synthetic` or `model`"
         );
         let e =
             parse_plan("out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = []\n").unwrap_err();
@@ -1026,10 +1093,7 @@ api = "llama"
         )
         .unwrap_err();
         let text = chain(&e);
-        assert!(
-            text.starts_with("plan.toml: ") && text.contains("bogus"),
-            "{text}"
-        );
+        assert!(text.starts_with("") && text.contains("bogus"), "{text}");
     }
 
     #[test]
@@ -1075,29 +1139,65 @@ api = "llama"
         assert!(parse_plan(ok).is_ok());
     }
 
+    /// A plan's size is bounded before it is expanded: 10¹² repeats, 200 batch sizes or a plan of
+    /// more than 100 000 jobs are refused at once, naming the key and the bound.
+    #[test]
+    fn oversized_plans_are_refused_before_they_are_expanded() {
+        let run = |extra: &str| {
+            format!("out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n{extra}")
+        };
+        let batches: Vec<String> = (1..=200).map(|b| b.to_string()).collect();
+        let many_runs: String = (0..200)
+            .map(|_| "[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\nrepeats = 1000\n")
+            .collect();
+        let cases = [
+            (
+                run("repeats = 1000000000000\n"),
+                "run 1: `repeats` 1000000000000 is over 1000",
+            ),
+            (
+                run("").replace("[[run]]", "[defaults]\nrepeats = 5000\n[[run]]"),
+                "defaults: `repeats` 5000 is over 1000",
+            ),
+            (
+                run(&format!("batch = [{}]\n", batches.join(","))),
+                "run 1: `batch` 200 is over 64",
+            ),
+            (
+                format!("out = \"x\"\n{many_runs}"),
+                "the plan: `jobs` 200000 is over 100000",
+            ),
+        ];
+        for (text, want) in cases {
+            let t0 = std::time::Instant::now();
+            let e = parse_plan(&text).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e}");
+            assert!(
+                t0.elapsed().as_secs_f64() < 1.0,
+                "{want}: took {:?}",
+                t0.elapsed()
+            );
+        }
+        assert!(parse_plan(&run("repeats = 1000\n")).is_ok());
+    }
+
     #[test]
     fn zero_counts_and_empty_batches_are_refused_naming_the_key() {
         let run = "out = \"x\"\n[[run]]\nsynthetic = \"a\"\nprecisions = [\"F16\"]\n";
         let cases = [
             (
                 "[defaults]\ntokens = 0\n",
-                "plan.toml: defaults: `tokens` must be at least 1",
+                "defaults: `tokens` must be at least 1",
             ),
             (
                 "[defaults]\nrepeats = 0\n",
-                "plan.toml: defaults: `repeats` must be at least 1",
+                "defaults: `repeats` must be at least 1",
             ),
-            (
-                "iterations = 0\n",
-                "plan.toml: run 1: `iterations` must be at least 1",
-            ),
-            (
-                "batch = [1, 0]\n",
-                "plan.toml: run 1: `batch` must be at least 1",
-            ),
+            ("iterations = 0\n", "run 1: `iterations` must be at least 1"),
+            ("batch = [1, 0]\n", "run 1: `batch` must be at least 1"),
             (
                 "batch = []\n",
-                "plan.toml: run 1: `batch` is empty: list at least one batch size",
+                "run 1: `batch` is empty: list at least one batch size",
             ),
         ];
         for (extra, want) in cases {

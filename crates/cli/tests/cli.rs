@@ -1051,3 +1051,26 @@ fn an_external_server_that_does_not_answer_is_an_error() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A plan's error names the plan's own file, whatever it is called, and a plan of 10¹² repeats is
+/// refused at once instead of expanded.
+#[test]
+fn plan_errors_name_their_file_and_huge_plans_are_refused_at_once() {
+    let dir = temp_dir("plan-names");
+    let plan = dir.join("campaign-a.toml");
+    std::fs::write(&plan, "out = \"x\"\n[[run]]\nsynthetic = \"qwen2-0.5b\"\nprecisions = [\"Q4_0\"]\nrepeats = \"x\"\n").unwrap();
+    let o = qe(&["sweep", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("campaign-a.toml: not a valid plan"), "{err}");
+    std::fs::write(&plan, "out = \"x\"\n[[run]]\nsynthetic = \"qwen2-0.5b\"\nprecisions = [\"Q4_0\"]\nrepeats = 1000000000000\n").unwrap();
+    let t0 = std::time::Instant::now();
+    let o = qe(&["sweep", plan.to_str().unwrap(), "--dry-run"]);
+    assert!(t0.elapsed().as_secs() < 10, "{:?}", t0.elapsed());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("`repeats` 1000000000000 is over 1000"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

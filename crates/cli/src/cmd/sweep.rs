@@ -96,7 +96,7 @@ fn load(opts: &SweepArgs) -> Result<Loaded> {
     let plan_path = std::path::absolute(&opts.plan)
         .with_context(|| format!("resolving {}", opts.plan.display()))?;
     let text = meter::files::read_text_limited(&plan_path, meter::files::TEXT_INPUT_LIMIT)?;
-    let mut plan = parse_plan(&text)?;
+    let mut plan = parse_plan(&text).with_context(|| opts.plan.display().to_string())?;
     let base = plan_path.parent().unwrap_or(Path::new("."));
     // Model files beside the plan, named as the plan was (a relative plan gives relative paths):
     // the server command and model id a report records then hold no machine's checkout path.
