@@ -94,6 +94,26 @@ try {
         await page.screenshot({ path: file, fullPage: true, clip: r });
         console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
       }
+      // A measured report's card with its validity (real SmolLM2 on the graph engine, valid; the
+      // same model on llama-server at one stream, host-bound), in all four.
+      if (!only || `run-validity-${device}-${scheme}`.includes(only)) {
+        await page.goto(server.url + '?tab=run');
+        await page.waitForSelector('main');
+        const truth = (f) => path.join(ROOT, 'data/measurements/h200/truth', f);
+        await page.setInputFiles('#file-input', [
+          truth('card-b/graph-real/smollm2-graph-real-r1_Q4_0.json'),
+          truth('card-a/llama-real/smollm2-llama-real-r1_Q4_0.json'),
+        ]);
+        await page.waitForFunction(() => document.querySelectorAll('#entries .validity').length === 2);
+        const list = page.locator('#entries');
+        const file = path.join(OUT, `run-validity-${device}-${scheme}.png`);
+        const r = await list.evaluate((el) => {
+          const b = el.getBoundingClientRect();
+          return { x: b.left + window.scrollX, y: b.top + window.scrollY, width: b.width, height: Math.min(b.height, 2400) };
+        });
+        await page.screenshot({ path: file, fullPage: true, clip: r });
+        console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+      }
       await context.close();
       // The pre-rendered landing as a visitor without JavaScript sees it (issue 18).
       if (!only || `nojs-${device}-${scheme}`.includes(only)) {

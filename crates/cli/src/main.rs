@@ -106,7 +106,8 @@ enum Command {
     Share {
         /// A report file (or - for stdin).
         file: Option<String>,
-        /// Decode an overlay link (or bare payload) instead.
+        /// Decode an overlay link (or bare payload) instead: the link itself, `-` to read it from
+        /// stdin, or `@FILE` to read it from a file (long links do not fit on a command line).
         #[arg(long, conflicts_with = "file")]
         decode: Option<String>,
         /// Base URL of the page.

@@ -243,6 +243,31 @@ fn share_round_trips_through_the_link() {
     let bad = qe(&["share", "--decode", "?tab=run&overlay=%%%<script>"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot decode"));
+
+    // A long link comes from stdin (`-`) or a file (`@FILE`), with its trailing newline.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+        .args(["share", "--decode", "-"])
+        .current_dir(repo())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(child.stdin.take().unwrap(), "{link}").unwrap();
+    let piped = child.wait_with_output().unwrap();
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(piped.stdout, d.stdout);
+    let dir = temp_dir("share-file");
+    let file = dir.join("link.txt");
+    std::fs::write(&file, format!("{link}\n")).unwrap();
+    let from_file = qe(&["share", "--decode", &format!("@{}", file.display())]);
+    assert!(from_file.status.success());
+    assert_eq!(from_file.stdout, d.stdout);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -7,7 +7,21 @@ pub const DEFAULT_PAGE_URL: &str = "https://quantenergy.github.io/quantenergy/";
 
 /// Print the overlay link for `file`, or decode `decode`.
 pub fn run(file: Option<&str>, decode: Option<&str>, base_url: &str) -> Result<()> {
-    if let Some(link) = decode {
+    if let Some(arg) = decode {
+        // A link of a few hundred kilobytes does not fit on a command line: `-` reads it from
+        // stdin and `@FILE` from a file, through the same bounded reader as reports.
+        let read;
+        let link = match arg.strip_prefix('@') {
+            _ if arg == "-" => {
+                read = super::read_input("-")?;
+                read.trim()
+            }
+            Some(path) => {
+                read = super::read_input(path)?;
+                read.trim()
+            }
+            None => arg,
+        };
         let payload = report::share::payload_from_link(link);
         let p = report::share::decode(&payload)
             .map_err(|e| anyhow!("cannot decode overlay link: {e}"))?;
