@@ -1099,3 +1099,22 @@ fn plan_errors_name_their_file_and_huge_plans_are_refused_at_once() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Without a CUDA device, engine-check refuses a real model's shape unless told to run on the
+/// CPU (it ran silently for more than five minutes).
+#[test]
+fn engine_check_on_the_cpu_needs_to_be_asked_for() {
+    let o = qe(&[
+        "engine-check",
+        "--synthetic",
+        "qwen2-0.5b",
+        "--precision",
+        "Q4_0",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--allow-cpu") && err.contains("qwen2-0.5b"),
+        "{err}"
+    );
+}

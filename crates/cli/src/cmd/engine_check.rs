@@ -45,6 +45,10 @@ pub struct EngineCheckArgs {
     /// Also write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run on the CPU when there is no CUDA device: a real model's shape decodes there at a few
+    /// tokens a second, minutes per precision (without this flag it is refused).
+    #[arg(long)]
+    pub allow_cpu: bool,
 }
 
 impl EngineCheckArgs {
@@ -68,6 +72,20 @@ impl EngineCheckArgs {
 pub fn run(args: &EngineCheckArgs) -> Result<ExitCode> {
     if args.ops {
         return run_ops(args);
+    }
+    let on_cpu = engine::Device::cuda_if_available(args.device)
+        .context("opening the device")?
+        .is_cpu();
+    if on_cpu && !args.allow_cpu {
+        anyhow::bail!(
+            "no CUDA device (or a binary without `cuda`): on the CPU {} decodes at a few tokens a \
+             second, minutes per precision with no output meanwhile; pass --allow-cpu to run it \
+             anyway, or run it on a GPU machine (scripts/build-cuda.sh)",
+            args.synthetic.as_deref().unwrap_or("the model")
+        );
+    }
+    if on_cpu {
+        eprintln!("note: no CUDA device: the CPU decodes both engines (minutes per precision)");
     }
     let results = check::run(&args.options(), |r| println!("{}", r.summary()))?;
     if let Some(path) = &args.json {
