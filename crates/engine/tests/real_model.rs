@@ -229,6 +229,11 @@ fn f16_matches_llama_cpp() {
     check_format("F16", Precision::Fp16);
 }
 
+/// Machine-dependent, open: on the 2026-12-03 build machine (an AVX-512/AMX Xeon) our eager Q8_0
+/// NLL is 1.3 % from llama.cpp's (2.9418 vs 2.9039; 0.44 % on the machine before, with llama.cpp's
+/// figure unchanged) and the graph engine parts from llama.cpp at token 35 of 40, where the eager
+/// model holds the two picks 0.0047 nats apart; the code of the machine before gives the same here.
+/// `./dev test` leaves it out until the cause is known (docs/MEASUREMENTS.md).
 #[test]
 #[ignore = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools: ./dev test"]
 fn q8_0_matches_llama_cpp() {
