@@ -48,6 +48,12 @@ rm -rf tools/mtmd/tests tools/mtmd/*.mp3 tools/mtmd/*.mp4 tools/mtmd/*.png tools
        tools/server/tests tools/server/bench gguf-py/tests
 # LLAMA_BUILD_TESTS/EXAMPLES are off, but keep empty CMakeLists in case an option flips.
 mkdir -p tests examples && : > tests/CMakeLists.txt && : > examples/CMakeLists.txt
+# A tree without git builds as "b0-unknown", and that is what a server then says of itself (GET /props
+# build_info, recorded in every report's stack): name the tree and ggml's version instead.
+GGML_VER=$(awk '/^set\(GGML_VERSION_(MAJOR|MINOR|PATCH) /{gsub(/\)/,"",$2); v=v (v==""?"":".") $2} END{print v}' ggml/CMakeLists.txt)
+sed -i "s/^set(BUILD_COMMIT \"unknown\")/set(BUILD_COMMIT \"llama-cpp-python-$VER-ggml-$GGML_VER\")/" cmake/build-info.cmake
+grep -q "llama-cpp-python-$VER-ggml-$GGML_VER" cmake/build-info.cmake \
+  || { echo "fetch-llama-cpp.sh: cmake/build-info.cmake has no BUILD_COMMIT line to name the tree by" >&2; exit 1; }
 echo "llama.cpp from llama-cpp-python $VER" > "$PEERS/llama.cpp.SOURCE"
 cd "$PEERS"
 echo "tree: $(du -sh llama.cpp | cut -f1) in $(find llama.cpp -type f | wc -l) files"
