@@ -183,6 +183,18 @@ fn perplexity_through_the_kv_cache_equals_prefilling_every_prefix() {
     }
 }
 
+/// Seeded float tensors with peaky attention (q and k scaled up), so that a wrong q/k row order
+/// (llama's rope pairing) shows in the NLL.
+fn peaky_float_tensors(shape: &ModelShape) -> HashMap<String, Tensor> {
+    let mut tensors = synthetic_float_tensors(shape, 5, &Device::Cpu).unwrap();
+    for (n, t) in tensors.iter_mut() {
+        if n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") {
+            *t = (t.clone() * 30.0).unwrap();
+        }
+    }
+    tensors
+}
+
 /// A float GGUF loaded as float weights (names mapped back, Llama's q/k rows unpermuted) is the
 /// same model as the checkpoint it was converted from; the quantized path on the same file agrees.
 #[test]
@@ -191,12 +203,7 @@ fn a_float_gguf_loads_as_the_float_model_it_came_from() {
     std::fs::create_dir_all(&dir).unwrap();
     for family in ["llama", "qwen2"] {
         let shape = tiny(family);
-        let mut tensors = synthetic_float_tensors(&shape, 5, &Device::Cpu).unwrap();
-        for (n, t) in tensors.iter_mut() {
-            if n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") {
-                *t = (t.clone() * 30.0).unwrap();
-            }
-        }
+        let tensors = peaky_float_tensors(&shape);
         let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &Device::Cpu);
         let mut reference = CandleDecoder {
             model: float_model(&shape, vb).unwrap(),
@@ -229,13 +236,7 @@ fn a_float_gguf_loads_as_the_float_model_it_came_from() {
 fn hf_to_gguf_conversion_keeps_the_model() {
     for family in ["llama", "qwen2"] {
         let shape = tiny(family);
-        let mut tensors = synthetic_float_tensors(&shape, 5, &Device::Cpu).unwrap();
-        // Peaky attention, so a wrong q/k row order (llama's rope pairing) would show.
-        for (n, t) in tensors.iter_mut() {
-            if n.ends_with("q_proj.weight") || n.ends_with("k_proj.weight") {
-                *t = (t.clone() * 30.0).unwrap();
-            }
-        }
+        let tensors = peaky_float_tensors(&shape);
         let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &Device::Cpu);
         let float = float_model(&shape, vb).unwrap();
         // F32 "quantization": the GGUF path with no rounding at all.
