@@ -745,7 +745,7 @@ pub fn run(
         counter_update_s,
         idle_power_w: idle_w,
         idle_temp_c: idle_c,
-        loaded_idle_power_w: loaded_idle.map(|(w, _)| w),
+        loaded_idle_power_w: loaded_idle,
         arm_order: arms,
         arms: results,
         free_vram_bytes: free,
@@ -794,7 +794,8 @@ fn sync_failure(e: DecodeError) -> ArmFailure {
 /// a GPU context of their own) with the first arm loaded, read once by that arm.
 struct Idle<'a> {
     before_load: (f64, Option<f64>),
-    loaded: &'a mut Option<(f64, Option<f64>)>,
+    /// Power only: the temperature target stays the context-free idle's.
+    loaded: &'a mut Option<f64>,
 }
 
 fn run_arm(
@@ -816,14 +817,14 @@ fn run_arm(
     if decoders.arms_hold_their_own_context() && idle.loaded.is_none() {
         // Read before any decode of the run: the card is as cool as for the first reference.
         let w = idle_power(meter, clock.as_ref(), cfg.idle_reads)?;
-        *idle.loaded = Some((w.max(idle.before_load.0), meter.temperature_c().ok()));
+        *idle.loaded = Some(w.max(idle.before_load.0));
     }
     let arm = Arm {
         cfg,
         precision,
         clock: &clock,
         idle: match idle.loaded {
-            Some((w, _)) => (*w, idle.before_load.1),
+            Some(w) => (*w, idle.before_load.1),
             None => idle.before_load,
         },
     };

@@ -121,6 +121,17 @@ pub enum Status {
     Unknown,
 }
 
+impl Status {
+    /// The verdict as the report spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Valid => "valid",
+            Status::Flagged => "flagged",
+            Status::Unknown => "unknown",
+        }
+    }
+}
+
 /// The `validity` block of a report.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Validity {
@@ -140,6 +151,25 @@ impl Validity {
         self.flags
             .iter()
             .any(|f| f.arm.is_none() || f.arm.as_deref() == arm)
+    }
+
+    /// The verdict in one sentence, for a terminal or a card (the lines follow it).
+    pub fn headline(&self) -> String {
+        match self.status {
+            Status::Valid => {
+                let rules: Vec<&str> = Check::ALL.iter().map(|c| c.rule()).collect();
+                format!(
+                    "valid: every window passes every rule ({})",
+                    rules.join("; ")
+                )
+            }
+            Status::Flagged => format!(
+                "flagged ({} flag{}): read the figures with these in mind",
+                self.flags.len(),
+                if self.flags.len() == 1 { "" } else { "s" }
+            ),
+            Status::Unknown => "unknown: the report lacks figures some rules need".into(),
+        }
     }
 
     /// One line per flag and one for the rules not checked, for a terminal or a card.

@@ -98,46 +98,23 @@ impl Checked {
     }
 }
 
-/// A report's validity as the card shows it.
+/// A report's validity as the card shows it (`report::validity`'s own words).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValidityLines {
     /// `valid`, `flagged` or `unknown`.
     pub status: String,
-    /// How many flags were raised.
-    pub flags: usize,
+    /// The verdict in one sentence.
+    pub headline: String,
     /// One line per flag, and one naming the rules the report's fields cannot check.
     pub lines: Vec<String>,
 }
 
 impl ValidityLines {
     fn of(v: &report::validity::Validity) -> ValidityLines {
-        use report::validity::Status;
         ValidityLines {
-            status: match v.status {
-                Status::Valid => "valid",
-                Status::Flagged => "flagged",
-                Status::Unknown => "unknown",
-            }
-            .into(),
-            flags: v.flags.len(),
+            status: v.status.as_str().into(),
+            headline: v.headline(),
             lines: v.lines(),
-        }
-    }
-
-    /// The card's heading: the verdict in words.
-    pub fn headline(&self) -> String {
-        match self.status.as_str() {
-            "valid" => {
-                "Validity: every window passes every rule (≥ 5 s, counter period, cooldown, \
-                        counter vs trace, GPU busy, no throttling)"
-                    .into()
-            }
-            "flagged" => format!(
-                "Validity: flagged ({} flag{}) — read the figures with these in mind",
-                self.flags,
-                if self.flags == 1 { "" } else { "s" }
-            ),
-            _ => "Validity: unknown — the report lacks figures some rules need".into(),
         }
     }
 }

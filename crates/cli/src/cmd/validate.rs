@@ -101,10 +101,7 @@ fn print_validity(r: &report::Report) {
     } else {
         "derived from its fields; not stated in the file"
     };
-    println!(
-        "  validity {} ({stated})",
-        format!("{:?}", v.status).to_lowercase()
-    );
+    println!("  validity {} ({stated})", v.headline());
     for line in v.lines() {
         println!("    {line}");
     }

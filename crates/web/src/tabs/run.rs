@@ -708,7 +708,7 @@ fn EntryCard(e: Entry) -> impl IntoView {
                     {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}
                     {c.validity.clone().map(|v| view! {
                         <div class="validity" data-validity=v.status.clone()>
-                            <p class="fine">{v.headline()}</p>
+                            <p class="fine">"Validity: "{v.headline.clone()}</p>
                             {(!v.lines.is_empty()).then(|| view! {
                                 <ul class="warnings">{v.lines.iter().map(|l| view! { <li>{l.clone()}</li> }).collect_view()}</ul>
                             })}
