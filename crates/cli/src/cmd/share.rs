@@ -11,16 +11,11 @@ pub fn run(file: Option<&str>, decode: Option<&str>, base_url: &str) -> Result<(
         // A link of a few hundred kilobytes does not fit on a command line: `-` reads it from
         // stdin and `@FILE` from a file, through the same bounded reader as reports.
         let read;
-        let link = match arg.strip_prefix('@') {
-            _ if arg == "-" => {
-                read = super::read_input("-")?;
-                read.trim()
-            }
-            Some(path) => {
-                read = super::read_input(path)?;
-                read.trim()
-            }
-            None => arg,
+        let link = if arg == "-" || arg.starts_with('@') {
+            read = super::read_input(arg.strip_prefix('@').unwrap_or(arg))?;
+            read.trim()
+        } else {
+            arg
         };
         let payload = report::share::payload_from_link(link);
         let p = report::share::decode(&payload)
