@@ -75,7 +75,7 @@ case "$phase" in
     ;;
   run)
     nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee "$R/gpu.txt"
-    common=(--cooldown-max-s "$COOLDOWN_MAX_S" --order-seed 33 --session truth-2026-12-03)
+    common=(--cooldown-max-s "$COOLDOWN_MAX_S" --order-seed 33 --session "${SESSION:-truth-2026-12-03}")
     files() { local a=(); for t in $FORMATS; do a+=(--model-file "$t=$1/$2$t.gguf"); done; echo "${a[@]}"; }
     for r in "$@"; do
       for run in ${RUNS:-graph-real graph-synthetic llama-real llama-synthetic}; do

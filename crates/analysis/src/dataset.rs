@@ -95,6 +95,14 @@ pub struct Anchor {
     pub source: String,
     /// Feeds the default crossover curves (the 29 upstream curve rows).
     pub default_curve: bool,
+    /// Physical cards the runs were made on (distinct GPU UUIDs; our campaigns only: a published
+    /// row does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cards: Option<u32>,
+    /// Mean perplexity of the arm on `data/perplexity/`'s text, where its runs scored it:
+    /// comparable between the rows of one model only (same text, same tokenizer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perplexity: Option<f64>,
     /// Why the row does or does not feed a default curve.
     pub curve_note: String,
 }
@@ -426,6 +434,17 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                 session: r.text("session")?,
                 source: r.text("source")?,
                 default_curve,
+                // Optional columns: a file written before them says nothing of cards or quality.
+                cards: if r.has("cards") {
+                    r.opt_u32("cards")?
+                } else {
+                    None
+                },
+                perplexity: if r.has("perplexity") {
+                    r.opt_f64("perplexity")?
+                } else {
+                    None
+                },
                 curve_note: r.text("curve_note")?,
             };
             // Read after every cell, so a row's first bad cell stays the one reported.
@@ -629,13 +648,13 @@ mod tests {
     #[test]
     fn bad_csv_names_row_and_column() {
         let header = ANCHORS_CSV.lines().next().unwrap();
-        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,n\n");
+        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,,,n\n");
         let err = parse_anchors(&bad).unwrap_err();
         assert_eq!(
             err.to_string(),
             "anchors.csv: row 2: column `params_b`: expected a number, got \"seven\""
         );
-        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,n\n");
+        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,,,n\n");
         assert!(parse_anchors(&neg)
             .unwrap_err()
             .to_string()

@@ -21,6 +21,7 @@
 //! * [`batch`] — energy per token vs batch size, calibrated on the batch sweeps.
 //! * [`pareto`] — the energy↔latency Pareto frontier.
 //! * [`stacks`] — one card and model size on different software, side by side (never pooled).
+//! * [`synthetic`] — what synthetic-weight rows may be off by: a real model beside its twin.
 //! * [`tag`] — provenance tags (measured … modelled) on every optimizer figure.
 //! * [`optimize`](mod@optimize) — the optimizer: precision × batch × context under budgets.
 
@@ -57,6 +58,7 @@ pub mod pareto;
 pub mod roofline;
 pub mod stacks;
 pub mod sweeps;
+pub mod synthetic;
 pub mod tag;
 #[cfg(test)]
 mod test_data;

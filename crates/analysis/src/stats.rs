@@ -34,6 +34,21 @@ pub fn paired_halfwidth(sd: f64, n: usize) -> Option<f64> {
     (n >= 2).then(|| t95(n - 1) * sd / (n as f64).sqrt())
 }
 
+/// 95 % half-width of the difference of two means from separate runs (Welch): `t(ν) · √(a + b)`
+/// with `a = sd_a²/n_a`, `b = sd_b²/n_b` and the Welch–Satterthwaite `ν = (a + b)² / (a²/(n_a−1) +
+/// b²/(n_b−1))`, rounded down (the t quantile then errs wide). `None` below two runs on a side.
+pub fn welch_halfwidth(sd_a: f64, n_a: usize, sd_b: f64, n_b: usize) -> Option<f64> {
+    if n_a < 2 || n_b < 2 {
+        return None;
+    }
+    let (a, b) = (sd_a * sd_a / n_a as f64, sd_b * sd_b / n_b as f64);
+    if a + b == 0.0 {
+        return Some(0.0);
+    }
+    let df = (a + b).powi(2) / (a * a / (n_a - 1) as f64 + b * b / (n_b - 1) as f64);
+    Some(t95((df.floor() as usize).max(1)) * (a + b).sqrt())
+}
+
 /// Coefficient of variation (sample SD / mean) in %, `None` below two values.
 pub fn cv_pct(v: &[f64]) -> Option<f64> {
     sample_sd(v).map(|sd| sd / mean(v) * 100.0)
@@ -42,6 +57,16 @@ pub fn cv_pct(v: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn welch_halfwidth_worked() {
+        // SD 2 over 3 runs against SD 3 over 4: a = 4/3, b = 9/4, ν = 3.5833² / (1.3333²/2 +
+        // 2.25²/3) = 4.98 → 4 → t = 2.776; 2.776 · √3.5833 = 5.2549.
+        let h = welch_halfwidth(2.0, 3, 3.0, 4).unwrap();
+        assert!((h - 5.25489).abs() < 1e-4, "{h}");
+        assert_eq!(welch_halfwidth(2.0, 1, 3.0, 4), None);
+        assert_eq!(welch_halfwidth(0.0, 3, 0.0, 3), Some(0.0));
+    }
 
     #[test]
     fn t_quantiles() {

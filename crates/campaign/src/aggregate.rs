@@ -214,6 +214,9 @@ pub struct AnchorRow {
     /// Validity reason codes raised on the pooled windows, each with the runs it was raised in
     /// (only when flagged arms were asked to be pooled).
     pub flags: Vec<(String, usize)>,
+    /// Mean perplexity of the arm over its runs, where every run scored it (same text, same
+    /// tokenizer: comparable within a model only).
+    pub perplexity: Option<f64>,
 }
 
 impl AnchorRow {
@@ -406,7 +409,13 @@ pub struct AnchorsCsvRow {
     pub source: String,
     /// 1 when the row feeds a default batch-1 curve.
     pub default_curve: u8,
-    /// What the row is and how it meets the campaign targets.
+    /// Physical cards (distinct GPU UUIDs) the row's runs were made on.
+    pub cards: usize,
+    /// Mean perplexity over the runs, where every run scored it (empty otherwise).
+    #[serde(serialize_with = "dp3_opt")]
+    pub perplexity: Option<f64>,
+    /// What the row is and how it meets the campaign targets. Last: the page's landing module
+    /// embeds the file without it.
     pub curve_note: String,
 }
 
@@ -425,6 +434,9 @@ fn sig3_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Err
         Some(x) => s.serialize_str(&format!("{x:.2}")),
         None => s.serialize_str(""),
     }
+}
+fn dp3_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.map(|x| format!("{x:.3}")).unwrap_or_default())
 }
 fn dp2_opt<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&v.map(|x| format!("{x:.2}")).unwrap_or_default())
@@ -508,6 +520,8 @@ impl AnchorsCsvRow {
                 .unwrap_or_default(),
             source: prov.source.clone(),
             default_curve: u8::from(r.feeds_curve()),
+            cards: r.cards,
+            perplexity: r.perplexity,
             curve_note: targets.note(r, &gpu),
             gpu,
         }
@@ -604,6 +618,7 @@ struct RunArm {
     ratio: Option<f64>,
     trace: Option<f64>,
     iteration_cv: Option<f64>,
+    perplexity: Option<f64>,
     /// The validity reason codes raised on this arm's window (`report::validity`).
     flags: Vec<&'static str>,
 }
@@ -771,6 +786,7 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>, include_flagged: bool)
                 ratio: arm.counter_over_trace_ratio,
                 trace: arm.trace_energy_per_token_mj,
                 iteration_cv: arm.iteration_time_cv_pct,
+                perplexity: arm.perplexity.as_ref().and_then(|p| p.value),
                 flags,
             });
         }
@@ -913,6 +929,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
             .map(|a| a.iteration_cv)
             .collect::<Option<Vec<f64>>>()
             .and_then(|v| v.into_iter().reduce(f64::max)),
+        perplexity: all(these.iter().map(|a| a.perplexity).collect()),
         flags: {
             let mut codes: Vec<(String, usize)> = Vec::new();
             for code in these.iter().flat_map(|a| a.flags.iter()) {

@@ -147,7 +147,7 @@ fn weights_info(
                 _ => common_folder(paths),
             };
             (
-                model_name_of(paths),
+                meter::run_report::model_name_of(paths),
                 WeightsInfo::Real {
                     path: folder,
                     files,
@@ -171,43 +171,6 @@ fn common_folder(paths: &[PathBuf]) -> String {
         first.unwrap_or_default()
     } else {
         String::new()
-    }
-}
-
-/// A model's name from its files' names: their common stem without a trailing separator
-/// (`SmolLM2-135M-Instruct-F16.gguf`, `…-Q4_0.gguf` → `SmolLM2-135M-Instruct`), else the first stem.
-fn model_name_of(paths: &[PathBuf]) -> String {
-    let stems: Vec<String> = paths
-        .iter()
-        .map(|p| {
-            p.file_stem()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect();
-    let Some(first) = stems.first() else {
-        return String::new();
-    };
-    if stems.len() == 1 {
-        return first.clone();
-    }
-    let mut n = first.len();
-    for s in &stems[1..] {
-        n = n.min(
-            first
-                .char_indices()
-                .zip(s.chars())
-                .take_while(|((_, a), b)| a == b)
-                .map(|((i, a), _)| i + a.len_utf8())
-                .last()
-                .unwrap_or(0),
-        );
-    }
-    let common = first[..n].trim_end_matches(['-', '_', '.', ' ']);
-    if common.is_empty() {
-        first.clone()
-    } else {
-        common.to_string()
     }
 }
 
@@ -405,7 +368,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_gguf_sets_name_is_its_files_common_stem() {
+    fn a_gguf_sets_folder_is_its_files_common_folder() {
         let set = |names: &[&str]| -> Vec<PathBuf> {
             names.iter().map(|n| PathBuf::from("/m").join(n)).collect()
         };
@@ -414,10 +377,7 @@ mod tests {
             "SmolLM2-135M-Instruct-Q8_0.gguf",
             "SmolLM2-135M-Instruct-Q4_K.gguf",
         ]);
-        assert_eq!(model_name_of(&smol), "SmolLM2-135M-Instruct");
         assert_eq!(common_folder(&smol), "/m");
-        assert_eq!(model_name_of(&set(&["a.gguf", "b.gguf"])), "a");
-        assert_eq!(model_name_of(&set(&["x-F16.gguf"])), "x-F16");
         let apart = vec![PathBuf::from("/a/m.gguf"), PathBuf::from("/b/m.gguf")];
         assert_eq!(common_folder(&apart), "");
     }

@@ -725,6 +725,43 @@ pub fn synthetic_model_of(name: &str) -> Option<&str> {
     name.strip_prefix("synthetic ")?.split_whitespace().next()
 }
 
+/// A real model's name from its files' names, the same on every engine and on the server path: their common stem without a trailing separator
+/// (`SmolLM2-135M-Instruct-F16.gguf`, `…-Q4_0.gguf` → `SmolLM2-135M-Instruct`), else the first stem.
+pub fn model_name_of(paths: &[std::path::PathBuf]) -> String {
+    let stems: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p.file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let Some(first) = stems.first() else {
+        return String::new();
+    };
+    if stems.len() == 1 {
+        return first.clone();
+    }
+    let mut n = first.len();
+    for s in &stems[1..] {
+        n = n.min(
+            first
+                .char_indices()
+                .zip(s.chars())
+                .take_while(|((_, a), b)| a == b)
+                .map(|((i, a), _)| i + a.len_utf8())
+                .last()
+                .unwrap_or(0),
+        );
+    }
+    let common = first[..n].trim_end_matches(['-', '_', '.', ' ']);
+    if common.is_empty() {
+        first.clone()
+    } else {
+        common.to_string()
+    }
+}
+
 impl WeightsInfo {
     /// Our synthetic GGUF writers name a file `synthetic <architecture> <type> seed <n>`; such a
     /// file's reports say synthetic weights, never real ones.
@@ -743,6 +780,24 @@ impl WeightsInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gguf_sets_name_is_its_files_common_stem() {
+        let set = |names: &[&str]| -> Vec<std::path::PathBuf> {
+            names
+                .iter()
+                .map(|n| std::path::Path::new("/m").join(n))
+                .collect()
+        };
+        let smol = set(&[
+            "SmolLM2-135M-Instruct-F16.gguf",
+            "SmolLM2-135M-Instruct-Q8_0.gguf",
+            "SmolLM2-135M-Instruct-Q4_K.gguf",
+        ]);
+        assert_eq!(model_name_of(&smol), "SmolLM2-135M-Instruct");
+        assert_eq!(model_name_of(&set(&["a.gguf", "b.gguf"])), "a");
+        assert_eq!(model_name_of(&set(&["x-F16.gguf"])), "x-F16");
+    }
 
     #[test]
     fn synthetic_names_are_read_back() {

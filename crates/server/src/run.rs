@@ -8,7 +8,7 @@ use meter::fallback::{estimate_reports, EstimateTarget, MeasureResult};
 use meter::files::{hostname, report_path, sha256_file, utc_now, write_report};
 use meter::meter::{Clock, EnergyMeter};
 use meter::protocol::{self, ProtocolConfig};
-use meter::run_report::{build_report, RunContext, WeightsInfo};
+use meter::run_report::{self, build_report, RunContext, WeightsInfo};
 use report::Precision;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,30 +51,39 @@ impl ServerRun {
     /// Each arm's precision, model name, size (billions) and weights, in the order given.
     fn arms(&self) -> Result<Vec<(Precision, String, f64, WeightsInfo)>> {
         match &self.server.launch {
-            Launch::Start { models, .. } => models
-                .iter()
-                .map(|m| {
-                    let (h, n) = sha256_file(&m.path)?;
-                    let file = m
-                        .path
-                        .file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    let name = m.info.name.clone().unwrap_or_else(|| stem_of(&m.path));
-                    let weights =
-                        WeightsInfo::from_synthetic_name(&name).unwrap_or(WeightsInfo::Real {
-                            path: m.path.display().to_string(),
-                            files: vec![(file, h, n)],
-                        });
-                    // A synthetic file stands for its shape, named as the candle engine names it:
-                    // every arm of a run is then one model, whatever type its file has.
-                    let name = match meter::run_report::synthetic_model_of(&name) {
-                        Some(model) => format!("{model} (synthetic weights)"),
-                        None => name,
-                    };
-                    Ok((m.precision, name, m.info.params as f64 / 1e9, weights))
-                })
-                .collect(),
+            Launch::Start { models, .. } => {
+                // Real files are named as our engines name them (their common stem), so one
+                // model's rows pair across stacks; a GGUF's own general.name is often a
+                // training-run label.
+                let paths: Vec<PathBuf> = models.iter().map(|m| m.path.clone()).collect();
+                let real_name = run_report::model_name_of(&paths);
+                models
+                    .iter()
+                    .map(|m| {
+                        let (h, n) = sha256_file(&m.path)?;
+                        let file = m
+                            .path
+                            .file_name()
+                            .map(|f| f.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        let name = m.info.name.clone().unwrap_or_else(|| stem_of(&m.path));
+                        let synthetic = WeightsInfo::from_synthetic_name(&name).is_some();
+                        let weights =
+                            WeightsInfo::from_synthetic_name(&name).unwrap_or(WeightsInfo::Real {
+                                path: m.path.display().to_string(),
+                                files: vec![(file, h, n)],
+                            });
+                        // A synthetic file stands for its shape, named as the candle engine names it:
+                        // every arm of a run is then one model, whatever type its file has.
+                        let name = match run_report::synthetic_model_of(&name) {
+                            Some(model) => format!("{model} (synthetic weights)"),
+                            None if synthetic => name,
+                            None => real_name.clone(),
+                        };
+                        Ok((m.precision, name, m.info.params as f64 / 1e9, weights))
+                    })
+                    .collect()
+            }
             Launch::External { url, precision } => {
                 let params_b = self.params_b.ok_or(ServerError::ParamsUnknown)?;
                 let name = self

