@@ -2,9 +2,9 @@
 //! engine and the protocol; fall back to a clearly labelled dataset estimate when no GPU can be
 //! measured.
 
+use crate::cmd::measure::{MeasureOptions, ModelSpec};
 use anyhow::{anyhow, Context, Result};
 use engine::eager::{CandleFactory, WeightSource, CANDLE_VERSION};
-use meter::decoder::EngineKind;
 use meter::files::{
     file_stem, hostname, report_path, sha256_file, utc_now, write_atomic, write_report,
 };
@@ -15,38 +15,6 @@ use meter::run_report::{build_report, RunContext, WeightsInfo};
 use meter::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Which model a run decodes, as the user named it (resolved by [`MeasureOptions::source`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ModelSpec {
-    /// Seeded random weights at a named architecture's exact shapes (data/models.csv).
-    Synthetic(String),
-    /// A local Hugging Face directory or a `.gguf` file.
-    Path(PathBuf),
-    /// One `.gguf` file per precision of one model (`--model-file`): each arm decodes its own.
-    GgufFiles(Vec<PathBuf>),
-}
-
-/// Everything `measure` and `overhead` need besides the hardware: typed, parsed by the CLI.
-#[derive(Debug, Clone)]
-pub struct MeasureOptions {
-    /// The model to decode.
-    pub model: ModelSpec,
-    /// Arms, tokens, iterations, cooldown, perplexity … (the seed also seeds synthetic weights).
-    pub protocol: ProtocolConfig,
-    /// The CUDA device to decode on and meter (0: the first one `CUDA_VISIBLE_DEVICES` leaves
-    /// visible); NVML meters the same card, found by UUID.
-    pub device: u32,
-    /// Output directory for the reports.
-    pub out: PathBuf,
-    /// Output file name stem (default: derived from model, precision, batch).
-    pub name: Option<String>,
-    /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
-    pub card: Option<String>,
-    /// Decode engine: graph (static KV cache, one CUDA graph per token) or eager (candle's
-    /// models op by op). The report's `stack.engine` says which, so the two are never pooled.
-    pub engine: EngineKind,
-}
 
 impl MeasureOptions {
     /// Resolve the model spec into a weight source (a synthetic name must be a known shape; a

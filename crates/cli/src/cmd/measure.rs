@@ -2,7 +2,6 @@
 //! typed options, and thin printers of what the meter wrote.
 
 use super::gpu::GpuSel;
-use crate::session::{MeasureOptions, ModelSpec};
 use anyhow::{bail, Result};
 use clap::Args;
 use meter::decoder::EngineKind;
@@ -12,7 +11,40 @@ use report::Precision;
 use server::run::ServerRun;
 use server::{Launch, ServerOptions};
 use std::path::PathBuf;
-use std::process::ExitCode;
+
+/// Which model a run decodes, as the user named it (resolved by [`MeasureOptions::source`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelSpec {
+    /// Seeded random weights at a named architecture's exact shapes (data/models.csv).
+    Synthetic(String),
+    /// A local Hugging Face directory or a `.gguf` file.
+    Path(PathBuf),
+    /// One `.gguf` file per precision of one model (`--model-file`): each arm decodes its own.
+    GgufFiles(Vec<PathBuf>),
+}
+
+/// Everything `measure` and `overhead` need besides the hardware: typed, parsed by the CLI.
+#[derive(Debug, Clone)]
+// Read by the engine path, which the servers-only (`meter`) build leaves out.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub struct MeasureOptions {
+    /// The model to decode.
+    pub model: ModelSpec,
+    /// Arms, tokens, iterations, cooldown, perplexity … (the seed also seeds synthetic weights).
+    pub protocol: ProtocolConfig,
+    /// The CUDA device to decode on and meter (0: the first one `CUDA_VISIBLE_DEVICES` leaves
+    /// visible); NVML meters the same card, found by UUID.
+    pub device: u32,
+    /// Output directory for the reports.
+    pub out: PathBuf,
+    /// Output file name stem (default: derived from model, precision, batch).
+    pub name: Option<String>,
+    /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
+    pub card: Option<String>,
+    /// Decode engine: graph (static KV cache, one CUDA graph per token) or eager (candle's
+    /// models op by op). The report's `stack.engine` says which, so the two are never pooled.
+    pub engine: EngineKind,
+}
 
 /// The baseline arm: a precision, or none (`--baseline none`: no Δ is reported).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -260,7 +292,7 @@ impl MeasureArgs {
 }
 
 /// Measure every requested arm (plus the baseline) and print what was written.
-pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
+pub fn run(args: &MeasureArgs) -> Result<u8> {
     // Told to stop mid-run: kill started servers, drop a half-written file, die of the signal.
     meter::interrupt::install();
     let res = if args.server.is_server() {
@@ -291,7 +323,7 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
             _ => {}
         }
         if args.context.is_empty() {
-            crate::session::run_measure(&opts)?
+            run_engine(&opts)?
         } else {
             // One run per depth, each its own protocol (idle reference, cooldowns, arm order).
             let mut all = meter::fallback::MeasureResult {
@@ -305,7 +337,7 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
                 if several {
                     o.name = opts.name.as_ref().map(|n| format!("{n}_c{depth}"));
                 }
-                let r = crate::session::run_measure(&o)?;
+                let r = run_engine(&o)?;
                 all.measured |= r.measured;
                 all.reports.extend(r.reports);
             }
@@ -315,8 +347,24 @@ pub fn run(args: &MeasureArgs) -> Result<ExitCode> {
     print_results(&res)
 }
 
+/// Decode on our candle engine (the `gpu` feature's build).
+#[cfg(feature = "gpu")]
+fn run_engine(opts: &MeasureOptions) -> Result<MeasureResult> {
+    crate::session::run_measure(opts)
+}
+
+/// This build has no engine of ours: say where one is, never estimate as if it were measured.
+#[cfg(not(feature = "gpu"))]
+fn run_engine(_: &MeasureOptions) -> Result<MeasureResult> {
+    bail!(
+        "this build of quantenergy (the Python wheel's) measures servers only: --server-cmd \
+         \"llama-server -m {{model}} --port {{port}}\" --model-file PREC=FILE, or --server URL. \
+         Our candle engines (--model, --synthetic) are in the CUDA build (scripts/build-cuda.sh)"
+    )
+}
+
 /// What was written, its figures, a share link each, and the first report as Markdown.
-pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<ExitCode> {
+pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<u8> {
     for (path, rep) in &res.reports {
         println!(
             "wrote {} (basis: {})",
@@ -359,11 +407,12 @@ pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<ExitCode> {
     if !res.measured {
         eprintln!("note: nothing was measured on a GPU; the reports above are dataset estimates (basis ≠ measured).");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// The trace-thread A/B on one loaded model; prints every window and the paired verdict.
-pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<ExitCode> {
+#[cfg(feature = "gpu")]
+pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<u8> {
     meter::interrupt::install();
     let (path, res) = crate::session::run_overhead(&args.options(), pairs)?;
     println!("wrote {}", path.display());
@@ -393,7 +442,7 @@ pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<ExitCode> {
         ),
         None => println!("fewer than two complete pairs: no comparison"),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// The typed server run for `args`.

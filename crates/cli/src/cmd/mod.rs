@@ -1,5 +1,6 @@
 //! One module per subcommand: its arguments (clap) and a thin printer over `report`, `analysis`
-//! and `meter`. The GPU subcommands (measure, overhead, engine-check, sweep, probe) need the `gpu` feature.
+//! and `meter`. measure, sweep and probe need the `meter` feature
+//! (servers only) or `gpu` (our engines too); overhead and engine-check need `gpu`.
 
 pub mod aggregate;
 pub mod compare;
@@ -7,18 +8,18 @@ pub mod crossover;
 #[cfg(feature = "gpu")]
 pub mod engine_check;
 pub mod estimate;
-#[cfg(feature = "gpu")]
+#[cfg(feature = "meter")]
 pub mod gpu;
-#[cfg(feature = "gpu")]
+#[cfg(feature = "meter")]
 pub mod measure;
 pub mod optimize;
-#[cfg(feature = "gpu")]
+#[cfg(feature = "meter")]
 pub mod probe;
-#[cfg(feature = "gpu")]
+#[cfg(feature = "meter")]
 pub mod serve;
 pub mod share;
 pub mod stacks;
-#[cfg(feature = "gpu")]
+#[cfg(feature = "meter")]
 pub mod sweep;
 pub mod sweeps;
 pub mod validate;

@@ -15,7 +15,6 @@ use campaign::plan::{jobs, parse_plan, Job, JobModel, JobState, JobTarget, Measu
 use campaign::slurm::{sbatch_script, ArrayScript, SlurmOptions};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// Which jobs of a plan to run, and where.
@@ -134,7 +133,7 @@ fn state_words(s: &JobState) -> String {
 }
 
 /// `sweep`: run the plan here, run one job of it (`--task`), or emit it for a scheduler.
-pub fn run(opts: &SweepArgs) -> Result<ExitCode> {
+pub fn run(opts: &SweepArgs) -> Result<u8> {
     let l = load(opts)?;
     if let Some(n) = opts.task {
         return run_task(opts, &l, n);
@@ -146,7 +145,7 @@ pub fn run(opts: &SweepArgs) -> Result<ExitCode> {
 }
 
 /// The whole plan on this machine, job after job.
-fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
+fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<u8> {
     let states: Vec<JobState> = l.jobs.iter().map(Job::state).collect();
     let pending: Vec<&Job> = l
         .jobs
@@ -191,7 +190,7 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
         for (i, (j, s)) in l.jobs.iter().zip(&states).enumerate() {
             println!("  {i:>4} {:<40} {}", j.stem, state_words(s));
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let exe = job_exe()?;
     let bar = indicatif::ProgressBar::new(pending.len() as u64);
@@ -227,7 +226,7 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
                     "interrupted during {} (signal {sig}): it left no report; run the sweep again to resume there",
                     job.stem
                 );
-                return Ok(ExitCode::from(128 + sig as u8));
+                return Ok(128 + sig as u8);
             }
         }
         bar.inc(1);
@@ -241,7 +240,7 @@ fn run_here(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
             failures.join(", ")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// `aggregate.csv` of the results folder; a sweep with nothing new leaves the (often committed)
@@ -259,7 +258,7 @@ fn write_aggregate(out: &Path) -> Result<()> {
 }
 
 /// One job of the plan, as a Slurm array task runs it.
-fn run_task(opts: &SweepArgs, l: &Loaded, n: usize) -> Result<ExitCode> {
+fn run_task(opts: &SweepArgs, l: &Loaded, n: usize) -> Result<u8> {
     if let Some(want) = &opts.plan_sha256 {
         let (have, _) = meter::files::sha256_file(&l.plan_path)?;
         if !have.eq_ignore_ascii_case(want) {
@@ -280,28 +279,28 @@ fn run_task(opts: &SweepArgs, l: &Loaded, n: usize) -> Result<ExitCode> {
     let state = job.state();
     if opts.dry_run || !opts.runs(&state) {
         println!("task {n} ({}): {}", job.stem, state_words(&state));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     println!("task {n}: running {}", job.stem);
     meter::interrupt::install_stop_flag();
     match run_job(&job_exe()?, job)? {
-        JobEnd::Done => Ok(ExitCode::SUCCESS),
+        JobEnd::Done => Ok(0),
         JobEnd::Failed(why) => {
             eprintln!("task {n} ({}) failed: {why}", job.stem);
-            Ok(ExitCode::from(1))
+            Ok(1)
         }
         JobEnd::Interrupted(sig) => {
             eprintln!(
                 "task {n} ({}) interrupted by signal {sig}: no report written",
                 job.stem
             );
-            Ok(ExitCode::from(128 + sig as u8))
+            Ok(128 + sig as u8)
         }
     }
 }
 
 /// The sbatch script on stdout, or with `--dry-run` what the array would do.
-fn emit_slurm(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
+fn emit_slurm(opts: &SweepArgs, l: &Loaded) -> Result<u8> {
     if opts.dry_run {
         let states: Vec<JobState> = l.jobs.iter().map(Job::state).collect();
         let to_run = states.iter().filter(|s| opts.runs(s)).count();
@@ -314,7 +313,7 @@ fn emit_slurm(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
             let verb = if opts.runs(s) { "would run" } else { "skips" };
             println!("  task {i:>4}: {verb:<9} {:<40} {}", j.stem, state_words(s));
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let (sha, _) = meter::files::sha256_file(&l.plan_path)?;
     let exe = match &opts.exe {
@@ -341,7 +340,7 @@ fn emit_slurm(opts: &SweepArgs, l: &Loaded) -> Result<ExitCode> {
     })
     .map_err(anyhow::Error::msg)?;
     print!("{script}");
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// What a job's process came to.

@@ -2,7 +2,6 @@
 //! [`check_file`] and [`print_check`] are also how `quantenergy compare` reads its reports.
 
 use anyhow::Result;
-use std::process::ExitCode;
 
 /// One file read and validated.
 pub enum FileCheck {
@@ -110,7 +109,7 @@ fn print_validity(r: &report::Report) {
 /// Validate each file (or `-`, standard input). Exit 0 when all are valid, 1 when any is invalid,
 /// 2 when any is unreadable or not JSON. With `write_validity`, each file whose only fault is a
 /// missing or stale `validity` block gets the block its fields give.
-pub fn validate(files: &[String], write_validity: bool) -> Result<ExitCode> {
+pub fn validate(files: &[String], write_validity: bool) -> Result<u8> {
     let mut any_invalid = false;
     let mut any_unreadable = false;
     for path in files {
@@ -132,11 +131,11 @@ pub fn validate(files: &[String], write_validity: bool) -> Result<ExitCode> {
         }
     }
     Ok(if any_unreadable {
-        ExitCode::from(2)
+        2
     } else if any_invalid {
-        ExitCode::from(1)
+        1
     } else {
-        ExitCode::SUCCESS
+        0
     })
 }
 
