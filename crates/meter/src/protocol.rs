@@ -1092,6 +1092,73 @@ pub enum WindowError {
     CounterBackwards(f64, u64, u64),
 }
 
+/// An energy-counter window that is open: the counter read at its start, the power trace
+/// running. [`OpenWindow::close`] reads the end; [`metered_window`] is the two around a body, and
+/// the Python module's `with meter.window():` opens and closes one around the user's code.
+pub struct OpenWindow {
+    sampler: Option<Sampler>,
+    e0: u64,
+    host0: Option<crate::meter::HostCpu>,
+    t0: f64,
+}
+
+impl OpenWindow {
+    /// Start the trace at `trace_hz` (when asked), read the counter and mark the GPU's activity.
+    pub fn open(
+        meter: &mut dyn EnergyMeter,
+        clock: &Arc<dyn Clock>,
+        trace_hz: Option<f64>,
+    ) -> Result<OpenWindow, WindowError> {
+        let sampler = trace_hz.map(|hz| Sampler::start(meter.power_probe(), clock.clone(), hz));
+        let e0 = match meter.energy_mj() {
+            Ok(e) => e,
+            Err(e) => {
+                sampler.map(Sampler::finish);
+                return Err(WindowError::Meter(e));
+            }
+        };
+        meter.begin_activity();
+        Ok(OpenWindow {
+            sampler,
+            e0,
+            host0: clock.host_cpu(),
+            t0: clock.now_s(),
+        })
+    }
+
+    /// Close the window: read the counter, stop the trace (always), and refuse a counter that
+    /// did not move or went backwards — never a zero.
+    pub fn close(
+        self,
+        meter: &mut dyn EnergyMeter,
+        clock: &Arc<dyn Clock>,
+    ) -> Result<Metered, WindowError> {
+        let (sampler, e0) = (self.sampler, self.e0);
+        let seconds = clock.now_s() - self.t0;
+        let host1 = clock.host_cpu();
+        let e1 = meter.energy_mj();
+        let activity = meter.end_activity(seconds);
+        let trace = sampler.map(Sampler::finish);
+        let e1 = e1.map_err(WindowError::Meter)?;
+        if e1 < e0 {
+            return Err(WindowError::CounterBackwards(seconds, e0, e1));
+        }
+        if e1 == e0 {
+            return Err(WindowError::CounterStuck(seconds, e0, e1));
+        }
+        Ok(Metered {
+            seconds,
+            counter_j: (e1 - e0) as f64 / 1000.0,
+            trace,
+            host: self
+                .host0
+                .zip(host1)
+                .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
+            activity,
+        })
+    }
+}
+
 /// One energy-counter window around `body` (which must leave the device synchronized): the power
 /// trace at `trace_hz` when asked, the counter read at both edges, the host CPU accounting. The
 /// measurement protocol and the trace-overhead A/B both measure through this. A failing body wins
@@ -1103,43 +1170,11 @@ pub fn metered_window<T, E: From<WindowError>>(
     trace_hz: Option<f64>,
     body: impl FnOnce() -> Result<T, E>,
 ) -> Result<(T, Metered), E> {
-    let sampler = trace_hz.map(|hz| Sampler::start(meter.power_probe(), clock.clone(), hz));
-    let e0 = match meter.energy_mj() {
-        Ok(e) => e,
-        Err(e) => {
-            sampler.map(Sampler::finish);
-            return Err(WindowError::Meter(e).into());
-        }
-    };
-    meter.begin_activity();
-    let host0 = clock.host_cpu();
-    let t0 = clock.now_s();
+    let window = OpenWindow::open(meter, clock, trace_hz)?;
     let out = body();
-    let seconds = clock.now_s() - t0;
-    let host1 = clock.host_cpu();
-    let e1 = meter.energy_mj();
-    let activity = meter.end_activity(seconds);
-    let trace = sampler.map(Sampler::finish);
+    let metered = window.close(meter, clock);
     let value = out?;
-    let e1 = e1.map_err(WindowError::Meter)?;
-    if e1 < e0 {
-        return Err(WindowError::CounterBackwards(seconds, e0, e1).into());
-    }
-    if e1 == e0 {
-        return Err(WindowError::CounterStuck(seconds, e0, e1).into());
-    }
-    Ok((
-        value,
-        Metered {
-            seconds,
-            counter_j: (e1 - e0) as f64 / 1000.0,
-            trace,
-            host: host0
-                .zip(host1)
-                .and_then(|(a, b)| HostWindow::between(a, b, seconds)),
-            activity,
-        },
-    ))
+    Ok((value, metered?))
 }
 
 #[cfg(test)]

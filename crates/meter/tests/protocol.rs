@@ -92,8 +92,11 @@ fn a_slow_warm_up_does_not_leave_the_window_short() {
 /// The window is stretched until it lasts `min_window_s` (the last warm-up sizes it), the counter's
 /// update period is measured first, and the report's validity follows from its figures: a
 /// 5.12 s window on a counter moving every 100 ms, a busy unthrottled card, a cooldown that
-/// converged is `valid`; the same card half idle is `host_bound`; 3 iterations (0.48 s) are a
-/// `short_window` and a `coarse_counter`.
+/// converged raises no flag; the same card half idle is `host_bound`; 3 iterations (0.48 s) are a
+/// `short_window` and a `coarse_counter`. The power trace is off in the first run: its thread
+/// samples on the wall clock while the fake's time jumps, so counter ÷ trace would measure the
+/// test machine's scheduling (the trace rule has tests of its own); the verdict is then
+/// `unknown` on that one rule alone.
 #[test]
 fn windows_last_five_seconds_and_the_report_says_whether_they_can_be_trusted() {
     use meter::meter::WindowActivity;
@@ -110,6 +113,7 @@ fn windows_last_five_seconds_and_the_report_says_whether_they_can_be_trusted() {
     let mut f = FakeDecoderFactory::new(m.clone());
     let c = ProtocolConfig {
         min_window_s: 5.0,
+        trace: false,
         ..short_protocol(&["Q4_K"])
     };
     let out = run(&c, &m, &mut f).unwrap();
@@ -123,7 +127,13 @@ fn windows_last_five_seconds_and_the_report_says_whether_they_can_be_trusted() {
     assert_eq!(rep.protocol.as_ref().unwrap().iterations, Some(32));
     assert_eq!(rep.energy.as_ref().unwrap().counter_update_ms, Some(100.0));
     let v = rep.validity.clone().expect("the meter writes its validity");
-    assert_eq!(v.status, Status::Valid, "{v:?}");
+    assert!(v.flags.is_empty(), "{v:?}");
+    assert_eq!(
+        v.unknown,
+        vec![report::validity::Check::CounterTrace],
+        "{v:?}"
+    );
+    assert_eq!(v.status, Status::Unknown, "{v:?}");
     assert_eq!(v, report::validity::assess(&rep));
 
     let m = meter().with(|s| {
@@ -145,6 +155,7 @@ fn windows_last_five_seconds_and_the_report_says_whether_they_can_be_trusted() {
 
     let short = ProtocolConfig {
         min_window_s: 0.0,
+        trace: true,
         ..c
     };
     let m = meter().with(|s| {
