@@ -103,6 +103,10 @@ pub struct Anchor {
     /// comparable between the rows of one model only (same text, same tokenizer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perplexity: Option<f64>,
+    /// The row checks the method (a real model beside its synthetic twin): shown with the
+    /// measurements, never fitted — no curve, launch-floor calibration or optimizer reads it.
+    #[serde(default)]
+    pub check: bool,
     /// Why the row does or does not feed a default curve.
     pub curve_note: String,
 }
@@ -445,6 +449,15 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                 } else {
                     None
                 },
+                check: match r.has("role").then(|| r.raw("role")).transpose()? {
+                    None | Some("") => false,
+                    Some("check") => true,
+                    Some(other) => {
+                        return Err(
+                            r.err("role", format!("expected check or nothing, got {other:?}"))
+                        )
+                    }
+                },
                 curve_note: r.text("curve_note")?,
             };
             // Read after every cell, so a row's first bad cell stays the one reported.
@@ -517,7 +530,7 @@ mod tests {
         let published: Vec<&Anchor> = d
             .anchors
             .iter()
-            .filter(|a| !a.session.starts_with("h200"))
+            .filter(|a| !a.source.starts_with("quantenergy data/measurements"))
             .collect();
         assert_eq!(published.len(), 110);
         assert_eq!(published.iter().filter(|a| a.default_curve).count(), 29);
@@ -648,13 +661,13 @@ mod tests {
     #[test]
     fn bad_csv_names_row_and_column() {
         let header = ANCHORS_CSV.lines().next().unwrap();
-        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,,,n\n");
+        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,,,,n\n");
         let err = parse_anchors(&bad).unwrap_err();
         assert_eq!(
             err.to_string(),
             "anchors.csv: row 2: column `params_b`: expected a number, got \"seven\""
         );
-        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,,,n\n");
+        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,,,,n\n");
         assert!(parse_anchors(&neg)
             .unwrap_err()
             .to_string()

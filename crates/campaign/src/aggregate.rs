@@ -414,6 +414,9 @@ pub struct AnchorsCsvRow {
     /// Mean perplexity over the runs, where every run scored it (empty otherwise).
     #[serde(serialize_with = "dp3_opt")]
     pub perplexity: Option<f64>,
+    /// `check` for rows that check the method (`--not-curve`): shown, never fitted; empty for a
+    /// campaign's rows.
+    pub role: &'static str,
     /// What the row is and how it meets the campaign targets. Last: the page's landing module
     /// embeds the file without it.
     pub curve_note: String,
@@ -452,6 +455,9 @@ pub struct Provenance {
     pub session: Option<String>,
     /// The source description.
     pub source: String,
+    /// Why the rows check the method rather than anchor the default curves (a real model
+    /// beside its synthetic twin): then no row feeds a curve, and each note says why.
+    pub not_curve: Option<String>,
 }
 
 impl Provenance {
@@ -519,10 +525,18 @@ impl AnchorsCsvRow {
                 .or_else(|| prov.session.clone())
                 .unwrap_or_default(),
             source: prov.source.clone(),
-            default_curve: u8::from(r.feeds_curve()),
+            default_curve: u8::from(r.feeds_curve() && prov.not_curve.is_none()),
             cards: r.cards,
             perplexity: r.perplexity,
-            curve_note: targets.note(r, &gpu),
+            role: if prov.not_curve.is_some() {
+                "check"
+            } else {
+                ""
+            },
+            curve_note: match &prov.not_curve {
+                Some(why) => format!("not a curve anchor: {why}; {}", targets.note(r, &gpu)),
+                None => targets.note(r, &gpu),
+            },
             gpu,
         }
     }
@@ -1145,6 +1159,7 @@ mod tests {
             stack: stack.map(str::to_string),
             session: session.map(str::to_string),
             source: "test".into(),
+            not_curve: None,
         };
         let e = prov(Some("one label"), None).check(&agg.rows).unwrap_err();
         assert!(e.contains("2 stacks"), "{e}");
@@ -1160,6 +1175,25 @@ mod tests {
             csv.lines().any(|l| l.contains("llama.cpp campaign")),
             "{csv}"
         );
+        // Rows that check the method feed no curve, and say why first.
+        let check = Provenance {
+            not_curve: Some("a real model beside its synthetic twin".into()),
+            ..prov(None, None)
+        };
+        let csv = anchors_csv(&agg.rows, &check, &CampaignTargets::default()).unwrap();
+        let rows: Vec<AnchorsCsvRow> = agg
+            .rows
+            .iter()
+            .map(|r| AnchorsCsvRow::of(r, &check, &CampaignTargets::default()))
+            .collect();
+        assert!(
+            rows.iter()
+                .all(|r| r.default_curve == 0 && r.role == "check"),
+            "{csv}"
+        );
+        assert!(rows.iter().all(|r| r
+            .curve_note
+            .starts_with("not a curve anchor: a real model beside its synthetic twin; ")));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -1171,6 +1205,7 @@ mod tests {
             stack: None,
             session: None,
             source: "t".into(),
+            not_curve: None,
         };
         assert!(none
             .check(&agg.rows)

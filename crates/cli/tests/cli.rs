@@ -378,6 +378,29 @@ fn anchors_h200_rows_are_exactly_what_aggregate_makes_of_the_raw_reports() {
         );
         fresh.extend(rows);
     }
+    // The real model beside its synthetic twin: one stack per folder, checks, not curve anchors.
+    for stack in [
+        "graph-real",
+        "graph-synthetic",
+        "llama-real",
+        "llama-synthetic",
+    ] {
+        let dir = format!("data/measurements/h200/truth-rerun/card-c/{stack}");
+        let o = qe(&[
+            "aggregate",
+            &dir,
+            "--include-flagged",
+            "--not-curve",
+            "a real model beside its synthetic twin (data/measurements/h200/truth-rerun)",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+        assert!(
+            rows.iter().all(|r| r.contains(",truth-rerun-2026-12-03,")),
+            "{dir}: a row of another session"
+        );
+        fresh.extend(rows);
+    }
     let anchors = std::fs::read_to_string(repo().join("data/anchors.csv")).unwrap();
     let committed: Vec<String> = anchors
         .lines()

@@ -39,6 +39,10 @@ pub struct AggregateArgs {
     /// By default they are left out, and counted.
     #[arg(long)]
     pub include_flagged: bool,
+    /// The rows check the method, they do not anchor the default curves (e.g. "a real model
+    /// beside its synthetic twin"): default_curve is 0 and each note starts with this reason.
+    #[arg(long, value_name = "REASON")]
+    pub not_curve: Option<String>,
 }
 
 /// Print the rows (or the table).
@@ -79,6 +83,7 @@ pub fn run(a: &AggregateArgs) -> Result<()> {
         stack: a.stack.clone(),
         session: a.session.clone(),
         source: a.source.clone(),
+        not_curve: a.not_curve.clone(),
     };
     prov.check(&agg.rows).map_err(anyhow::Error::msg)?;
     print!("{}", anchors_csv(&agg.rows, &prov, &targets)?);

@@ -53,6 +53,7 @@ fn rows(a: &StacksArgs) -> Result<Dataset> {
             stack: None,
             session: None,
             source: format!("{} (not yet in data/anchors.csv)", dir.display()),
+            not_curve: None,
         };
         text.push_str(&anchors_csv(&fresh, &prov, &CampaignTargets::default())?);
     }
