@@ -293,6 +293,29 @@ test('on the H200, Tested models sets the software stacks of one model side by s
   await context.close();
 });
 
+test('a real model beside its synthetic twin: perplexity and cards on the bars, the ΔE differences with their intervals, and what a synthetic session may be off by', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=tested&gpu=H200&model=SmolLM2-135M-Instruct`);
+  await page.waitForSelector('#synthetic-table');
+  // Two engines × Q8_0, Q4_K, Q4_0, each the difference of the two ΔE with its Welch interval.
+  const rows = await page.locator('#synthetic-table tbody tr').allInnerTexts();
+  assert.equal(rows.length, 6, rows.join('\n'));
+  assert.ok(rows.every((r) => /(points: measured, the synthetic row differs by this much|not measurable at this size \([+-]\d+\.\d ± \d+\.\d points\))/.test(r)), rows.join('\n'));
+  assert.ok(rows.some((r) => r.includes('not measurable')), rows.join('\n'));
+  // The graph engine scored perplexity: the real rows show it beside their energy.
+  assert.ok(rows.some((r) => /\d+\.\d\d \(\+9\d %\)/.test(r)), rows.join('\n'));
+  const meta = await page.locator('.bar-meta .meta-line').allInnerTexts();
+  assert.ok(meta.some((m) => /^1 card · PPL \d+\.\d\d/.test(m)), meta.join(' | '));
+  // A synthetic-weights session of another model on the same card and engine says what it may be off by.
+  await page.selectOption('#model-select', 'Qwen2-7B');
+  await page.waitForSelector('.synthetic-note');
+  const notes = await page.locator('.synthetic-note').allInnerTexts();
+  assert.ok(notes.some((n) => n.startsWith('Synthetic weights') && n.includes('SmolLM2-135M-Instruct')), notes.join(' | '));
+  assert.equal(await page.locator('#synthetic-card').count(), 0);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('the stack picker of Your model changes the estimate, and the permalink carries it', async () => {
   const { page, problems, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=model&gpu=H200&n=1.5437&p=Q4_K`);

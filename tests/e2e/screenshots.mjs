@@ -59,6 +59,8 @@ try {
       {
         for (const [name, q] of [
           ['tested-h200-stacks', '?tab=tested&gpu=H200&model=Qwen2-1.5B'],
+          // A real model beside its synthetic twin: PPL on the bars, cards on the chips, the pairs.
+          ['tested-h200-truth', '?tab=tested&gpu=H200&model=SmolLM2-135M-Instruct'],
           ['model-h200-stack', '?tab=model&n=1.5437&gpu=H200&p=Q4_K&b=1&ctx=2048&stack=llama.cpp'],
           ['optimize-h200-stacks', '?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy'],
           ...(both ? [
@@ -87,6 +89,19 @@ try {
         const file = path.join(OUT, `optimize-h200-sweeps-${device}-${scheme}.png`);
         // A clip of the full page at the card's place (an element shot of a card this far down the
         // phone page came out offset).
+        const r = await card.evaluate((el) => {
+          const b = el.getBoundingClientRect();
+          return { x: b.left + window.scrollX, y: b.top + window.scrollY, width: b.width, height: b.height };
+        });
+        await page.screenshot({ path: file, fullPage: true, clip: r });
+        console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
+      }
+      // The real model beside its synthetic twin, the card alone, in all four.
+      if (!only || `tested-h200-synthetic-${device}-${scheme}`.includes(only)) {
+        await page.goto(server.url + '?tab=tested&gpu=H200&model=SmolLM2-135M-Instruct');
+        const card = page.locator('#synthetic-card');
+        await card.waitFor();
+        const file = path.join(OUT, `tested-h200-synthetic-${device}-${scheme}.png`);
         const r = await card.evaluate((el) => {
           const b = el.getBoundingClientRect();
           return { x: b.left + window.scrollX, y: b.top + window.scrollY, width: b.width, height: b.height };

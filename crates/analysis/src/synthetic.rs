@@ -44,13 +44,13 @@ impl SyntheticPair<'_> {
             .is_some_and(|h| self.difference_pts.abs() > h)
     }
 
-    /// In words: "−13.4 ± 2.1 points: synthetic rows are off by this much" or "not measurable at
-    /// this size (+2.9 ± 9.4 points)".
+    /// In words: "+7.8 ± 3.6 points: measured, the synthetic row differs by this much" or "not
+    /// measurable at this size (+2.9 ± 9.4 points)".
     pub fn words(&self) -> String {
         let d = self.difference_pts;
         match self.halfwidth_pts {
             Some(h) if self.measurable() => {
-                format!("{d:+.1} ± {h:.1} points: the synthetic row is off by this much")
+                format!("{d:+.1} ± {h:.1} points: measured, the synthetic row differs by this much")
             }
             Some(h) => format!("not measurable at this size ({d:+.1} ± {h:.1} points)"),
             None => format!("{d:+.1} points, no interval (fewer than two runs on a side)"),

@@ -72,15 +72,16 @@ pub fn other_stack(stack: &str) -> Option<String> {
     if stack.contains("bitsandbytes") {
         None
     } else if analysis::engine::is_candle_stack(stack) {
-        Some("different stack: candle GGUF kernels on synthetic-weight shapes, not bitsandbytes NF4/INT8".into())
+        let weights = match analysis::synthetic::weights_of(stack) {
+            Some(report::WeightsKind::Real) => "a real model's weights",
+            _ => "synthetic-weight shapes",
+        };
+        Some(format!(
+            "different stack: candle GGUF kernels on {weights}, not bitsandbytes NF4/INT8"
+        ))
     } else {
-        let short: String = stack
-            .split(" (")
-            .next()
-            .unwrap_or(stack)
-            .chars()
-            .take(60)
-            .collect();
+        // The engine and its version, up to the first detail (how it was driven, the weights).
+        let short = stack.split([',', '(']).next().unwrap_or(stack).trim();
         Some(format!("different stack: {short}, not bitsandbytes"))
     }
 }
@@ -141,7 +142,7 @@ pub fn BasisTag(#[prop(into)] basis: Signal<String>) -> impl IntoView {
 pub fn NChip(
     n: Option<u32>,
     cv: Option<f64>,
-    /// Physical cards behind the runs, where the row says.
+    /// Physical cards behind the runs, where the row says (in the chip's title; the bar says it).
     cards: Option<u32>,
 ) -> impl IntoView {
     let n_txt = n
@@ -159,9 +160,6 @@ pub fn NChip(
         Some(c) => format!("{kind}; runs on {c} physical cards of this model"),
         None => kind.to_string(),
     };
-    let cards_txt = cards
-        .map(|c| format!(" · {c} card{}", if c == 1 { "" } else { "s" }))
-        .unwrap_or_default();
     view! {
         <span
             class="chip"
@@ -170,7 +168,6 @@ pub fn NChip(
         >
             {n_txt}
             {cv_txt}
-            {cards_txt}
         </span>
     }
 }

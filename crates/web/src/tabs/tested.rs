@@ -855,7 +855,10 @@ fn SyntheticCard() -> impl IntoView {
                         </tbody>
                     </table>
                 </div>
-                <p class="fine">{format!("Session {session}; n runs and cards per row are on the bars above. Perplexity is on the fixed public-domain text in data/perplexity/, with this model's tokenizer: comparable between its formats only.")}</p>
+                <p class="fine">
+                    "A difference can come from the weights' values or from the files: where a row does not fit a format, llama-quantize and our synthetic writers fall back to different types (this model's 576-wide rows: Q5_0 in the real Q4_K_M file, Q8_0 in the graph engine's synthetic Q4_K), and llama-quantize keeps some tensors of a Q4_0 file wider, so the two decode through partly different kernels. docs/MEASUREMENTS.md has the files' sizes."
+                </p>
+                <p class="fine">{format!("Session {session}; runs and cards per row are on the bars above. Perplexity is on the fixed public-domain text in data/perplexity/, with this model's tokenizer: comparable between its formats only.")}</p>
             </div>
         })
     }
@@ -1009,11 +1012,18 @@ fn bar_row(b: Bar, max_e: f64) -> impl IntoView {
             </span>
             <span class="bar-meta">
                 <NChip n=b.n cv=b.cv cards=b.cards/>
-                {b.ppl.map(|(q, d)| view! {
-                    <span class="sub ppl" title="perplexity of this arm on the fixed public-domain text in data/perplexity/ (same tokenizer: comparable within this model only)">
-                        {format!("PPL {q:.2}")}
-                        {d.map(|d| format!(" · {}", pct(d, 0)))}
-                    </span>
+                {(b.cards.is_some() || b.ppl.is_some()).then(|| {
+                    let cards = b.cards.map(|c| format!("{c} card{}", if c == 1 { "" } else { "s" }));
+                    let ppl = b.ppl.map(|(q, d)| match d {
+                        Some(d) => format!("PPL {q:.2} ({})", pct(d, 0)),
+                        None => format!("PPL {q:.2}"),
+                    });
+                    let text = cards.into_iter().chain(ppl).collect::<Vec<_>>().join(" · ");
+                    view! {
+                        <span class="sub meta-line" title="physical cards behind the runs; perplexity of the arm on the fixed public-domain text in data/perplexity/ (same tokenizer: comparable within this model only)">
+                            {text}
+                        </span>
+                    }
                 })}
             </span>
         </div>
