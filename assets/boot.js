@@ -81,7 +81,8 @@ async function startLanding() {
   window.qeLoadFull = (tab) => {
     if (fullStarted) return fullStarted;
     const url = new URL(location.href);
-    if (url.searchParams.get('tab') !== tab) {
+    // Another tab starts from its own defaults; the same tab (tested is the default) keeps its inputs.
+    if ((url.searchParams.get('tab') ?? 'tested') !== tab) {
       url.search = '?tab=' + encodeURIComponent(tab);
       history.replaceState(null, '', url);
     }

@@ -44,15 +44,15 @@ impl SyntheticPair<'_> {
             .is_some_and(|h| self.difference_pts.abs() > h)
     }
 
-    /// In words: "+7.8 ± 3.6 points: measured, the synthetic row differs by this much" or "not
-    /// measurable at this size (+2.9 ± 9.4 points)".
+    /// In words: "+7.8 ± 3.6 points, measured" (the synthetic row differs by this much) or "not
+    /// measurable (+2.9 ± 9.4 points)".
     pub fn words(&self) -> String {
         let d = self.difference_pts;
         match self.halfwidth_pts {
             Some(h) if self.measurable() => {
-                format!("{d:+.1} ± {h:.1} points: measured, the synthetic row differs by this much")
+                format!("{d:+.1} ± {h:.1} points, measured")
             }
-            Some(h) => format!("not measurable at this size ({d:+.1} ± {h:.1} points)"),
+            Some(h) => format!("not measurable ({d:+.1} ± {h:.1} points)"),
             None => format!("{d:+.1} points, no interval (fewer than two runs on a side)"),
         }
     }

@@ -285,7 +285,7 @@ pub fn TabBody() -> impl IntoView {
 
 /// Ask `boot.js` to load the full page for `tab`; `true` when it cannot (no loader).
 #[cfg(feature = "landing")]
-fn hand_over(tab: &str) -> bool {
+pub(crate) fn hand_over(tab: &str) -> bool {
     use wasm_bindgen::JsCast;
     let w = util::window();
     let Some(f) = js_sys::Reflect::get(&w, &"qeLoadFull".into())

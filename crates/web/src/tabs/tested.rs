@@ -796,8 +796,26 @@ fn synthetic_note(rows: &[&Anchor]) -> Option<String> {
     ))
 }
 
+/// The landing module does not carry the comparison (it would cost its first load ≈ 6 KB gz): where
+/// the picked model has one, it hands over to the full module, which starts on the same view.
+#[cfg(feature = "landing")]
+#[component]
+fn SyntheticCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    move || {
+        let wanted = !synthetic_pairs_for(&st.gpu.get(), &st.model.get()).is_empty();
+        // In the browser only: the build-time pre-render has no loader to ask.
+        #[cfg(target_arch = "wasm32")]
+        if wanted {
+            crate::hand_over("tested");
+        }
+        wanted.then(|| view! { <p class="boot" role="status">"Loading the real-vs-synthetic comparison…"</p> })
+    }
+}
+
 /// A real model beside its synthetic twin on the picked card: per engine and format, the two ΔE,
 /// their difference with its interval, and the real model's perplexity change.
+#[cfg(not(feature = "landing"))]
 #[component]
 fn SyntheticCard() -> impl IntoView {
     let st = expect_context::<crate::AppState>().tested;
