@@ -6,7 +6,7 @@
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 
-mod cmd;
+pub mod cmd;
 #[cfg(feature = "gpu")]
 mod session;
 

@@ -47,7 +47,7 @@ use serde_json::Value;
 pub use arch::{arch_from_gpu_name, Arch, ParseArchError};
 pub use guard::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_STRING_BYTES};
 pub use markdown::{quality_line, stack_summary, to_markdown};
-pub use params::guess_params_b;
+pub use params::{guess_params_b, MAX_PARAMS_B};
 pub use precision::{ParsePrecisionError, Precision};
 #[cfg(feature = "schema")]
 pub use schema::{schema_errors, schema_value};

@@ -105,7 +105,7 @@ pub fn run(a: &CompareArgs) -> Result<u8> {
 /// Place one report; with `any_stack`, when its engine has no curve of the class, against the one
 /// the class prefers. The subject keeps its engine for the output, so a cross-stack comparison
 /// stays visible.
-fn place_one(r: &report::Report, any_stack: bool) -> Placement {
+pub fn place_one(r: &report::Report, any_stack: bool) -> Placement {
     let own = place_report(r, default_classes());
     // Only a refusal for the stack is lifted: never swap a report off its own engine's curve.
     if !any_stack || !matches!(own.curve, Err(NoCurve::Stack { .. })) {

@@ -1,0 +1,120 @@
+"""The installed wheel: its `quantenergy` console script and the Python API, against the committed
+reports and the documented test meter (`Meter(fake=True)`: 100 W over real time, no GPU).
+Run by ./dev test in a fresh venv: `pytest crates/python/tests` with QE_REPO set to the checkout."""
+
+import ctypes.util
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import quantenergy as qe
+
+REPO = Path(os.environ.get("QE_REPO", Path(__file__).resolve().parents[3]))
+EXAMPLES = REPO / "data" / "examples"
+H200_Q4_0 = REPO / "data/measurements/h200/llama/raw/qwen2-0.5b_server_b1_r1_Q4_0.json"
+
+
+def run(*args):
+    exe = shutil.which("quantenergy")
+    assert exe, "the wheel's console script is not on PATH"
+    return subprocess.run([exe, *args], capture_output=True, text=True)
+
+
+def test_the_console_script_is_the_cli_with_its_exit_codes(tmp_path):
+    assert run("--version").stdout.strip() == f"quantenergy {qe.__version__}"
+    ok = run("validate", str(EXAMPLES / "measured.json"))
+    assert ok.returncode == 0, ok.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema_version": "1.0"}))
+    assert run("validate", str(bad)).returncode == 1
+    bad.write_text("{not json")
+    assert run("validate", str(bad)).returncode == 2
+    assert run("no-such-command").returncode == 2
+    est = run("estimate", "--gpu", "RTX 4090", "--params-b", "7", "--precision", "NF4")
+    assert est.returncode == 0 and "ΔE vs FP16" in est.stdout
+
+
+def test_the_wheel_measures_servers_and_says_where_our_engines_are():
+    r = run("measure", "--synthetic", "qwen2-0.5b", "--precision", "Q4_K")
+    assert r.returncode == 2
+    assert "servers only" in r.stderr and "scripts/build-cuda.sh" in r.stderr
+    # A server that does not answer is an error, never an estimate that looks like a run.
+    r = run("measure", "--server", "http://127.0.0.1:9", "--precision", "Q4_K", "--params-b", "0.5")
+    assert r.returncode == 2, r.stdout + r.stderr
+
+
+def test_validate_names_the_field():
+    v = qe.validate(EXAMPLES / "measured.json")
+    assert v.valid and v.errors == []
+    assert v.validity is not None and v.validity["status"] in ("valid", "flagged", "unknown")
+    report = json.loads((EXAMPLES / "measured.json").read_text())
+    report["workload"]["precision"] = "NF5"
+    bad = Path(os.environ.get("TMPDIR", "/tmp")) / f"qe-bad-{os.getpid()}.json"
+    bad.write_text(json.dumps(report))
+    try:
+        v = qe.validate(bad)
+    finally:
+        bad.unlink()
+    assert not v.valid
+    assert any(i.path == "$.workload.precision" for i in v.errors), v.errors
+
+
+def test_estimate_is_the_cli_figure():
+    e = qe.estimate(params_b=7, precision="NF4", gpu="RTX 4090")
+    cli = run("estimate", "--gpu", "RTX 4090", "--params-b", "7", "--precision", "NF4", "--json")
+    rep = json.loads(cli.stdout)
+    assert e.basis == rep["results"]["basis"]
+    assert round(e.delta_pct, 2) == round(rep["results"]["vs_fp16_energy_pct"], 2)
+    assert e.ci_low < e.delta_pct < e.ci_high
+    with pytest.raises(ValueError, match="precision"):
+        qe.estimate(params_b=7, precision="NF5", gpu="RTX 4090")
+    with pytest.raises(ValueError, match="params_b"):
+        qe.estimate(params_b=1e12, precision="NF4", gpu="RTX 4090")
+
+
+def test_compare_places_a_measured_h200_report_on_its_stacks_curve():
+    p = qe.compare(H200_Q4_0)
+    assert p["params_b"] == pytest.approx(0.494, abs=0.01)
+    assert p["engine"] == "llama.cpp" and p["curve_engines"] == ["llama.cpp"]
+    assert p["outcome"] == "inside" and p["comparison"]["inside"]
+    with pytest.raises(ValueError, match="invalid report"):
+        qe.compare(EXAMPLES / "../anchors.csv")
+
+
+def test_a_window_on_the_test_meter_reads_its_counter_and_says_what_it_cannot_trust():
+    m = qe.Meter(fake=True)
+    assert "simulated" in m.device
+    with m.window(tokens=1000) as w:
+        time.sleep(0.5)
+    r = w.result
+    # 100 W over ≈ 0.5 s: the counter's joules, and mJ per token from them.
+    assert r.seconds == pytest.approx(0.5, abs=0.2)
+    assert r.joules == pytest.approx(100 * r.seconds, rel=0.01)
+    assert r.mj_per_token == pytest.approx(r.joules, rel=1e-9)  # 1000 tokens: J → mJ/token
+    assert not r.valid and any(f.startswith("short_window") for f in r.flags)
+    # One window at a time; a failing block still closes its window and its exception wins.
+    with pytest.raises(ZeroDivisionError):
+        with m.window():
+            1 / 0
+    with m.window() as w2:
+        pass
+    assert w2.result is not None
+
+
+def test_a_five_second_window_is_valid():
+    m = qe.Meter(fake=True)
+    with m.window(tokens=500) as w:
+        time.sleep(5.05)
+    assert w.result.valid, w.result.flags
+    assert w.result.counter_over_trace == pytest.approx(1.0, abs=0.02)
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has NVML")
+def test_no_gpu_raises_never_zero():
+    with pytest.raises(RuntimeError, match="NVML"):
+        qe.Meter()
