@@ -13,6 +13,8 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
+mod campaign;
+
 /// Run the command line (`argv[0]` is the program name) and return its exit status.
 #[pyfunction]
 #[pyo3(name = "cli")]
@@ -122,25 +124,8 @@ impl Meter {
     #[new]
     #[pyo3(signature = (gpus=None, fake=false, trace_hz=50.0))]
     fn new(gpus: Option<Vec<u32>>, fake: bool, trace_hz: f64) -> PyResult<Meter> {
-        let mut meter: Box<dyn EnergyMeter> = if fake {
-            Box::new(meter::testing::WallMeter::new())
-        } else {
-            // As `measure --server-cmd` meters several cards: each by NVML, their counters summed.
-            let mut meters: Vec<(u32, Box<dyn EnergyMeter + Send>)> = Vec::new();
-            for g in gpus.unwrap_or_else(|| vec![0]) {
-                let m = meter::nvml_meter::NvmlMeter::open_visible(g)
-                    .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-                meters.push((m.nvml_index(), Box::new(m)));
-            }
-            Box::new(meter::multi_meter::SumMeter::new(meters).map_err(runtime_error)?)
-        };
+        let mut meter = open_meter(gpus, fake)?;
         let info = meter.info().map_err(runtime_error)?;
-        if !info.energy_counter {
-            return Err(PyRuntimeError::new_err(format!(
-                "{} has no energy counter: this meter never reports a figure it did not read",
-                info.name
-            )));
-        }
         Ok(Meter {
             meter,
             clock: Arc::new(RealClock::default()),
@@ -180,6 +165,29 @@ impl Meter {
             .map_err(runtime_error)?;
         to_json(&window_json(&m, tokens))
     }
+}
+
+/// NVML on `gpus` (CUDA-visible indices; several: counters summed, as `measure --server-cmd`
+/// meters them), or the documented test meter; a card without an energy counter is refused.
+fn open_meter(gpus: Option<Vec<u32>>, fake: bool) -> PyResult<Box<dyn EnergyMeter>> {
+    let mut meter: Box<dyn EnergyMeter> = if fake {
+        Box::new(meter::testing::WallMeter::new())
+    } else {
+        let mut meters: Vec<(u32, Box<dyn EnergyMeter + Send>)> = Vec::new();
+        for g in gpus.unwrap_or_else(|| vec![0]) {
+            let m = meter::nvml_meter::NvmlMeter::open_visible(g).map_err(runtime_error)?;
+            meters.push((m.nvml_index(), Box::new(m)));
+        }
+        Box::new(meter::multi_meter::SumMeter::new(meters).map_err(runtime_error)?)
+    };
+    let info = meter.info().map_err(runtime_error)?;
+    if !info.energy_counter {
+        return Err(PyRuntimeError::new_err(format!(
+            "{} has no energy counter: this meter never reports a figure it did not read",
+            info.name
+        )));
+    }
+    Ok(meter)
 }
 
 /// A closed window's figures and the validity rules a single window allows, with the report's
@@ -250,6 +258,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_class::<Meter>()?;
+    m.add_class::<campaign::Campaign>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

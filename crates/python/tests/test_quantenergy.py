@@ -118,3 +118,48 @@ def test_a_five_second_window_is_valid():
 def test_no_gpu_raises_never_zero():
     with pytest.raises(RuntimeError, match="NVML"):
         qe.Meter()
+
+
+class SleepyArm:
+    """An arm whose tokens cost wall time: Q4_0 a quarter less than F16."""
+
+    def __init__(self, precision, fail=False):
+        self.per_token = 0.0004 if precision == "FP16" else 0.0003  # the report's spelling
+        self.fail = fail
+        self.kernel = f"time.sleep ({precision})"
+
+    def generate(self, batch, prompt_len, new_tokens):
+        if self.fail:
+            raise RuntimeError("CUDA out of memory (scripted)")
+        time.sleep(self.per_token * new_tokens * batch)
+        return batch * new_tokens
+
+
+def test_a_campaign_runs_the_protocol_over_python_arms_and_writes_reports_validate_accepts(tmp_path):
+    c = qe.Campaign(model="toy", params_b=0.5, precisions=["F16", "Q4_0"], stack="python-sleep",
+                    stack_version="1", tokens=64, warmup=1, iterations=2, min_window_s=0.3,
+                    cooldown_max_s=1, fake=True)
+    paths = c.run(lambda p: SleepyArm(p), out=str(tmp_path))
+    assert len(paths) == 2
+    for p in paths:
+        v = qe.validate(p)
+        assert v.valid, v.errors
+    q4 = json.loads(Path([p for p in paths if "Q4_0" in p][0]).read_text())
+    assert q4["results"]["basis"] == "measured"
+    assert q4["stack"]["engine"] == "python-sleep"
+    # 100 W over a quarter less time per token: Q4_0 costs about 25 % less than F16.
+    assert q4["results"]["vs_fp16_energy_pct"] == pytest.approx(-25, abs=8)
+    # The windows were stretched to min_window_s.
+    assert q4["energy"]["window_seconds"] >= 0.3
+    # The CLI's compare reads it too.
+    assert run("validate", *paths).returncode in (0, 1)
+
+
+def test_a_failing_arm_is_recorded_with_the_python_error(tmp_path):
+    c = qe.Campaign(model="toy", params_b=0.5, precisions=["F16", "Q4_0"], stack="python-sleep",
+                    tokens=16, warmup=0, iterations=1, min_window_s=0.0, cooldown_max_s=1, fake=True)
+    paths = c.run(lambda p: SleepyArm(p, fail=(p == "Q4_0")), out=str(tmp_path))
+    q4 = json.loads(Path([p for p in paths if "Q4_0" in p][0]).read_text())
+    assert "CUDA out of memory (scripted)" in json.dumps(q4)
+    with pytest.raises(ValueError, match="precisions"):
+        qe.Campaign(model="toy", params_b=0.5, precisions=["NF5"], stack="x", fake=True)

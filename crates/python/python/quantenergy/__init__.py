@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Sequence, Union
 from . import _native
 
 __version__: str = _native.__version__
-__all__ = ["Meter", "Window", "WindowResult", "Validation", "Issue", "Estimate", "validate", "estimate", "compare"]
+__all__ = ["Campaign", "Meter", "Window", "WindowResult", "Validation", "Issue", "Estimate", "validate", "estimate", "compare"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -114,6 +114,16 @@ class Meter:
     def window(self, tokens: Optional[int] = None) -> Window:
         """An energy window around a ``with`` block; ``tokens`` gives mJ per token."""
         return Window(self, tokens)
+
+
+#: The meter's whole protocol over your code (the CLI's ``measure``, arm by arm):
+#: ``Campaign(model=, params_b=, precisions=["F16", "Q4_0"], stack="torch.compile",
+#: stack_version=torch.__version__, tokens=256, warmup=2, iterations=10, order="balanced",
+#: repeat=1, min_window_s=5.0, gpus=None, fake=False).run(load, out="reports")`` calls
+#: ``load(precision)`` for each arm (spelled as reports spell it: "FP16", "Q4_0"); the object it returns has ``generate(batch, prompt_len,
+#: new_tokens) -> tokens generated`` and optionally ``synchronize()`` and ``kernel``. It writes
+#: one ``energy.json`` per precision (FP16 the baseline) and returns their paths.
+Campaign = _native.Campaign
 
 
 def _read(path: PathLike) -> str:
