@@ -541,7 +541,7 @@ mod job_args_tests {
             Ok(crate::Cli {
                 command: crate::Command::Measure(a),
                 ..
-            }) => a,
+            }) => *a,
             Ok(other) => panic!("not a measure command: {other:?}"),
             Err(e) => panic!("clap refused the job's arguments: {e}"),
         }
