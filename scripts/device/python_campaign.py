@@ -80,7 +80,8 @@ def main():
         c = qe.Campaign(model=s["name"], params_b=shapes.params_b(s), precisions=["FP16", "BF16"],
                         stack="torch.compile", stack_version=torch.__version__, tokens=a.tokens,
                         warmup=2, iterations=10, order="balanced", repeat=r, seed=34, min_window_s=5.0,
-                        cooldown_max_s=10.0, session="python-wheel-2026-12-03")
+                        cooldown_max_s=10.0, session="python-wheel-2026-12-03",
+                        synthetic_seed=0)
         paths = c.run(load, out=os.path.join(a.out, f"campaign-r{r}"))
         for p in paths:
             rep = json.load(open(p))

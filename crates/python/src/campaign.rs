@@ -115,6 +115,7 @@ pub struct Campaign {
     stack_version: String,
     gpus: Option<Vec<u32>>,
     fake: bool,
+    synthetic_seed: Option<u64>,
 }
 
 #[pymethods]
@@ -122,7 +123,7 @@ impl Campaign {
     #[new]
     #[pyo3(signature = (model, params_b, precisions, stack, stack_version="", tokens=256, warmup=2,
         iterations=10, batch=1, prompt_len=16, order="balanced", repeat=1, seed=0, min_window_s=5.0,
-        cooldown_max_s=60.0, session=None, gpus=None, fake=false))]
+        cooldown_max_s=60.0, session=None, gpus=None, fake=false, synthetic_seed=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -143,6 +144,7 @@ impl Campaign {
         session: Option<String>,
         gpus: Option<Vec<u32>>,
         fake: bool,
+        synthetic_seed: Option<u64>,
     ) -> PyResult<Campaign> {
         let precisions: Vec<Precision> = precisions
             .iter()
@@ -215,6 +217,7 @@ impl Campaign {
             stack_version: stack_version.to_string(),
             gpus,
             fake,
+            synthetic_seed,
         })
     }
 
@@ -236,9 +239,18 @@ impl Campaign {
         let ctx = RunContext {
             model_name: self.model.clone(),
             params_b: self.params_b,
-            weights: WeightsInfo::Real {
-                path: "loaded by the caller's Python code".into(),
-                files: Vec::new(),
+            // The reports say which weights these are: seeded random ones at the model's shapes
+            // (`synthetic_seed`), else the caller's real checkpoint.
+            weights: match self.synthetic_seed {
+                Some(seed) => WeightsInfo::Synthetic {
+                    architecture: self.model.clone(),
+                    seed,
+                    quantized_from_float: false,
+                },
+                None => WeightsInfo::Real {
+                    path: "loaded by the caller's Python code".into(),
+                    files: Vec::new(),
+                },
             },
             engine: self.stack.clone(),
             engine_version: self.stack_version.clone(),

@@ -151,8 +151,17 @@ def test_a_campaign_runs_the_protocol_over_python_arms_and_writes_reports_valida
     assert q4["results"]["vs_fp16_energy_pct"] == pytest.approx(-25, abs=8)
     # The windows were stretched to min_window_s.
     assert q4["energy"]["window_seconds"] >= 0.3
-    # The CLI's compare reads it too.
+    assert q4["weights"]["kind"] == "real"
+    # The CLI reads them too.
     assert run("validate", *paths).returncode in (0, 1)
+
+
+def test_a_campaign_on_seeded_weights_says_synthetic(tmp_path):
+    c = qe.Campaign(model="Qwen2-0.5B", params_b=0.494, precisions=["FP16"], stack="python-sleep",
+                    tokens=16, warmup=0, iterations=1, min_window_s=0.0, cooldown_max_s=1, fake=True,
+                    synthetic_seed=7)
+    rep = json.loads(Path(c.run(lambda p: SleepyArm(p), out=str(tmp_path))[0]).read_text())
+    assert rep["weights"]["kind"] == "synthetic" and rep["weights"]["seed"] == 7
 
 
 def test_a_failing_arm_is_recorded_with_the_python_error(tmp_path):

@@ -119,7 +119,8 @@ class Meter:
 #: The meter's whole protocol over your code (the CLI's ``measure``, arm by arm):
 #: ``Campaign(model=, params_b=, precisions=["F16", "Q4_0"], stack="torch.compile",
 #: stack_version=torch.__version__, tokens=256, warmup=2, iterations=10, order="balanced",
-#: repeat=1, min_window_s=5.0, gpus=None, fake=False).run(load, out="reports")`` calls
+#: repeat=1, min_window_s=5.0, gpus=None, fake=False, synthetic_seed=None).run(load, out="reports")``
+#: (``synthetic_seed``: the arms decode seeded random weights, and the reports say so) calls
 #: ``load(precision)`` for each arm (spelled as reports spell it: "FP16", "Q4_0"); the object it returns has ``generate(batch, prompt_len,
 #: new_tokens) -> tokens generated`` and optionally ``synchronize()`` and ``kernel``. It writes
 #: one ``energy.json`` per precision (FP16 the baseline) and returns their paths.
