@@ -133,6 +133,20 @@ test('a llama-server report from the H200 is drawn on the llama.cpp curve, never
   await context.close();
 });
 
+test('a report the Python wheel wrote on the H200 (Campaign over torch.compile) is read, valid, and names its stack', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=run`);
+  await painted(page, 'overlay-canvas');
+  const wheel = path.join(path.dirname(DIST), 'data/measurements/h200/python-wheel/campaign-r1/Qwen2-0.5B_BF16_b1.json');
+  await page.setInputFiles('#file-input', [wheel]);
+  const text = await entriesText(page, 1);
+  assert.match(text, /torch\.compile/);
+  const valid = await page.locator('#entries .validity[data-validity="valid"]').innerText();
+  assert.match(valid, /^Validity: valid/);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('a measured report says whether its windows can be trusted: real SmolLM2 on the graph engine is valid and shows its perplexity; llama-server at one stream is host-bound', async () => {
   const { page, problems, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=run`);
