@@ -81,27 +81,19 @@ try {
           console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
         }
       }
-      // The H200's measured batch sweeps (Optimize), the card alone, in all four.
-      if (!only || `optimize-h200-sweeps-${device}-${scheme}`.includes(only)) {
-        await page.goto(server.url + '?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy');
-        const card = page.locator('#batch-sweeps');
+      // Cards alone, in all four: the H200's measured batch sweeps (Optimize) and the real model
+      // beside its synthetic twin (Tested models).
+      for (const [name, q, sel] of [
+        ['optimize-h200-sweeps', '?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy', '#batch-sweeps'],
+        ['tested-h200-synthetic', '?tab=tested&gpu=H200&model=SmolLM2-135M-Instruct', '#synthetic-card'],
+      ]) {
+        if (only && !`${name}-${device}-${scheme}`.includes(only)) continue;
+        await page.goto(server.url + q);
+        const card = page.locator(sel);
         await card.waitFor();
-        const file = path.join(OUT, `optimize-h200-sweeps-${device}-${scheme}.png`);
+        const file = path.join(OUT, `${name}-${device}-${scheme}.png`);
         // A clip of the full page at the card's place (an element shot of a card this far down the
         // phone page came out offset).
-        const r = await card.evaluate((el) => {
-          const b = el.getBoundingClientRect();
-          return { x: b.left + window.scrollX, y: b.top + window.scrollY, width: b.width, height: b.height };
-        });
-        await page.screenshot({ path: file, fullPage: true, clip: r });
-        console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
-      }
-      // The real model beside its synthetic twin, the card alone, in all four.
-      if (!only || `tested-h200-synthetic-${device}-${scheme}`.includes(only)) {
-        await page.goto(server.url + '?tab=tested&gpu=H200&model=SmolLM2-135M-Instruct');
-        const card = page.locator('#synthetic-card');
-        await card.waitFor();
-        const file = path.join(OUT, `tested-h200-synthetic-${device}-${scheme}.png`);
         const r = await card.evaluate((el) => {
           const b = el.getBoundingClientRect();
           return { x: b.left + window.scrollX, y: b.top + window.scrollY, width: b.width, height: b.height };

@@ -5,7 +5,7 @@
 
 use meter::decoder::{DecodeError, Decoder, DecoderFactory};
 use meter::files::{hostname, report_path, utc_now, write_report};
-use meter::meter::{EnergyMeter, RealClock};
+use meter::meter::RealClock;
 use meter::protocol::{ArmOrder, CooldownConfig, ProtocolConfig};
 use meter::run_report::{build_report, RunContext, WeightsInfo};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -225,7 +225,7 @@ impl Campaign {
     /// paths. A failing arm is recorded as failed in the reports, as the CLI records it.
     #[pyo3(signature = (load, out=PathBuf::from("reports"), name=None))]
     fn run(&self, load: Py<PyAny>, out: PathBuf, name: Option<String>) -> PyResult<Vec<String>> {
-        let mut meter: Box<dyn EnergyMeter> = crate::open_meter(self.gpus.clone(), self.fake)?;
+        let (mut meter, _) = crate::open_meter(self.gpus.clone(), self.fake)?;
         let mut factory = PyFactory { load };
         let outcome = meter::protocol::run(
             &self.cfg,

@@ -124,14 +124,13 @@ impl Meter {
     #[new]
     #[pyo3(signature = (gpus=None, fake=false, trace_hz=50.0))]
     fn new(gpus: Option<Vec<u32>>, fake: bool, trace_hz: f64) -> PyResult<Meter> {
-        let mut meter = open_meter(gpus, fake)?;
-        let info = meter.info().map_err(runtime_error)?;
+        let (meter, device) = open_meter(gpus, fake)?;
         Ok(Meter {
             meter,
             clock: Arc::new(RealClock::default()),
             open: None,
             trace_hz: (trace_hz > 0.0).then_some(trace_hz),
-            device: info.name,
+            device,
         })
     }
 
@@ -168,8 +167,9 @@ impl Meter {
 }
 
 /// NVML on `gpus` (CUDA-visible indices; several: counters summed, as `measure --server-cmd`
-/// meters them), or the documented test meter; a card without an energy counter is refused.
-fn open_meter(gpus: Option<Vec<u32>>, fake: bool) -> PyResult<Box<dyn EnergyMeter>> {
+/// meters them), or the documented test meter, with the card's name; a card without an energy
+/// counter is refused.
+fn open_meter(gpus: Option<Vec<u32>>, fake: bool) -> PyResult<(Box<dyn EnergyMeter>, String)> {
     let mut meter: Box<dyn EnergyMeter> = if fake {
         Box::new(meter::testing::WallMeter::new())
     } else {
@@ -187,7 +187,7 @@ fn open_meter(gpus: Option<Vec<u32>>, fake: bool) -> PyResult<Box<dyn EnergyMete
             info.name
         )));
     }
-    Ok(meter)
+    Ok((meter, info.name))
 }
 
 /// A closed window's figures and the validity rules a single window allows, with the report's

@@ -80,8 +80,7 @@ pub fn other_stack(stack: &str) -> Option<String> {
             "different stack: candle GGUF kernels on {weights}, not bitsandbytes NF4/INT8"
         ))
     } else {
-        // The engine and its version, up to the first detail (how it was driven, the weights).
-        let short = stack.split([',', '(']).next().unwrap_or(stack).trim();
+        let short = analysis::stacks::stack_label(stack);
         Some(format!("different stack: {short}, not bitsandbytes"))
     }
 }

@@ -856,7 +856,7 @@ fn SyntheticCard() -> impl IntoView {
                                     let cls = if p.measurable() { "delta bad" } else { "delta" };
                                     view! {
                                         <tr>
-                                            <td>{analysis::stacks::stack_label(&p.real.stack)}</td>
+                                            <td>{p.real.engine().to_string()}</td>
                                             <td>{p.real.precision_label()}</td>
                                             <td>{cell(p.real)}</td>
                                             <td>{cell(p.synthetic)}</td>
