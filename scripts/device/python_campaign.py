@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The Python wheel on the GPU (issue 34): `quantenergy.Campaign` meters torch.compile decode
 (scripts/peers/torch_compile.py's Qwen2 with a static KV cache, `mode="reduce-overhead"`,
-`fullgraph=True`, synthetic seeded weights) arm by arm with the meter's protocol, and
+`fullgraph=True`, gpt-fast's inductor settings, synthetic seeded weights) arm by arm with the
+meter's protocol, and
 `quantenergy.Meter.window` is checked against nvidia-ml-py reading the same energy counter on the
 same window (pynvml's reads sit just inside the window's edges).
 
   python_campaign.py --shape qwen2-0.5b --repeats 3 --out DIR
 
-Arms: FP16 and BF16 (the report's precisions; weight-only int4 needs a precision of its own in the
-contract first). Each compiled model is built once and reused by every repeat (the compile is not
-in any window). Writes DIR/campaign-r<R>/*.json and DIR/agreement.json.
+Arms: FP16, BF16 and INT4-WO (weight-only int4, group 128, through `_weight_int4pack_mm` with BF16
+activations, as gpt-fast's int4 runs it: every Linear and the LM head). Each compiled model is
+built once and reused by every repeat (the compile is not in any window). Writes
+DIR/campaign-r<R>/*.json and DIR/agreement.json.
 """
 import argparse
 import json
@@ -32,17 +34,24 @@ class Arm:
     """One precision's compiled decoder, as a Campaign arm."""
 
     def __init__(self, s, precision, max_seq, seed):
-        dtype = {"FP16": torch.float16, "BF16": torch.bfloat16}[precision]
+        dtype = {"FP16": torch.float16, "BF16": torch.bfloat16, "INT4-WO": torch.bfloat16}[precision]
         gen = torch.Generator(device="cuda")
         gen.manual_seed(seed)
+        int4 = None
+        if precision == "INT4-WO":
+            int4, err = tc.int4_check(gen, "cuda")
+            assert err <= 0.05, f"int4 self-check error {err:.3f}: the packed layout may be wrong"
         with torch.no_grad():
-            self.model = tc.Qwen2(s, max_seq, dtype, gen, None).eval()
+            self.model = tc.Qwen2(s, max_seq, dtype, gen, int4).eval()
+            self.weight_bytes_per_step = int(self.model.weight_bytes_per_token())
             for blk in self.model.blocks:
                 torch._dynamo.mark_static_address(blk.k_cache)
                 torch._dynamo.mark_static_address(blk.v_cache)
         self.step = torch.compile(tc.decode_step, mode="reduce-overhead", fullgraph=True)
         self.vocab = s["vocab"]
-        self.kernel = f"torch {torch.__version__} compile reduce-overhead fullgraph, {precision} cuBLAS"
+        matmul = (f"int4 group {tc.GROUP} _weight_int4pack_mm, BF16 activations" if int4 is not None
+                  else f"{precision} matmuls as inductor lowers them")
+        self.kernel = f"torch {torch.__version__} compile reduce-overhead fullgraph (gpt-fast inductor), {matmul}"
         t = time.perf_counter()
         self.generate(1, 16, 5)  # compile and record the CUDA graphs outside every window
         self.synchronize()
@@ -64,10 +73,13 @@ def main():
     ap.add_argument("--shape", default="qwen2-0.5b")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--precisions", default="FP16,BF16,INT4-WO")
+    ap.add_argument("--session", default="python-wheel-2026-12-03")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     s = shapes.load(a.shape)
     torch.zeros(1, device="cuda")
+    tc.configure_inductor("gpt-fast")
     arms = {}
 
     def load(precision):
@@ -77,10 +89,10 @@ def main():
         return arms[precision]
 
     for r in range(1, a.repeats + 1):
-        c = qe.Campaign(model=s["name"], params_b=shapes.params_b(s), precisions=["FP16", "BF16"],
+        c = qe.Campaign(model=s["name"], params_b=shapes.params_b(s), precisions=a.precisions.split(","),
                         stack="torch.compile", stack_version=torch.__version__, tokens=a.tokens,
                         warmup=2, iterations=10, order="balanced", repeat=r, seed=34, min_window_s=5.0,
-                        cooldown_max_s=10.0, session="python-wheel-2026-12-03",
+                        cooldown_max_s=10.0, session=a.session,
                         synthetic_seed=0)
         paths = c.run(load, out=os.path.join(a.out, f"campaign-r{r}"))
         for p in paths:

@@ -1141,3 +1141,76 @@ fn engine_check_on_the_cpu_needs_to_be_asked_for() {
         "{err}"
     );
 }
+
+/// `measure --server-cmd … --dry-run` on a machine without a GPU: the server is started, asked
+/// for 8 tokens and stopped; nothing is written to `--out`; a server that dies fails the run (1).
+#[test]
+fn a_server_dry_run_checks_the_command_without_metering() {
+    let dir = temp_dir("dry-run");
+    let fake = repo().join("crates/server/tests/fixtures/fake_server.py");
+    let out = dir.join("out");
+    // The fake server's mode is the model file's name.
+    let dry = |mode: &str| {
+        let model = dir.join(format!("{mode}.safetensors"));
+        let header = br#"{"w":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        bytes.extend_from_slice(&[0u8; 8]);
+        std::fs::write(&model, bytes).unwrap();
+        qe(&[
+            "measure",
+            "--server-cmd",
+            &format!(
+                "python3 {} --port {{port}} --mode $(basename {{model}} .safetensors)",
+                fake.display()
+            ),
+            "--model-file",
+            &format!("F16={}", model.display()),
+            "--out",
+            &out.display().to_string(),
+            "--dry-run",
+        ])
+    };
+    let o = dry("ok");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&o),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout(&o).contains("FP16: ") && stdout(&o).contains("answered 8 tokens"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("no energy was read and no report written"));
+    let o = dry("exit_at_start");
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("FP16: no answer: the server exited"),
+        "{}",
+        stdout(&o)
+    );
+    let written: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name())
+                .filter(|n| n != "server-logs")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(written.is_empty(), "{written:?}");
+    // Not a server run: the flag says what it is for.
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-0.5b",
+        "--precision",
+        "Q4_0",
+        "--dry-run",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--dry-run checks a server command"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,10 +35,12 @@ fn py_err(py: Python<'_>, e: PyErr) -> DecodeError {
 }
 
 /// The arms: `load(precision)` returns an object with `generate(batch, prompt_len, new_tokens)`
-/// (the tokens it generated: batch × new_tokens) and, optionally, `synchronize()` and a `kernel`
-/// string.
+/// (the tokens it generated: batch × new_tokens) and, optionally, `synchronize()`, a `kernel`
+/// string and `weight_bytes_per_step` (the bytes of weights one decode step reads, as the arm
+/// holds them: the report's roofline share comes from it, and is left out without it).
 struct PyFactory {
     load: Py<PyAny>,
+    weight_bytes: std::collections::HashMap<Precision, u64>,
 }
 
 struct PyArm {
@@ -57,6 +59,23 @@ impl DecoderFactory for PyFactory {
                 .getattr(py, "kernel")
                 .and_then(|k| k.extract::<String>(py))
                 .unwrap_or_else(|_| "the caller's Python code".into());
+            match arm.getattr(py, "weight_bytes_per_step") {
+                Ok(b) => {
+                    let bytes = b
+                        .extract::<u64>(py)
+                        .ok()
+                        .filter(|b| *b > 0)
+                        .ok_or_else(|| {
+                            DecodeError::backend(PythonError(
+                                "weight_bytes_per_step: a positive integer of bytes".into(),
+                            ))
+                        })?;
+                    self.weight_bytes.insert(precision, bytes);
+                }
+                Err(_) => {
+                    self.weight_bytes.remove(&precision);
+                }
+            }
             Ok(Box::new(PyArm { arm, kernel }) as Box<dyn Decoder>)
         })
     }
@@ -69,6 +88,18 @@ impl DecoderFactory for PyFactory {
         Err(DecodeError::backend(PythonError(
             "a Campaign scores no perplexity (the caller's model has no tokenizer here)".into(),
         )))
+    }
+
+    fn decode_weight_bytes(
+        &self,
+        precision: Precision,
+    ) -> Option<meter::roofline::DecodeWeightBytes> {
+        self.weight_bytes
+            .get(&precision)
+            .map(|&per_step| meter::roofline::DecodeWeightBytes {
+                per_step,
+                per_sequence: 0,
+            })
     }
 }
 
@@ -226,7 +257,10 @@ impl Campaign {
     #[pyo3(signature = (load, out=PathBuf::from("reports"), name=None))]
     fn run(&self, load: Py<PyAny>, out: PathBuf, name: Option<String>) -> PyResult<Vec<String>> {
         let (mut meter, _) = crate::open_meter(self.gpus.clone(), self.fake)?;
-        let mut factory = PyFactory { load };
+        let mut factory = PyFactory {
+            load,
+            weight_bytes: Default::default(),
+        };
         let outcome = meter::protocol::run(
             &self.cfg,
             meter.as_mut(),

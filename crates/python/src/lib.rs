@@ -115,6 +115,8 @@ struct Meter {
     open: Option<OpenWindow>,
     trace_hz: Option<f64>,
     device: String,
+    /// How often the card's energy counter moves, ms, measured once when the meter opens.
+    counter_update_ms: Option<f64>,
 }
 
 #[pymethods]
@@ -124,13 +126,18 @@ impl Meter {
     #[new]
     #[pyo3(signature = (gpus=None, fake=false, trace_hz=50.0))]
     fn new(gpus: Option<Vec<u32>>, fake: bool, trace_hz: f64) -> PyResult<Meter> {
-        let (meter, device) = open_meter(gpus, fake)?;
+        let (mut meter, device) = open_meter(gpus, fake)?;
+        let clock: Arc<dyn Clock> = Arc::new(RealClock::default());
+        let counter_update_ms =
+            meter::protocol::counter_update_period(meter.as_mut(), clock.as_ref())
+                .map(|s| s * 1000.0);
         Ok(Meter {
             meter,
-            clock: Arc::new(RealClock::default()),
+            clock,
             open: None,
             trace_hz: (trace_hz > 0.0).then_some(trace_hz),
             device,
+            counter_update_ms,
         })
     }
 
@@ -162,7 +169,7 @@ impl Meter {
         let m = w
             .close(self.meter.as_mut(), &self.clock)
             .map_err(runtime_error)?;
-        to_json(&window_json(&m, tokens))
+        to_json(&window_json(&m, tokens, self.counter_update_ms))
     }
 }
 
@@ -190,40 +197,38 @@ fn open_meter(gpus: Option<Vec<u32>>, fake: bool) -> PyResult<(Box<dyn EnergyMet
     Ok((meter, info.name))
 }
 
-/// A closed window's figures and the validity rules a single window allows, with the report's
-/// thresholds (`report::validity`).
-fn window_json(m: &Metered, tokens: Option<u64>) -> serde_json::Value {
-    use report::validity as v;
+/// A closed window's figures, judged by `report::validity`'s rules for one window (no cooldown
+/// ran before it, so that rule stays unchecked).
+fn window_json(
+    m: &Metered,
+    tokens: Option<u64>,
+    counter_update_ms: Option<f64>,
+) -> serde_json::Value {
     let trace_j = m.trace.as_ref().and_then(|t| t.energy_j());
     let ratio = trace_j.filter(|t| *t > 0.0).map(|t| m.counter_j / t);
-    let mut flags: Vec<String> = Vec::new();
-    if m.seconds < v::MIN_WINDOW_S {
-        flags.push(format!(
-            "short_window: {:.2} s, under {} s",
-            m.seconds,
-            v::MIN_WINDOW_S
-        ));
-    }
-    if let Some(r) = ratio.filter(|r| (r - 1.0).abs() > v::MAX_COUNTER_TRACE_GAP) {
-        flags.push(format!(
-            "counter_trace_disagree: counter ÷ trace = {r:.3}, beyond 1 ± {}",
-            v::MAX_COUNTER_TRACE_GAP
-        ));
-    }
-    if let Some(b) = m.activity.gpu_busy_pct.filter(|b| *b < v::MIN_GPU_BUSY_PCT) {
-        flags.push(format!(
-            "host_bound: GPU busy {b:.0} % of the window, under {} %",
-            v::MIN_GPU_BUSY_PCT
-        ));
-    }
-    for (code, pct) in [
-        ("power_throttled", m.activity.power_throttle_pct),
-        ("thermal_throttled", m.activity.thermal_throttle_pct),
-    ] {
-        if let Some(p) = pct.filter(|p| *p > v::MAX_THROTTLED_PCT) {
-            flags.push(format!("{code}: {p:.1} % of the window"));
-        }
-    }
+    let validity = report::validity::assess_window(
+        &report::validity::Window {
+            arm: None,
+            seconds: Some(m.seconds),
+            counter_over_trace: ratio,
+            converged: None,
+            gpu_busy_pct: m.activity.gpu_busy_pct,
+            power_throttle_pct: m.activity.power_throttle_pct,
+            thermal_throttle_pct: m.activity.thermal_throttle_pct,
+        },
+        counter_update_ms,
+    );
+    let flags: Vec<String> = validity
+        .flags
+        .iter()
+        .map(|f| format!("{}: {}", f.code.code(), f.detail))
+        .collect();
+    let unchecked: Vec<&str> = validity
+        .unknown
+        .iter()
+        .filter(|c| **c != report::validity::Check::Cooldown)
+        .map(|c| c.rule())
+        .collect();
     serde_json::json!({
         "joules": m.counter_j,
         "seconds": m.seconds,
@@ -235,7 +240,9 @@ fn window_json(m: &Metered, tokens: Option<u64>) -> serde_json::Value {
         "gpu_busy_pct": m.activity.gpu_busy_pct,
         "power_throttle_pct": m.activity.power_throttle_pct,
         "thermal_throttle_pct": m.activity.thermal_throttle_pct,
+        "counter_update_ms": counter_update_ms,
         "flags": flags,
+        "unchecked": unchecked,
     })
 }
 

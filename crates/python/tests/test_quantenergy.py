@@ -112,6 +112,9 @@ def test_a_five_second_window_is_valid():
         time.sleep(5.05)
     assert w.result.valid, w.result.flags
     assert w.result.counter_over_trace == pytest.approx(1.0, abs=0.02)
+    # The counter period was measured when the meter opened (the test meter moves continuously).
+    assert w.result.counter_update_ms is not None and w.result.counter_update_ms < 50
+    assert not w.result.unchecked or all("busy" in u or "throttl" in u for u in w.result.unchecked)
 
 
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has NVML")
@@ -162,6 +165,33 @@ def test_a_campaign_on_seeded_weights_says_synthetic(tmp_path):
                     synthetic_seed=7)
     rep = json.loads(Path(c.run(lambda p: SleepyArm(p), out=str(tmp_path))[0]).read_text())
     assert rep["weights"]["kind"] == "synthetic" and rep["weights"]["seed"] == 7
+
+
+class Int4Arm(SleepyArm):
+    """A weight-only int4 arm that says how many bytes of weights a step reads."""
+
+    weight_bytes_per_step = 280_000_000
+
+
+def test_an_int4_weight_only_arm_reports_its_weight_reads(tmp_path):
+    c = qe.Campaign(model="toy", params_b=0.5, precisions=["FP16", "INT4-WO"], stack="python-sleep",
+                    tokens=16, warmup=0, iterations=1, min_window_s=0.0, cooldown_max_s=1, fake=True)
+    paths = c.run(lambda p: Int4Arm(p) if p == "INT4-WO" else SleepyArm(p), out=str(tmp_path))
+    reps = {json.loads(Path(p).read_text())["workload"]["precision"]: json.loads(Path(p).read_text())
+            for p in paths}
+    assert set(reps) == {"FP16", "INT4-WO"}
+    arms = {a["precision"]: a for a in reps["INT4-WO"]["results"]["arms"]}
+    assert arms["INT4-WO"]["weight_bytes_per_token"] == 280_000_000
+    assert "weight_bytes_per_token" not in arms["FP16"]  # that arm did not say: left out, never guessed
+    for p in paths:
+        assert qe.validate(p).valid
+    bad = Int4Arm("INT4-WO")
+    bad.weight_bytes_per_step = -1  # a wrong figure fails the arm, in words; it is never reported
+    out = qe.Campaign(model="toy", params_b=0.5, precisions=["INT4-WO"], stack="x", tokens=16, warmup=0,
+                      iterations=1, min_window_s=0.0, cooldown_max_s=1, fake=True).run(
+        lambda p: bad, out=str(tmp_path / "bad"))
+    failed = json.loads(Path(out[0]).read_text())
+    assert "weight_bytes_per_step: a positive integer" in json.dumps(failed)
 
 
 def test_a_failing_arm_is_recorded_with_the_python_error(tmp_path):

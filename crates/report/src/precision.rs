@@ -41,11 +41,15 @@ pub enum Precision {
     GptqInt4,
     /// 8-bit floating point weights (E4M3), as vLLM / SGLang / TensorRT-LLM serve them (`FP8`).
     Fp8,
+    /// Weight-only 4-bit integers, 16-bit activations: groups of weights with a 16-bit scale and
+    /// zero each, multiplied by PyTorch's tinygemm kernel (`_weight_int4pack_mm`), as gpt-fast and
+    /// torchao's `int4_weight_only` run them (`INT4-WO`).
+    Int4Wo,
 }
 
 impl Precision {
     /// Every precision, in the order of the schema's enum.
-    pub const ALL: [Precision; 16] = [
+    pub const ALL: [Precision; 17] = [
         Precision::Fp16,
         Precision::Nf4,
         Precision::Int8,
@@ -62,6 +66,7 @@ impl Precision {
         Precision::AwqInt4,
         Precision::GptqInt4,
         Precision::Fp8,
+        Precision::Int4Wo,
     ];
 
     /// The schema's spelling (`FP16`, `Q4_K`, `INT8-pure`, `GGUF-Q4_0`, …).
@@ -83,6 +88,7 @@ impl Precision {
             Precision::AwqInt4 => "AWQ-INT4",
             Precision::GptqInt4 => "GPTQ-INT4",
             Precision::Fp8 => "FP8",
+            Precision::Int4Wo => "INT4-WO",
         }
     }
 
@@ -159,7 +165,7 @@ impl fmt::Display for Precision {
 
 /// `"FP4".parse::<Precision>()` fails with this.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown precision {0:?}: expected one of FP16, NF4, INT8, BF16, FP32, INT8-pure, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K, GGUF-F16, GGUF-Q4_0, AWQ-INT4, GPTQ-INT4, FP8")]
+#[error("unknown precision {0:?}: expected one of FP16, NF4, INT8, BF16, FP32, INT8-pure, Q8_0, Q4_K, Q4_0, Q5_K, Q6_K, GGUF-F16, GGUF-Q4_0, AWQ-INT4, GPTQ-INT4, FP8, INT4-WO")]
 pub struct ParsePrecisionError(pub String);
 
 impl FromStr for Precision {
@@ -212,6 +218,7 @@ mod tests {
         assert_eq!(" q4_k ".parse(), Ok(Precision::Q4K));
         assert_eq!("fp8".parse(), Ok(Precision::Fp8));
         assert_eq!("awq-int4".parse(), Ok(Precision::AwqInt4));
+        assert_eq!("int4-wo".parse(), Ok(Precision::Int4Wo));
         assert!("FP4".parse::<Precision>().is_err());
         assert!("GGUF-Q4_0-mlperf-client-file".parse::<Precision>().is_err());
     }

@@ -193,16 +193,24 @@ impl Validity {
     }
 }
 
-/// The figures of one window the rules read, from an arm or from the report's energy block.
-#[derive(Default)]
-struct Window<'a> {
-    arm: Option<&'a str>,
-    seconds: Option<f64>,
-    counter_over_trace: Option<f64>,
-    converged: Option<bool>,
-    gpu_busy_pct: Option<f64>,
-    power_throttle_pct: Option<f64>,
-    thermal_throttle_pct: Option<f64>,
+/// The figures of one energy window the rules read: an arm's, the report's energy block's, or a
+/// window the Python API metered around the caller's code. `None` leaves its rule unchecked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Window<'a> {
+    /// The arm's precision (schema spelling), or `None` for a report's or a caller's one window.
+    pub arm: Option<&'a str>,
+    /// Window length, s.
+    pub seconds: Option<f64>,
+    /// Counter joules ÷ power-trace joules over the window.
+    pub counter_over_trace: Option<f64>,
+    /// Whether the cooldown before the window reached its targets (`None`: no cooldown ran).
+    pub converged: Option<bool>,
+    /// Share of the window the GPU was busy, %.
+    pub gpu_busy_pct: Option<f64>,
+    /// Share of the window a power limit held the clocks down, %.
+    pub power_throttle_pct: Option<f64>,
+    /// Share of the window a thermal limit held the clocks down, %.
+    pub thermal_throttle_pct: Option<f64>,
 }
 
 fn arm_window<'a>(r: &'a Report, a: &'a Arm) -> Window<'a> {
@@ -340,9 +348,19 @@ pub fn assess(r: &Report) -> Validity {
     } else {
         arms.iter().map(|a| arm_window(r, a)).collect()
     };
+    judge(&windows, counter_update_ms)
+}
+
+/// One window's validity by the same rules: what the Python API's `Meter.window` says of the
+/// window it metered (`counter_update_ms`: the counter's measured update period).
+pub fn assess_window(w: &Window, counter_update_ms: Option<f64>) -> Validity {
+    judge(std::slice::from_ref(w), counter_update_ms)
+}
+
+fn judge(windows: &[Window], counter_update_ms: Option<f64>) -> Validity {
     let mut flags = Vec::new();
     let mut unknown = Vec::new();
-    for w in &windows {
+    for w in windows {
         for result in rules(w, counter_update_ms) {
             match result {
                 Ok(Some(f)) => flags.push(f),
@@ -364,5 +382,54 @@ pub fn assess(r: &Report) -> Validity {
         status,
         flags,
         unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_window_is_judged_by_the_reports_rules() {
+        // 4 s with a counter that moves every 100 ms: short (4 < 5), and one period is 2.5 % of
+        // the window (> 2 %); counter ÷ trace 1.03 is beyond 1 ± 0.02; 70 % busy is host-bound.
+        let w = Window {
+            seconds: Some(4.0),
+            counter_over_trace: Some(1.03),
+            gpu_busy_pct: Some(70.0),
+            power_throttle_pct: Some(0.0),
+            thermal_throttle_pct: Some(0.5),
+            ..Window::default()
+        };
+        let v = assess_window(&w, Some(100.0));
+        let codes: Vec<Reason> = v.flags.iter().map(|f| f.code).collect();
+        assert_eq!(
+            codes,
+            [
+                Reason::ShortWindow,
+                Reason::CoarseCounter,
+                Reason::CounterTraceDisagree,
+                Reason::HostBound
+            ]
+        );
+        assert_eq!(
+            v.flags[1].detail,
+            "the counter moves every 100 ms: up to 2.5 % of a 4 s window"
+        );
+        assert_eq!(v.unknown, [Check::Cooldown]); // no cooldown ran before a bare window
+        assert_eq!(v.status, Status::Flagged);
+
+        // 6 s, 100 ms period (1.7 %), agreeing trace, busy, no throttle: only the cooldown unchecked.
+        let ok = Window {
+            seconds: Some(6.0),
+            counter_over_trace: Some(1.004),
+            gpu_busy_pct: Some(93.0),
+            converged: Some(true),
+            power_throttle_pct: Some(0.0),
+            thermal_throttle_pct: Some(0.0),
+            ..Window::default()
+        };
+        assert_eq!(assess_window(&ok, Some(100.0)).status, Status::Valid);
+        assert_eq!(assess_window(&ok, None).unknown, [Check::CounterPeriod]);
     }
 }

@@ -4,6 +4,7 @@
 
 use super::{Launch, ServerFactory, ServerOptions};
 use crate::{Result, ServerError};
+use meter::decoder::Decoder;
 use meter::fallback::{estimate_reports, EstimateTarget, MeasureResult};
 use meter::files::{hostname, report_path, sha256_file, utc_now, write_report};
 use meter::meter::{Clock, EnergyMeter};
@@ -193,4 +194,60 @@ pub fn run_served(run: &ServerRun, gpus: &[u32]) -> Result<MeasureResult> {
     }
     let mut meter = SumMeter::new(meters).map_err(meter::Error::from)?;
     measure_served(run, &mut meter, Arc::new(RealClock::default()))
+}
+
+/// What `measure --dry-run` found for one server arm.
+#[derive(Debug, Clone)]
+pub struct DryRunArm {
+    /// The arm.
+    pub precision: Precision,
+    /// The answer, or why there was none (the server's last words where it died).
+    pub outcome: std::result::Result<DryRunAnswer, String>,
+}
+
+/// One request's answer in a dry run.
+#[derive(Debug, Clone)]
+pub struct DryRunAnswer {
+    /// Start → ready, s (`None`: a server someone else started).
+    pub ready_s: Option<f64>,
+    /// The engine and version the server named.
+    pub engine: String,
+    /// Its version, where it gave one.
+    pub engine_version: Option<String>,
+    /// Output tokens of the one request.
+    pub tokens: u64,
+    /// Request sent → first output, s.
+    pub ttft_s: f64,
+    /// Request sent → stream closed, s.
+    pub total_s: f64,
+}
+
+/// `measure --server-cmd … --dry-run` (or `--server URL --dry-run`): start each arm's server
+/// (or reach the running one), stream one request of `tokens` new tokens, stop it. No meter is
+/// read and no report is written: a way to check a command line on a laptop before a GPU run.
+/// Every arm is tried, a failing one does not stop the others.
+pub fn dry_run_served(run: &ServerRun, tokens: usize) -> Result<Vec<DryRunArm>> {
+    let factory = ServerFactory::new(run.server.clone());
+    let mut out = Vec::new();
+    for precision in factory.precisions() {
+        let outcome = factory
+            .attach(precision)
+            .map_err(|e| e.to_string())
+            .and_then(|mut d| {
+                d.generate(1, run.protocol.prompt_len, tokens)
+                    .map_err(|e| e.to_string())?;
+                let rec = d.records.last().ok_or("the server answered nothing")?;
+                Ok(DryRunAnswer {
+                    ready_s: d.ready_s,
+                    engine: d.identity.engine.clone(),
+                    engine_version: d.identity.version.clone(),
+                    tokens: rec.tokens,
+                    ttft_s: rec.ttft_s,
+                    total_s: rec.total_s,
+                })
+                // `d` drops here: a started server is stopped before the next arm starts.
+            });
+        out.push(DryRunArm { precision, outcome });
+    }
+    Ok(out)
 }

@@ -15,7 +15,7 @@ use meter::meter::RealClock;
 use meter::protocol::{CooldownConfig, ProtocolConfig};
 use modelfile::{ModelFileInfo, ModelFormat};
 use report::Precision;
-use server::run::{measure_served, ServerRun};
+use server::run::{dry_run_served, measure_served, ServerRun};
 use server::{Api, Launch, ServedModel, ServerOptions};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -563,5 +563,39 @@ fn an_external_server_is_measured_and_identified() {
     );
     drop(server);
     assert!(!answers_on(port, pid), "the external server still answers");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `measure --dry-run`: each arm's server started, asked once, stopped before the next starts;
+/// one that dies at start is reported with its words and the other arm is still tried; nothing is
+/// written but the servers' logs.
+#[test]
+fn a_dry_run_asks_each_server_once_and_stops_it() {
+    let out = out_dir("dry-run");
+    let run = started(
+        vec![
+            model(&out, Precision::Fp16, "exit_at_start"),
+            model(&out, Precision::Q4_0, "ok"),
+        ],
+        &out,
+    );
+    let arms = dry_run_served(&run, 8).expect("a dry run reports each arm");
+    assert_eq!(arms.len(), 2);
+    let dead = arms[0]
+        .outcome
+        .as_ref()
+        .expect_err("the FP16 server died at start");
+    assert!(dead.contains("exited"), "{dead}");
+    let ok = arms[1].outcome.as_ref().expect("the Q4_0 server answers");
+    assert_eq!(ok.tokens, 8);
+    assert!(ok.ready_s.is_some() && ok.ttft_s <= ok.total_s, "{ok:?}");
+    assert_eq!(assert_servers_gone(&out.join("server-logs")), 1);
+    let written: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "models" && n != "server-logs")
+        .collect();
+    assert!(written.is_empty(), "a dry run wrote {written:?}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -170,6 +170,11 @@ pub struct MeasureArgs {
     /// plan's): `aggregate` never pools runs of different sessions.
     #[arg(long, value_parser = parse_session)]
     pub session: Option<String>,
+    /// With --server-cmd or --server: start each arm's server (or reach the running one), stream
+    /// one request of 8 tokens, stop it, and say what answered. No energy is read and no report
+    /// is written: a check of the command line, e.g. on a laptop before a GPU run.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `--session`: a plain label, as a plan's `session`.
@@ -295,6 +300,9 @@ impl MeasureArgs {
 pub fn run(args: &MeasureArgs) -> Result<u8> {
     // Told to stop mid-run: kill started servers, drop a half-written file, die of the signal.
     meter::interrupt::install();
+    if args.dry_run {
+        return dry_run(args);
+    }
     let res = if args.server.is_server() {
         if !args.context.is_empty() {
             anyhow::bail!(
@@ -443,6 +451,49 @@ pub fn overhead(args: &MeasureArgs, pairs: usize) -> Result<u8> {
         None => println!("fewer than two complete pairs: no comparison"),
     }
     Ok(0)
+}
+
+/// Tokens the dry run asks each server for: enough to see a stream, too few to cost time.
+const DRY_RUN_TOKENS: usize = 8;
+
+/// `measure --dry-run`: each server started, asked once, stopped; exit 1 when one did not answer.
+fn dry_run(args: &MeasureArgs) -> Result<u8> {
+    if !args.server.is_server() {
+        bail!(
+            "--dry-run checks a server command (--server-cmd or --server); our engines' runs \
+             are checked by `quantenergy engine-check`"
+        );
+    }
+    let arms = server::run::dry_run_served(&server_run(args)?, DRY_RUN_TOKENS)?;
+    let mut failed = 0;
+    for a in &arms {
+        match &a.outcome {
+            Ok(r) => println!(
+                "{}: {} {} answered {} tokens (first after {:.0} ms, all in {:.0} ms){}",
+                a.precision,
+                r.engine,
+                r.engine_version
+                    .as_deref()
+                    .unwrap_or("(version not reported)"),
+                r.tokens,
+                r.ttft_s * 1e3,
+                r.total_s * 1e3,
+                r.ready_s
+                    .map(|s| format!("; ready {s:.1} s after start, stopped"))
+                    .unwrap_or_default()
+            ),
+            Err(e) => {
+                failed += 1;
+                println!("{}: no answer: {e}", a.precision);
+            }
+        }
+    }
+    println!(
+        "dry run: {} of {} arm(s) answered; no energy was read and no report written",
+        arms.len() - failed,
+        arms.len()
+    );
+    Ok(u8::from(failed > 0))
 }
 
 /// The typed server run for `args`.

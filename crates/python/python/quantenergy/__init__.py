@@ -67,10 +67,15 @@ class WindowResult:
     thermal_throttle_pct: Optional[float]
     flags: List[str]
     trace_samples: Optional[int] = None
+    #: How often the card's energy counter moves, ms (measured when the ``Meter`` opened).
+    counter_update_ms: Optional[float] = None
+    #: Rules the meter could not check for want of a figure (e.g. no GPU-busy reading), in words.
+    unchecked: List[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
-        """No rule raised a flag (a window under 5 s is ``short_window``)."""
+        """No rule raised a flag (a window under 5 s is ``short_window``; the rules are the
+        reports', ``report::validity``, less the cooldown: a bare window has none before it)."""
         return not self.flags
 
 
@@ -122,7 +127,9 @@ class Meter:
 #: repeat=1, min_window_s=5.0, gpus=None, fake=False, synthetic_seed=None).run(load, out="reports")``
 #: (``synthetic_seed``: the arms decode seeded random weights, and the reports say so) calls
 #: ``load(precision)`` for each arm (spelled as reports spell it: "FP16", "Q4_0"); the object it returns has ``generate(batch, prompt_len,
-#: new_tokens) -> tokens generated`` and optionally ``synchronize()`` and ``kernel``. It writes
+#: new_tokens) -> tokens generated`` and optionally ``synchronize()``, ``kernel`` (what runs the
+#: matmuls, in words) and ``weight_bytes_per_step`` (bytes of weights one decode step reads, as the
+#: arm holds them; the report's memory-roofline share comes from it). It writes
 #: one ``energy.json`` per precision (FP16 the baseline) and returns their paths.
 Campaign = _native.Campaign
 
