@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 ALL=(validate_report share_link markdown anchors_csv sweep_plan gguf_header safetensors_header
-  config_json server_stream)
+  config_json server_stream cli_args)
 
 SECS=${1:-20}
 [ $# -gt 0 ] && shift
@@ -46,6 +46,7 @@ dict_of() {
     gguf_header) echo gguf ;;
     safetensors_header | config_json) echo safetensors ;;
     server_stream) echo stream ;;
+    cli_args) echo cli ;;
   esac
 }
 

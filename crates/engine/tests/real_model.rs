@@ -248,3 +248,63 @@ fn q4_0_matches_llama_cpp() {
 
 // No Q4_K test: llama-quantize's Q4_K_M is mostly Q5_0 at this width (with Q4_K and Q6_K rows), and
 // the eager engine leaves llama.cpp's greedy continuation at token 23 of 40, a cause not yet found.
+
+/// Log-probabilities of one position's logits (F32, flattened).
+fn log_softmax(logits: &candle_core::Tensor) -> Vec<f32> {
+    let v: Vec<f32> = logits
+        .to_dtype(candle_core::DType::F32)
+        .and_then(|l| l.flatten_all())
+        .and_then(|l| l.to_vec1())
+        .expect("logits");
+    let max = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max + v.iter().map(|x| (x - max).exp()).sum::<f32>().ln();
+    v.iter().map(|x| x - lse).collect()
+}
+
+/// Where decode steps continue a prefill, each position's log-probabilities equal those of a
+/// prefill of the same tokens: the decode path (one token a step, its own rotary row, K/V
+/// written at its position) against the prefill path (every position in one forward), on real
+/// weights where attention depends on position. A uniform shift of the decode steps' positions
+/// keeps every relative distance among the decoded tokens, so scoring by steps alone cannot see
+/// it; against the prefilled prompt's keys it moves the logits by far more than the tolerance.
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs: ./dev test"]
+fn graph_decode_after_a_prefill_matches_a_prefill_position_by_position() {
+    /// Largest |Δ log p| over the vocabulary at any position: the two paths sum in different
+    /// orders, and F16 weights widen to F32 in both.
+    const TOLERANCE: f32 = 1e-3;
+    let file = model_file("F16");
+    let mut factory = GraphFactory {
+        inner: CandleFactory::new(WeightSource::Gguf(vec![file]), Device::Cpu).expect("factory"),
+    };
+    let corpus = std::fs::read_to_string(corpus_path()).expect("the corpus");
+    let (ids, _) = factory.tokens_of(&corpus).expect("our tokenizer");
+    let (prompt, decoded) = (24, 12);
+    let ids = &ids[..prompt + decoded];
+    let tensor = |s: &[u32]| {
+        candle_core::Tensor::from_vec(s.to_vec(), (1, s.len()), &Device::Cpu).expect("ids")
+    };
+    let mut stepped = factory.load_graph(Precision::Fp16).expect("graph arm");
+    stepped.ensure_state(1, ids.len() + 1).expect("state");
+    stepped.prefill(&tensor(&ids[..prompt])).expect("prefill");
+    let mut whole = factory.load_graph(Precision::Fp16).expect("graph arm");
+    whole.ensure_state(1, ids.len() + 1).expect("state");
+    let mut worst = 0f32;
+    for t in prompt..ids.len() {
+        stepped.set_tokens(&[ids[t]]).expect("token");
+        let by_step = log_softmax(&stepped.step_logits().expect("step"));
+        let by_prefill = log_softmax(&whole.prefill(&tensor(&ids[..=t])).expect("prefill"));
+        let d = by_step
+            .iter()
+            .zip(&by_prefill)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!("position {t}: max |Δ log p| = {d:.5}");
+        worst = worst.max(d);
+        assert!(
+            d <= TOLERANCE,
+            "position {t}: the decode step's log-probabilities differ from the prefill's by {d:.4} (> {TOLERANCE})"
+        );
+    }
+    eprintln!("worst over {decoded} decoded positions: {worst:.5}");
+}

@@ -40,44 +40,9 @@ pub fn estimate_reports(
     reason: &str,
 ) -> Result<MeasureResult> {
     tracing::warn!("no measurement possible: {reason}");
-    let gpu = t.card.unwrap_or("no GPU detected").to_string();
-    let arch = t.card.and_then(report::arch_from_gpu_name);
-    let ds = analysis::Dataset::embedded();
     let mut reports = Vec::new();
     for &(p, params_b) in t.arms {
-        let mut rep = match arch {
-            Some(arch) => {
-                let input = analysis::EstimateInput {
-                    arch,
-                    params_b,
-                    precision: p,
-                    batch: cfg.batch as u32,
-                    context: (cfg.prompt_tokens() + cfg.tokens) as u32,
-                    engine: None,
-                };
-                let e = analysis::estimate(ds, analysis::default_classes(), &input);
-                analysis::estimate_report(&e, &gpu, t.model_name)
-            }
-            None => no_card_report(&gpu, t.model_name, params_b, p, cfg),
-        };
-        let note = rep.results.note.take().unwrap_or_default();
-        rep.results.note = Some(format!("Not measured: {reason}. {note}"));
-        // A sweep's session labels every report its jobs write, estimates too (aggregate counts
-        // and skips them per session).
-        if let Some(s) = &cfg.session {
-            rep.protocol.get_or_insert_with(Default::default).session = Some(s.clone());
-        }
-        rep.measurement_source = Some(format!(
-            "quantenergy embedded dataset (no on-device measurement: {reason})"
-        ));
-        if cfg.perplexity.is_some() {
-            rep.quality = Some(report::Quality {
-                metric: "perplexity".into(),
-                basis: "unavailable".into(),
-                error: Some(format!("not scored: nothing was run ({reason})")),
-                ..Default::default()
-            });
-        }
+        let mut rep = estimate_report(t.card, t.model_name, (p, params_b), cfg, reason);
         let path = report_path(
             t.out,
             t.name,
@@ -93,6 +58,57 @@ pub fn estimate_reports(
         reports,
         measured: false,
     })
+}
+
+/// One arm's labelled estimate, in memory: the embedded dataset's for `card`, or a report with
+/// no figure when no card is named (or its architecture is unknown). `reason` says why nothing
+/// was measured.
+pub fn estimate_report(
+    card: Option<&str>,
+    model_name: &str,
+    (p, params_b): (report::Precision, f64),
+    cfg: &ProtocolConfig,
+    reason: &str,
+) -> report::Report {
+    let gpu = card.unwrap_or("no GPU detected").to_string();
+    let mut rep = match card.and_then(report::arch_from_gpu_name) {
+        Some(arch) => {
+            let input = analysis::EstimateInput {
+                arch,
+                params_b,
+                precision: p,
+                batch: cfg.batch as u32,
+                context: (cfg.prompt_tokens() + cfg.tokens) as u32,
+                engine: None,
+            };
+            let e = analysis::estimate(
+                analysis::Dataset::embedded(),
+                analysis::default_classes(),
+                &input,
+            );
+            analysis::estimate_report(&e, &gpu, model_name)
+        }
+        None => no_card_report(&gpu, model_name, params_b, p, cfg),
+    };
+    let note = rep.results.note.take().unwrap_or_default();
+    rep.results.note = Some(format!("Not measured: {reason}. {note}"));
+    // A sweep's session labels every report its jobs write, estimates too (aggregate counts
+    // and skips them per session).
+    if let Some(s) = &cfg.session {
+        rep.protocol.get_or_insert_with(Default::default).session = Some(s.clone());
+    }
+    rep.measurement_source = Some(format!(
+        "quantenergy embedded dataset (no on-device measurement: {reason})"
+    ));
+    if cfg.perplexity.is_some() {
+        rep.quality = Some(report::Quality {
+            metric: "perplexity".into(),
+            basis: "unavailable".into(),
+            error: Some(format!("not scored: nothing was run ({reason})")),
+            ..Default::default()
+        });
+    }
+    rep
 }
 
 /// No GPU and no card named to estimate for: a report that says so, with no figure.

@@ -36,8 +36,8 @@ pub struct EstimateArgs {
     pub json: bool,
 }
 
-/// Print the estimate (or, with `--json`, a schema-valid report of it).
-pub fn run(a: &EstimateArgs) -> Result<()> {
+/// The estimate the arguments ask for, its input checked here (no output).
+pub fn estimate_of(a: &EstimateArgs) -> Result<analysis::Estimate> {
     let arch = match (&a.arch, &a.gpu) {
         (Some(arch), _) => *arch,
         (None, Some(gpu)) => report::arch_from_gpu_name(gpu)
@@ -58,12 +58,29 @@ pub fn run(a: &EstimateArgs) -> Result<()> {
         context: a.context.max(1),
         engine: a.engine.clone(),
     };
-    let e = analysis::estimate(Dataset::embedded(), default_classes(), &input);
+    Ok(analysis::estimate(
+        Dataset::embedded(),
+        default_classes(),
+        &input,
+    ))
+}
+
+/// The label and model name the estimate's report carries.
+pub fn labels(a: &EstimateArgs, arch: Arch) -> (String, String) {
     let gpu = a.gpu.clone().unwrap_or_else(|| format!("({arch} class)"));
     let model = a
         .model
         .clone()
         .unwrap_or_else(|| format!("{}B model", a.params_b));
+    (gpu, model)
+}
+
+/// Print the estimate (or, with `--json`, a schema-valid report of it).
+pub fn run(a: &EstimateArgs) -> Result<()> {
+    let e = estimate_of(a)?;
+    let input = &e.input;
+    let arch = input.arch;
+    let (gpu, model) = labels(a, arch);
     if a.json {
         let rep = estimate_report(&e, &gpu, &model);
         println!("{}", serde_json::to_string_pretty(&rep)?);

@@ -115,28 +115,34 @@ pub fn run(a: &OptimizeArgs) -> Result<()> {
     if a.calibration {
         return print_calibration(a.json);
     }
-    let objective = a.objective;
-    let req = OptimizeRequest {
-        gpu: a.gpu.clone().unwrap_or_default(),
-        params_b: a.params_b,
-        model: a.model.clone(),
-        objective,
-        budgets: analysis::Budgets {
-            max_latency_ms: a.max_latency_ms,
-            max_vram_gb: a.max_vram_gb,
-            min_tok_s: a.min_tok_s,
-            max_j_per_1k: a.max_j_per_1k,
-        },
-        context: a.context,
-        engine: a.engine.clone(),
-    };
-    let r = analysis::optimize(&req).map_err(|e| anyhow!("{e}"))?;
+    let r = analysis::optimize(&a.request()).map_err(|e| anyhow!("{e}"))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
-    print_result(&r, objective);
+    print_result(&r, a.objective);
     Ok(())
+}
+
+impl OptimizeArgs {
+    /// The search the arguments ask for (the optimizer checks its numbers).
+    pub fn request(&self) -> OptimizeRequest {
+        let a = self;
+        OptimizeRequest {
+            gpu: a.gpu.clone().unwrap_or_default(),
+            params_b: a.params_b,
+            model: a.model.clone(),
+            objective: a.objective,
+            budgets: analysis::Budgets {
+                max_latency_ms: a.max_latency_ms,
+                max_vram_gb: a.max_vram_gb,
+                min_tok_s: a.min_tok_s,
+                max_j_per_1k: a.max_j_per_1k,
+            },
+            context: a.context,
+            engine: a.engine.clone(),
+        }
+    }
 }
 
 /// The human-readable result: header, recommendation, alternatives, frontier, quality notes.
