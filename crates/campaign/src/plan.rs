@@ -322,9 +322,15 @@ pub fn with_kind(path: &Path, kind: &str) -> PathBuf {
     path.with_file_name(format!("{stem}{kind}.json"))
 }
 
+/// A report file the meter wrote: a regular file itself. A link planted where a report goes
+/// is not one (the job runs, and its report replaces the link instead of writing through it).
+fn is_report_file(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
 /// Whether the job's process wrote this expected report: measured, or as the no-GPU estimate.
 pub fn is_written(report: &Path) -> bool {
-    report.exists() || with_kind(report, ".estimate").exists()
+    is_report_file(report) || is_report_file(&with_kind(report, ".estimate"))
 }
 
 impl Job {
@@ -340,15 +346,15 @@ impl Job {
         let mut estimated = false;
         let mut failed = None;
         for p in &self.expected {
-            if p.exists() {
+            if is_report_file(p) {
                 continue;
             }
-            if with_kind(p, ".estimate").exists() {
+            if is_report_file(&with_kind(p, ".estimate")) {
                 estimated = true;
                 continue;
             }
             let f = with_kind(p, ".failed");
-            if f.exists() {
+            if is_report_file(&f) {
                 failed.get_or_insert_with(|| failed_reason(&f));
                 continue;
             }

@@ -1214,3 +1214,59 @@ fn a_server_dry_run_checks_the_command_without_metering() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--dry-run checks a server command"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Outputs stay where their owner asked: a plan's `out` that climbs out of the plan's folder or is
+/// absolute is refused, `--name` is a plain file name, and a link planted where a report will be
+/// written is replaced by the report, never written through.
+#[test]
+fn outputs_cannot_leave_the_folder_they_were_asked_for() {
+    let dir = temp_dir("confined");
+    let plan = dir.join("plan.toml");
+    let body = "[defaults]\nrepeats = 1\ntokens = 8\niterations = 1\nwarmup = 0\ncooldown_max_s = 0\ncard = \"H200\"\n[[run]]\nsynthetic = \"qwen2-0.5b\"\nprecisions = [\"Q4_0\"]\n";
+    for out in ["../escape", "/tmp/qe-escape", "results/../../escape"] {
+        std::fs::write(&plan, format!("out = {out:?}\n{body}")).unwrap();
+        let o = qe(&["sweep", plan.to_str().unwrap(), "--dry-run"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{out}: {err}");
+        assert!(err.contains("inside the plan's folder"), "{out}: {err}");
+    }
+    for name in ["/tmp/qe-abs", "../up", "a/b"] {
+        let o = qe(&[
+            "measure",
+            "--synthetic",
+            "qwen2-0.5b",
+            "--precision",
+            "Q4_0",
+            "--name",
+            name,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains("not a plain file name"), "{name}: {err}");
+    }
+    // A link where the report goes, pointing outside: the report replaces the link.
+    let outside = dir.join("outside.txt");
+    std::fs::write(&outside, "keep me").unwrap();
+    let results = dir.join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    let target = results.join("qwen2-0.5b_b1_r1_Q4_0.estimate.json");
+    std::os::unix::fs::symlink(&outside, &target).unwrap();
+    std::fs::write(&plan, format!("out = \"results\"\n{body}")).unwrap();
+    let o = qe(&["sweep", plan.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+    assert!(std::fs::symlink_metadata(&target)
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert!(
+        !dir.join("../escape").exists()
+            && !std::path::Path::new("/tmp/qe-abs.estimate.json").exists()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

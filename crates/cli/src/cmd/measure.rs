@@ -406,7 +406,8 @@ pub fn print_results(res: &meter::fallback::MeasureResult) -> Result<u8> {
             )
         );
     }
-    if let Some((_, rep)) = res.reports.first() {
+    // A submission is a measured point: an estimate gets no Markdown (its link overlays it).
+    if let Some((_, rep)) = res.reports.first().filter(|_| res.measured) {
         println!(
             "\nMarkdown for a submission issue:\n\n{}",
             report::to_markdown(rep)
