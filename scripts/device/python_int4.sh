@@ -4,7 +4,7 @@
 #   bash scripts/device/python_int4.sh gap        torch_compile.py F16, inductor defaults vs gpt-fast's
 #                                                 settings, alternating (two pairs), then int4 once
 #   bash scripts/device/python_int4.sh campaign   python_campaign.py --repeats 3 (FP16, BF16, INT4-WO)
-# Writes $OUT/*.json; the inductor cache lives in /tmp while the machine stays warm.
+# Writes $OUT/*.json (gap) or $OUT/int4.tgz (campaign); the inductor cache lives in /tmp while the machine stays warm.
 set -uo pipefail
 PY=${PY:-/opt/torch/.venv/bin/python}
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache PYTHONUNBUFFERED=1
@@ -24,9 +24,11 @@ case "${1:-}" in
     ;;
   campaign)
     [ -e /tmp/site/quantenergy ] || $PY -m pip install -q --no-deps --target /tmp/site .ship/quantenergy-*.whl
-    mkdir -p "$OUT/int4"
+    # A call returns at most 8 files: the campaign's reports come back as one archive.
+    rm -rf /tmp/int4 && mkdir -p /tmp/int4
     PYTHONPATH=/tmp/site $PY scripts/device/python_campaign.py --shape qwen2-0.5b --repeats 3 \
-      --session python-int4-2026-12-03 --out "$OUT/int4" 2>&1 | grep -v Warning
+      --session python-int4-2026-12-03 --out /tmp/int4 2>&1 | grep -v Warning
+    tar czf "$OUT/int4.tgz" -C /tmp int4
     ;;
   *) echo "usage: $0 gap|campaign" >&2; exit 2 ;;
 esac

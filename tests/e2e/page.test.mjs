@@ -133,7 +133,7 @@ test('a llama-server report from the H200 is drawn on the llama.cpp curve, never
   await context.close();
 });
 
-test('a report the Python wheel wrote on the H200 (Campaign over torch.compile) is read, valid, and names its stack', async () => {
+test('reports the Python wheel wrote on the H200 (Campaign over torch.compile, FP16/BF16 and weight-only int4) are read, valid, and name their stack', async () => {
   const { page, problems, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=run`);
   await painted(page, 'overlay-canvas');
@@ -143,6 +143,13 @@ test('a report the Python wheel wrote on the H200 (Campaign over torch.compile) 
   assert.match(text, /torch\.compile/);
   const valid = await page.locator('#entries .validity[data-validity="valid"]').innerText();
   assert.match(valid, /^Validity: valid/);
+  // Weight-only int4 through tinygemm (session 21's Campaign): a precision of its own, measured,
+  // with no curve to place it on.
+  const int4 = path.join(path.dirname(DIST), 'data/measurements/h200/python-int4/campaign-r2/Qwen2-0.5B_INT4-WO_b1.json');
+  await page.setInputFiles('#file-input', [int4]);
+  const both = await entriesText(page, 2);
+  assert.match(both, /INT4-WO/);
+  assert.match(both, /−32\.6 %/);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -7,8 +7,14 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The binary under test: this build's, or `QE_BIN` (scripts/hostile-classes.sh runs these tests
+/// against an older build to show which of them that build fails).
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("QE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_quantenergy").into())
+}
+
 fn qe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+    Command::new(bin())
         .args(args)
         .current_dir(repo())
         .env("RUST_LOG", "error")
@@ -90,7 +96,7 @@ fn validate_exit_codes_distinguish_invalid_from_not_json() {
         Some(2)
     );
     // stdin
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+    let mut child = Command::new(bin())
         .args(["validate", "-"])
         .current_dir(repo())
         .stdin(std::process::Stdio::piped())
@@ -245,7 +251,7 @@ fn share_round_trips_through_the_link() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot decode"));
 
     // A long link comes from stdin (`-`) or a file (`@FILE`), with its trailing newline.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+    let mut child = Command::new(bin())
         .args(["share", "--decode", "-"])
         .current_dir(repo())
         .stdin(std::process::Stdio::piped())
@@ -756,7 +762,7 @@ fn compare_any_stack_places_a_report_without_its_engines_curve_on_another_and_sa
 #[test]
 fn a_closed_pipe_ends_quietly() {
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+    let mut child = Command::new(bin())
         .args(["compare", "--json", "data/measurements/h200/raw"])
         .current_dir(repo())
         .stdout(Stdio::piped())
@@ -915,7 +921,7 @@ fn missing_paths_and_special_files_get_their_own_words() {
         stdout(&o)
     );
     // Before, `aggregate` opened the FIFO and waited for a writer forever.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+    let mut child = Command::new(bin())
         .args(["aggregate", dir.to_str().unwrap()])
         .env("RUST_LOG", "error")
         .stdout(std::process::Stdio::null())
@@ -1052,7 +1058,7 @@ fn model_files_for_our_engines_are_checked_before_a_run() {
 #[test]
 fn no_colour_codes_when_stderr_is_not_a_terminal() {
     let dir = temp_dir("no-colour");
-    let o = Command::new(env!("CARGO_BIN_EXE_quantenergy"))
+    let o = Command::new(bin())
         .args([
             "measure",
             "--synthetic",
@@ -1127,13 +1133,30 @@ fn plan_errors_name_their_file_and_huge_plans_are_refused_at_once() {
 /// CPU (it ran silently for more than five minutes).
 #[test]
 fn engine_check_on_the_cpu_needs_to_be_asked_for() {
-    let o = qe(&[
-        "engine-check",
-        "--synthetic",
-        "qwen2-0.5b",
-        "--precision",
-        "Q4_0",
-    ]);
+    // The refusal is immediate; a build that decodes instead is stopped after 30 s.
+    let mut child = Command::new(bin())
+        .args([
+            "engine-check",
+            "--synthetic",
+            "qwen2-0.5b",
+            "--precision",
+            "Q4_0",
+        ])
+        .current_dir(repo())
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("engine-check decoded on the CPU for 30 s without being asked");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -1220,32 +1243,42 @@ fn a_server_dry_run_checks_the_command_without_metering() {
 /// written is replaced by the report, never written through.
 #[test]
 fn outputs_cannot_leave_the_folder_they_were_asked_for() {
-    let dir = temp_dir("confined");
+    // Everything an escape could write lands under this test's own root, checked at the end.
+    let root = temp_dir("confined");
+    let dir = root.join("plan");
+    std::fs::create_dir_all(&dir).unwrap();
     let plan = dir.join("plan.toml");
     let body = "[defaults]\nrepeats = 1\ntokens = 8\niterations = 1\nwarmup = 0\ncooldown_max_s = 0\ncard = \"H200\"\n[[run]]\nsynthetic = \"qwen2-0.5b\"\nprecisions = [\"Q4_0\"]\n";
-    for out in ["../escape", "/tmp/qe-escape", "results/../../escape"] {
+    let absolute = root.join("absolute").display().to_string();
+    for out in ["../escape", absolute.as_str(), "results/../../escape"] {
         std::fs::write(&plan, format!("out = {out:?}\n{body}")).unwrap();
         let o = qe(&["sweep", plan.to_str().unwrap(), "--dry-run"]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{out}: {err}");
         assert!(err.contains("inside the plan's folder"), "{out}: {err}");
     }
-    for name in ["/tmp/qe-abs", "../up", "a/b"] {
-        let o = qe(&[
-            "measure",
-            "--synthetic",
-            "qwen2-0.5b",
-            "--precision",
-            "Q4_0",
-            "--name",
-            name,
-        ]);
+    let abs_name = root.join("abs").display().to_string();
+    for name in [abs_name.as_str(), "../up", "a/b"] {
+        let o = Command::new(bin())
+            .args([
+                "measure",
+                "--synthetic",
+                "qwen2-0.5b",
+                "--precision",
+                "Q4_0",
+                "--name",
+                name,
+            ])
+            .current_dir(&dir)
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{name}: {err}");
         assert!(err.contains("not a plain file name"), "{name}: {err}");
     }
     // A link where the report goes, pointing outside: the report replaces the link.
-    let outside = dir.join("outside.txt");
+    let outside = root.join("outside.txt");
     std::fs::write(&outside, "keep me").unwrap();
     let results = dir.join("results");
     std::fs::create_dir_all(&results).unwrap();
@@ -1264,9 +1297,22 @@ fn outputs_cannot_leave_the_folder_they_were_asked_for() {
         .unwrap()
         .file_type()
         .is_file());
-    assert!(
-        !dir.join("../escape").exists()
-            && !std::path::Path::new("/tmp/qe-abs.estimate.json").exists()
+    let mut left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["outside.txt", "plan"],
+        "written outside the plan's folder"
     );
-    std::fs::remove_dir_all(&dir).ok();
+    let up: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(up.iter().all(|n| n != "up" && n != "a"), "{up:?}");
+    std::fs::remove_dir_all(&root).ok();
 }
