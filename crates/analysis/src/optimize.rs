@@ -136,8 +136,8 @@ pub enum OptimizeError {
     /// The model is not in models.csv (the name, the known names).
     #[error("unknown model {0:?}; known: {1}")]
     UnknownModel(String, String),
-    /// A size that is not a positive number.
-    #[error("params_b must be a positive number of billions (got {0})")]
+    /// A size that is not a positive number up to report::MAX_PARAMS_B.
+    #[error("params_b must be a positive number of billions, at most 100000 (got {0})")]
     BadSize(f64),
     /// Neither a size nor a model.
     #[error("pass a model size (params_b) or a named model")]
@@ -865,7 +865,8 @@ fn least_violating(all: &[Candidate], b: &Budgets, card_vram_gb: f64) -> Option<
 
 fn resolve_shape(req: &OptimizeRequest) -> Result<(ModelShape, Tag, f64), OptimizeError> {
     if let Some(p) = req.params_b {
-        if !(p.is_finite() && p > 0.0) {
+        // Above report::MAX_PARAMS_B a size is a typo, and the shape model's counts would overflow.
+        if !(p.is_finite() && p > 0.0 && p <= report::MAX_PARAMS_B) {
             return Err(OptimizeError::BadSize(p));
         }
     }

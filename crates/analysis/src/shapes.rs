@@ -189,7 +189,9 @@ pub fn shape_for_params(params_b: f64) -> ModelShape {
     let emb = (s.vocab * s.hidden * if s.tied_embeddings { 1 } else { 2 }) as f64 / 1e9;
     let body = (nearest.params_b - emb).max(1e-3);
     let want_body = (params_b - emb).max(body * 0.05);
-    s.layers = ((s.layers as f64 * want_body / body).round() as usize).max(2);
+    // At most a million layers: far past any model, and the parameter counts stay inside u64 for
+    // any size a caller passes (the optimizer and estimates bound sizes at report::MAX_PARAMS_B).
+    s.layers = ((s.layers as f64 * want_body / body).round() as usize).clamp(2, 1_000_000);
     s.params_b = params_b;
     s.name = format!("~{params_b}B (interpolated from {})", nearest.name);
     s

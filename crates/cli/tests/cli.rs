@@ -891,6 +891,30 @@ fn measure_refuses_zero_and_oversized_counts_naming_the_flag() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(flag), "{flag} {value}: {err}");
     }
+    // Sizes past any model: a clear refusal from the shape model's users, never an overflow.
+    for cmd in [
+        &["optimize", "--gpu", "H200", "--params-b", "1e12"][..],
+        &[
+            "estimate",
+            "--gpu",
+            "H200",
+            "--params-b",
+            "1e12",
+            "--precision",
+            "Q4_0",
+        ][..],
+    ] {
+        let o = qe(cmd);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && !err.contains("panicked"),
+            "{cmd:?}: {err}"
+        );
+        assert!(
+            err.contains("params") && err.contains("100000"),
+            "{cmd:?}: {err}"
+        );
+    }
 }
 
 /// A model path that does not exist says so; a FIFO given to `validate` is refused without

@@ -44,9 +44,10 @@ pub fn estimate_of(a: &EstimateArgs) -> Result<analysis::Estimate> {
             .ok_or_else(|| anyhow!("cannot tell the architecture of {gpu:?}: pass --arch"))?,
         (None, None) => bail!("pass --arch or --gpu"),
     };
-    if !(a.params_b.is_finite() && a.params_b > 0.0) {
+    if !(a.params_b.is_finite() && a.params_b > 0.0 && a.params_b <= report::MAX_PARAMS_B) {
         bail!(
-            "--params-b must be a positive number of billions, got {}",
+            "--params-b must be a positive number of billions, at most {}, got {}",
+            report::MAX_PARAMS_B,
             a.params_b
         );
     }
