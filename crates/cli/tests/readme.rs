@@ -2,6 +2,7 @@
 //! that need none succeed, those that need a GPU say so, those that need files the reader brings
 //! name the missing file. A new example must be added to [`EXPECTED`], so none goes untried.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -169,19 +170,44 @@ fn run(example: &str, dir: &Path) -> (Option<i32>, String) {
         Some(rest) => format!("{bin} {rest}"),
         None => line,
     };
-    let o = Command::new("sh")
+    let mut child = Command::new("sh")
         .args(["-c", &line])
         .current_dir(dir)
         .env("RUST_LOG", "error")
         .env("NO_COLOR", "1")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
         .expect("sh");
+    // Drained as it runs, so a long output never blocks the example.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    // No example here may take long: one that does is stopped and fails.
+    let t0 = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            // SAFETY: signals the example's own process group, started above.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            return (None, "still running after 60 s: stopped".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = child.wait().expect("wait");
     let text = format!(
         "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+        String::from_utf8_lossy(&out.join().unwrap()),
+        String::from_utf8_lossy(&err.join().unwrap())
     );
-    (o.status.code(), text)
+    (status.code(), text)
 }
 
 #[test]

@@ -180,7 +180,7 @@ def test_an_int4_weight_only_arm_reports_its_weight_reads(tmp_path):
     reps = {json.loads(Path(p).read_text())["workload"]["precision"]: json.loads(Path(p).read_text())
             for p in paths}
     assert set(reps) == {"FP16", "INT4-WO"}
-    arms = {a["precision"]: a for a in reps["INT4-WO"]["results"]["arms"]}
+    arms = {a["precision"]: a for a in reps["INT4-WO"]["protocol"]["arms"]}
     assert arms["INT4-WO"]["weight_bytes_per_token"] == 280_000_000
     assert "weight_bytes_per_token" not in arms["FP16"]  # that arm did not say: left out, never guessed
     for p in paths:
