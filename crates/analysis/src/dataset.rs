@@ -89,6 +89,9 @@ pub struct Anchor {
     /// The engines [`Anchor::stack`] names, read once when the row is parsed: what classes,
     /// baselines and sweeps key the row by ([`Anchor::engine`]), so no module re-reads the text.
     pub engines: StackEngines,
+    /// The weights the row decoded, read once from its stack text (`aggregate` ends it with
+    /// `…, real weights` or `…, synthetic weights`); `None` for rows that do not say (published).
+    pub weights: Option<report::WeightsKind>,
     /// Measurement session (one card, one campaign).
     pub session: String,
     /// Where the figure was published.
@@ -139,6 +142,7 @@ impl Anchor {
     pub fn set_stack(&mut self, stack: impl Into<String>) {
         self.stack = stack.into();
         self.engines = StackEngines::parse(&self.stack);
+        self.weights = crate::synthetic::weights_of(&self.stack);
     }
 
     /// Measured by this project's meter (candle), not a published upstream row.
@@ -435,6 +439,7 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                 power_accounting: r.text("power_accounting")?,
                 stack: r.text("stack")?,
                 engines: StackEngines::default(),
+                weights: None,
                 session: r.text("session")?,
                 source: r.text("source")?,
                 default_curve,
@@ -462,6 +467,7 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
             };
             // Read after every cell, so a row's first bad cell stays the one reported.
             anchor.engines = StackEngines::parse(&anchor.stack);
+            anchor.weights = crate::synthetic::weights_of(&anchor.stack);
             Ok(anchor)
         })
         .collect()

@@ -11,7 +11,8 @@ use crate::dataset::Anchor;
 use crate::stats::welch_halfwidth;
 use report::{Precision, WeightsKind};
 
-/// The stack text's weights kind, as `aggregate` writes it (`…, real weights`).
+/// The stack text's weights kind, as `aggregate` writes it (`…, real weights`): read once per
+/// row into [`Anchor::weights`] when the dataset is parsed.
 pub fn weights_of(stack: &str) -> Option<WeightsKind> {
     let last = stack.rsplit(", ").next()?;
     match last.strip_suffix(" weights")? {
@@ -72,7 +73,7 @@ fn fp16_of<'a>(anchors: &'a [Anchor], row: &Anchor) -> Option<&'a Anchor> {
 
 /// Every real row that has a synthetic twin in `anchors` (batch 1, not FP16), in file order.
 pub fn synthetic_pairs(anchors: &[Anchor]) -> Vec<SyntheticPair<'_>> {
-    let kind = |a: &Anchor| weights_of(&a.stack);
+    let kind = |a: &Anchor| a.weights;
     anchors
         .iter()
         .filter(|a| kind(a) == Some(WeightsKind::Real))

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use analysis::synthetic::{synthetic_pairs, weights_of, SyntheticPair};
+use analysis::synthetic::{synthetic_pairs, SyntheticPair};
 use analysis::{Anchor, Dataset};
 use report::Precision;
 use report::WeightsKind;
@@ -776,7 +776,7 @@ fn synthetic_pairs_for(gpu: &str, model: &str) -> Vec<SyntheticPair<'static>> {
 /// model measured beside its synthetic twin there (`None` where no such pair exists).
 fn synthetic_note(rows: &[&Anchor]) -> Option<String> {
     let first = rows.first()?;
-    if weights_of(&first.stack) != Some(WeightsKind::Synthetic) {
+    if first.weights != Some(WeightsKind::Synthetic) {
         return None;
     }
     let pairs: Vec<SyntheticPair> = synthetic_pairs(&ds().anchors)
