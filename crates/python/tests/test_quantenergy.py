@@ -79,9 +79,11 @@ def test_estimate_is_the_cli_figure():
 
 def test_compare_places_a_measured_h200_report_on_its_stacks_curve():
     p = qe.compare(H200_Q4_0)
-    assert p["params_b"] == pytest.approx(0.494, abs=0.01)
-    assert p["engine"] == "llama.cpp" and p["curve_engines"] == ["llama.cpp"]
-    assert p["outcome"] == "inside" and p["comparison"]["inside"]
+    assert isinstance(p, qe.Placement)
+    assert p.raw["params_b"] == pytest.approx(0.494, abs=0.01)
+    assert p.engine == "llama.cpp" and p.raw["curve_engines"] == ["llama.cpp"]
+    assert p.outcome == "inside" and p.inside and p.band_pct[0] <= p.measured_delta_pct <= p.band_pct[1]
+    assert p.summary.startswith("inside the hopper Q4_0 band")
     with pytest.raises(ValueError, match="invalid report"):
         qe.compare(EXAMPLES / "../anchors.csv")
 

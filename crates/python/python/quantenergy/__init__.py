@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 
 __version__: str = _native.__version__
-__all__ = ["Campaign", "Meter", "Window", "WindowResult", "Validation", "Issue", "Estimate", "validate", "estimate", "compare"]
+__all__ = ["Campaign", "Meter", "Window", "WindowResult", "Validation", "Issue", "Estimate", "Placement", "validate", "estimate", "compare"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -48,6 +48,25 @@ class Estimate:
     ci_high: Optional[float]
     basis: str
     verdict: str
+    raw: dict = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a measured report sits against the published curve of its class (``quantenergy
+    compare``): ``outcome`` is ``inside``, ``outside``, or why it is not placed (no curve, an
+    estimate, no FP16 figure); ``summary`` says it in words."""
+
+    outcome: str
+    summary: str
+    precision: Optional[str]
+    engine: Optional[str]
+    curve: Optional[str]
+    measured_delta_pct: Optional[float]
+    predicted_pct: Optional[float]
+    band_pct: Optional[Tuple[float, float]]
+    sigmas: Optional[float]
+    inside: Optional[bool]
     raw: dict = field(repr=False)
 
 
@@ -171,6 +190,21 @@ def estimate(
     )
 
 
-def compare(path: PathLike, any_stack: bool = False) -> dict:
+def compare(path: PathLike, any_stack: bool = False) -> Placement:
     """Where a report's measured ΔE sits against its class's curve (``quantenergy compare``)."""
-    return json.loads(_native.compare(_read(path), any_stack))
+    p = json.loads(_native.compare(_read(path), any_stack))
+    c = p.get("comparison") or {}
+    band = c.get("band_pct")
+    return Placement(
+        outcome=p["outcome"],
+        summary=p["summary"],
+        precision=p.get("precision"),
+        engine=p.get("engine"),
+        curve=p.get("curve"),
+        measured_delta_pct=p.get("measured_delta_pct"),
+        predicted_pct=c.get("predicted_pct"),
+        band_pct=tuple(band) if band else None,
+        sigmas=c.get("sigmas"),
+        inside=c.get("inside"),
+        raw=p,
+    )
