@@ -125,7 +125,9 @@ class Window:
 
 class Meter:
     """GPU energy meter: NVML on ``gpus`` (CUDA-visible indices, counters summed), or, with
-    ``fake=True``, the documented test meter (100 W over real time, no GPU)."""
+    ``fake=True``, the documented test meter (100 W over real time, no GPU). Opening it reads the
+    energy counter for up to 1.5 s to learn how often it moves (≈ 100 ms on an H200): a window
+    shorter than 50 such steps is flagged ``coarse_counter``."""
 
     def __init__(self, gpus: Optional[Sequence[int]] = None, fake: bool = False, trace_hz: float = 50.0):
         self._native = _native.Meter(list(gpus) if gpus is not None else None, fake, trace_hz)
