@@ -252,9 +252,15 @@ pub fn estimate(ds: &Dataset, classes: &[CurveClass], input: &EstimateInput) -> 
         energy_mj: None,
         notes: Vec::new(),
     };
-    if !(input.params_b.is_finite() && input.params_b > 0.0) {
-        out.notes
-            .push("params_b must be a positive number of billions".into());
+    // The optimizer's bound too (`resolve_shape`): above it a size is a typo, not a model.
+    if !(input.params_b.is_finite()
+        && input.params_b > 0.0
+        && input.params_b <= report::MAX_PARAMS_B)
+    {
+        out.notes.push(format!(
+            "params_b must be a positive number of billions, at most {}",
+            report::MAX_PARAMS_B
+        ));
         return out;
     }
     let asked = input.engine.as_deref();
@@ -593,6 +599,25 @@ mod tests {
         assert_eq!(e.delta_pct, None);
         assert_eq!(e.energy_mj, None);
         assert!(e.verdict().contains("no estimate"));
+    }
+
+    #[test]
+    fn a_size_past_any_model_gets_no_estimate_and_says_why() {
+        let i = EstimateInput {
+            arch: Arch::Hopper,
+            params_b: 1e12,
+            precision: Precision::Q4_0,
+            batch: 1,
+            context: 2048,
+            engine: None,
+        };
+        let e = estimate(Dataset::embedded(), default_classes(), &i);
+        assert_eq!(e.delta_pct, None);
+        assert!(
+            e.notes.iter().any(|n| n.contains("at most 100000")),
+            "{:?}",
+            e.notes
+        );
     }
 
     #[test]
