@@ -6,7 +6,9 @@
 //! (what the unit test does, to keep the cases building).
 
 use crate::ops::kv::{AddU32, KvWrite};
-use crate::ops::{q8, AddRmsNorm, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu};
+use crate::ops::{
+    q8, AddRmsNorm, AttnSplit, CausalSoftmax, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
+};
 use crate::testing::{attn_dims, rand, AttnCase};
 use crate::Result;
 use candle_core::{DType, Device, Tensor};
@@ -177,6 +179,7 @@ pub fn run(dev: &Device, scope: Scope, each: &mut dyn FnMut(&OpCheck)) -> Result
     add_rms_norm(&mut c)?;
     gemv(&mut c)?;
     kv_write(&mut c)?;
+    causal_softmax(&mut c)?;
     Ok(c.out)
 }
 
@@ -401,6 +404,41 @@ fn gemv(c: &mut Checks) -> Result<()> {
             c.push(
                 "gemv",
                 &format!("{n}×{k}"),
+                name(dt).into(),
+                rel(&got, &want)?,
+                tol(dt),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Prefill chunks: (KV groups · query heads, queries, keys, first position): a chunk at the
+/// start, one after earlier chunks (keys past the last query's position hidden), rows of fewer
+/// keys than a block's threads, and a 7 B-sized chunk of 512 queries over 4 096 keys.
+fn causal_softmax(c: &mut Checks) -> Result<()> {
+    for (groups, queries, keys, pos) in c.shapes(
+        &[
+            (2usize, 3usize, 5usize, 2u32),
+            (6, 64, 1000, 900),
+            (14, 17, 300, 0),
+            (28, 512, 4096, 3584),
+        ],
+        3,
+    ) {
+        for dt in FLOATS {
+            let att = (rand(&[groups, queries, keys], keys as u64)? * 40.0)?.to_dtype(dt)?;
+            let p = Tensor::new(&[pos], &Device::Cpu)?;
+            let op = CausalSoftmax {
+                queries,
+                scale: 0.125,
+            };
+            let want = att.apply_op2_no_bwd(&p, &op)?;
+            let got = c.to_dev(&att)?.apply_op2_no_bwd(&c.to_dev(&p)?, &op)?;
+            let case = format!("{groups}×{queries} q × {keys} keys pos{pos}");
+            c.push(
+                "causal_softmax",
+                &case,
                 name(dt).into(),
                 rel(&got, &want)?,
                 tol(dt),

@@ -453,16 +453,17 @@ impl Decoder for GraphDecoder {
 
     fn kernel(&self) -> String {
         let how = if self.capture {
-            "static KV cache, decode step replayed as one CUDA graph"
+            "decode step replayed as one CUDA graph"
         } else if self.device.is_cuda() {
-            "static KV cache, op by op (capture off)"
+            "op by op (capture off)"
         } else {
-            "static KV cache, op by op (no CUDA graph on the CPU)"
+            "op by op (no CUDA graph on the CPU)"
         };
         format!(
-            "candle {CANDLE_VERSION} {} {}; {how}",
+            "candle {CANDLE_VERSION} {} {}; static KV cache ({:?}), {how}",
             engine_name(self.precision),
-            self.base_kernel
+            self.base_kernel,
+            self.model.cache_dtype()
         )
     }
 

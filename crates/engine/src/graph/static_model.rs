@@ -17,7 +17,8 @@ use crate::eager::ArmWeights;
 use crate::ops::kv::KvWrite;
 use crate::ops::q8::{self, QMatVec};
 use crate::ops::{
-    AddRmsNorm, AttnDims, AttnSplit, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu, GEMV,
+    AddRmsNorm, AttnDims, AttnSplit, CausalSoftmax, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
+    GEMV,
 };
 use analysis::ModelShape;
 use candle_core::quantized::{ggml_file, gguf_file, QMatMul, QTensor};
@@ -108,7 +109,12 @@ impl Lin {
             }
             Lin::Float(l) => l.forward(x)?,
             Lin::Quant { w, b } => {
-                let y = w.forward(x)?;
+                let y = match w {
+                    QMatMul::QTensor(t) if dequantizes(x)? => {
+                        QMatMul::TensorF16(t.dequantize_f16(x.device())?).forward(x)?
+                    }
+                    _ => w.forward(x)?,
+                };
                 match b {
                     Some(b) => y.broadcast_add(b)?,
                     None => y,
@@ -124,6 +130,25 @@ impl Lin {
         })
     }
 }
+
+/// Whether a quantized projection of `x` dequantizes its weight to F16 for one cuBLAS GEMM
+/// (on tensor cores) instead of candle's MMQ kernels: on the GPU, from [`PREFILL_DEQUANT_ROWS`]
+/// rows (a prefill chunk). MMQ's small tiles ran a 4 096-token Qwen2-1.5B Q4_0 prefill at 12.7 k
+/// tok/s on the H200 where the F16 weights' GEMM ran 19.1 k; the dequantized copy lives for one
+/// matmul. The activations are rounded to F16, not quantized to Q8_1 as MMQ does.
+fn dequantizes(x: &Tensor) -> Result<bool> {
+    let rows = x.elem_count() / x.dim(D::Minus1)?.max(1);
+    let from = PREFILL_DEQUANT_ROWS.get() as usize;
+    Ok(x.device().is_cuda() && from > 0 && rows >= from)
+}
+
+/// Fewest rows from which a quantized projection on the GPU runs as a dequantized F16 GEMM
+/// (`QE_PREFILL_DEQUANT_ROWS`, 64; 0 never: candle's MMQ kernels at every size, for the A/B).
+pub static PREFILL_DEQUANT_ROWS: crate::switch::Knob = crate::switch::Knob::new(
+    "QE_PREFILL_DEQUANT_ROWS",
+    64,
+    &[0, 16, 32, 64, 128, 256, 512],
+);
 
 /// Whether [`Gemv`] can replace the projection's GEMM (when opted in: `QE_GEMV=1`): one F16/BF16
 /// row, no bias, K a multiple of 8, and both starting 16-byte aligned (what the kernel refuses
@@ -231,23 +256,12 @@ pub struct DecodeState {
     pub dims: AttnDims,
     /// How the GPU's split decode attention divides each KV head's positions.
     pub attn_split: AttnSplit,
-    /// (1, ctx) u32: 0..ctx.
-    arange_ctx: Tensor,
-    /// Scalars in the attention dtype: 0 and −∞.
-    zero: Tensor,
-    neg_inf: Tensor,
 }
 
 impl DecodeState {
     /// Every tensor the state holds (tests check they live on the model's device).
     pub fn tensors(&self) -> Vec<&Tensor> {
-        let mut v = vec![
-            &self.tok,
-            &self.pos,
-            &self.arange_ctx,
-            &self.zero,
-            &self.neg_inf,
-        ];
+        let mut v = vec![&self.tok, &self.pos];
         for (k, vv) in &self.kv {
             v.push(k);
             v.push(vv);
@@ -278,6 +292,9 @@ pub struct StaticModel {
     pub fused: bool,
     /// Take the [`q8`] path on the CPU too (tests: its CPU reference against the eager models).
     pub(crate) q8_on_cpu: bool,
+    /// GGUF arms cache K/V in F16 (see [`Self::cache_dtype`]): on the GPU; on the CPU only when a
+    /// test asks.
+    pub(crate) f16_cache: bool,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -477,6 +494,7 @@ impl StaticModel {
             cos_sin,
             fused,
             q8_on_cpu: false,
+            f16_cache: device.is_cuda(),
             heads,
             kv_heads,
             head_dim,
@@ -662,10 +680,20 @@ impl StaticModel {
         }
     }
 
-    /// The KV cache's dtype: what attention reads. llama.rs caches in the model dtype and casts
-    /// the whole cache to F32 in every step; caching the F32 cast instead holds the same values.
-    fn cache_dtype(&self) -> DType {
-        self.att_dtype()
+    /// The KV cache's dtype: what attention reads. Float arms: the attention dtype (llama.rs
+    /// caches in the model dtype and casts the whole cache to F32 in every step; caching the F32
+    /// cast instead holds the same values). GGUF arms on the GPU: F16, as llama.cpp's attention
+    /// reads it, where candle's quantized models keep F32: every decode step reads the whole
+    /// cache, and at 4 k positions Qwen2-1.5B's F32 cache was a fifth of a Q4_0 step's bytes. On
+    /// the CPU, where the graph engine is held to the eager models' logits and llama.cpp's
+    /// perplexity, GGUF arms keep the eager models' F32 cache: on SmolLM2 Q8_0 the F16 cache's
+    /// roundings moved the mean NLL from 0.32 % to 0.75 % of llama.cpp's (each flips 8-bit
+    /// activation roundings downstream), past the check's 0.5 %.
+    pub fn cache_dtype(&self) -> DType {
+        match self.kind {
+            Kind::QuantQwen2 | Kind::QuantLlama if self.f16_cache => DType::F16,
+            _ => self.att_dtype(),
+        }
     }
 
     /// Preallocate a decode state for `batch` sequences of up to `ctx` positions.
@@ -703,7 +731,6 @@ impl StaticModel {
             ));
             bufs.push(buf);
         }
-        let ad = self.att_dtype();
         Ok(DecodeState {
             batch,
             ctx,
@@ -716,9 +743,6 @@ impl StaticModel {
                 splits: AttnSplit::splits_for(self.kv_heads, batch, ctx),
                 counters: Tensor::zeros(batch * self.heads, DType::U32, dev)?,
             },
-            arange_ctx: Tensor::arange(0u32, ctx as u32, dev)?.reshape((1, ctx))?,
-            zero: Tensor::zeros((), ad, dev)?,
-            neg_inf: Tensor::new(f32::NEG_INFINITY, dev)?.to_dtype(ad)?,
         })
     }
 
@@ -763,22 +787,13 @@ impl StaticModel {
         };
         let cos = self.cos.index_select(&p, 0)?;
         let sin = self.sin.index_select(&p, 0)?;
-        // Mask (s, keys): key j is visible to query i iff j ≤ pos + i; keys = the cache, or its
-        // first `visible` positions.
+        // Keys: the cache, or its first `visible` positions (query i sees key j iff j ≤ pos + i).
         let keys = visible.unwrap_or(st.ctx);
-        let seen = st
-            .arange_ctx
-            .narrow(1, 0, keys)?
-            .broadcast_le(&p.reshape((s, 1))?)?;
-        let mask = seen.where_cond(
-            &st.zero.broadcast_as((s, keys))?,
-            &st.neg_inf.broadcast_as((s, keys))?,
-        )?;
         let mut x = self.embed.forward(ids)?;
         for (layer, (kc, vc)) in self.layers.iter().zip(&st.kv) {
             let residual = &x;
             let h = layer.ln1.forward(&x)?;
-            let a = self.attention(layer, &h, (&cos, &sin), &mask, (kc, vc), &p, keys)?;
+            let a = self.attention(layer, &h, (&cos, &sin), (kc, vc), (&st.pos, &p), keys)?;
             let x1 = (a + residual)?;
             let h = layer.ln2.forward(&x1)?;
             let gu = layer.gate_up.forward(&h)?;
@@ -893,18 +908,17 @@ impl StaticModel {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    /// Attention of `x`'s s positions (at device positions `p`) over the cache's first `keys`
-    /// positions, after writing their K/V rows into it.
-    #[allow(clippy::too_many_arguments)]
+    /// Attention of `x`'s s positions (the first at device position `pos`, all of them at `p`)
+    /// over the cache's first `keys` positions, after writing their K/V rows into it. The
+    /// scores are computed in the cache dtype (on tensor cores for F16/BF16 caches) and scaled,
+    /// masked and softmaxed in one pass ([`CausalSoftmax`]).
     fn attention(
         &self,
         layer: &Layer,
         x: &Tensor,
         (cos, sin): (&Tensor, &Tensor),
-        mask: &Tensor,
         (kc, vc): (&Tensor, &Tensor),
-        p: &Tensor,
+        (pos, p): (&Tensor, &Tensor),
         keys: usize,
     ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
@@ -939,7 +953,8 @@ impl StaticModel {
         // Grouped-query attention without repeating the cache: the g = nh / nkv query heads that
         // share a KV head become g·s rows of one matmul against it.
         let g = nh / nkv;
-        let q = q.to_dtype(self.att_dtype())?.reshape((b, nkv, g * s, hd))?;
+        let ad = self.att_dtype();
+        let q = q.to_dtype(ad)?.reshape((b, nkv, g * s, hd))?;
         let (kc, vc) = if keys < kc.dim(2)? {
             (
                 kc.narrow(2, 0, keys)?.contiguous()?,
@@ -948,18 +963,16 @@ impl StaticModel {
         } else {
             (kc.clone(), vc.clone())
         };
+        let (kc, vc) = (kc.to_dtype(ad)?, vc.to_dtype(ad)?);
         let att = q.matmul(&kc.t()?)?;
-        let att = match self.kind {
-            // qwen2.rs multiplies by the scale; the others divide by √hd.
-            Kind::FloatQwen2 => (att * (1f64 / f64::sqrt(hd as f64)))?,
-            _ => (att / (hd as f64).sqrt())?,
-        };
-        let ctx = kc.dim(2)?;
-        let att = att
-            .reshape((b, nkv, g, s, ctx))?
-            .broadcast_add(mask)?
-            .reshape((b, nkv, g * s, ctx))?;
-        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        // qwen2.rs multiplies by 1/√hd, the others divide by √hd: candle does both as a multiply.
+        let att = att.apply_op2_no_bwd(
+            pos,
+            &CausalSoftmax {
+                queries: s,
+                scale: (1f64 / (hd as f64).sqrt()) as f32,
+            },
+        )?;
         let y = att.matmul(&vc)?; // (b, nkv, g·s, hd)
         let y = y
             .reshape((b, nh, s, hd))?

@@ -61,6 +61,9 @@ fn compare(family: &str, p: &str, batch: usize, steps: usize) -> f32 {
 /// `q8`: the static engine's quantized projections read the fused ops' Q8_1 blocks (the GPU's
 /// path, here through the CPU reference of [`crate::ops::q8::QMatVec`]); teacher-forced like a skew,
 /// tokens unchecked.
+///
+/// GGUF arms cache K/V in F32 on the CPU, as the eager models do (the GPU's F16 cache is checked
+/// against it in `the_f16_cache_holds_the_f32_caches_values_rounded`).
 fn compare_skewed(family: &str, p: &str, batch: usize, steps: usize, skew: u32, q8: bool) -> f32 {
     let mut f = factory(family, 21);
     let mut eager: CandleDecoder = f.load_candle(prec(p)).unwrap();
@@ -235,6 +238,79 @@ fn prefill_in_one_forward_equals_prefill_position_by_position_and_in_chunks() {
                     assert!(rel_diff(&l[0], li) < 1e-5, "{family} {p} step {i}");
                 }
             }
+        }
+    }
+}
+
+/// GGUF arms on the GPU cache K/V in F16 (as llama.cpp's attention reads them). The cache's writers round what the F32
+/// cache would hold: layer 0's rows (computed before any attention reads the cache) are the F32
+/// cache's rows rounded to F16, exactly, after the same prefill and after a decode step fed the
+/// same token — the prefill's write and the fused step's. Deeper layers read the rounded cache.
+#[test]
+fn the_f16_cache_holds_the_f32_caches_values_rounded() {
+    let rows = |g: &GraphDecoder, layer: usize, upto: usize| -> Vec<f32> {
+        let (k, v) = &g.state.as_ref().unwrap().kv[layer];
+        let take = |t: &Tensor| {
+            t.narrow(2, 0, upto)
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        [take(k), take(v)].concat()
+    };
+    let round = |v: Vec<f32>| -> Vec<f32> {
+        v.into_iter()
+            .map(|x| half::f16::from_f32(x).to_f32())
+            .collect()
+    };
+    for family in ["qwen2", "llama"] {
+        for p in ["Q8_0", "Q4_0"] {
+            let load = |f16_cache| {
+                let mut g = GraphFactory {
+                    inner: factory(family, 9),
+                }
+                .load_graph(prec(p))
+                .unwrap();
+                g.model.f16_cache = f16_cache;
+                g.ensure_state(1, 12).unwrap();
+                g
+            };
+            let (mut half, mut full) = (load(true), load(false));
+            assert_eq!(half.model.cache_dtype(), DType::F16);
+            assert_eq!(full.model.cache_dtype(), DType::F32);
+            assert!(
+                half.kernel().contains("KV cache (F16)"),
+                "{}",
+                half.kernel()
+            );
+            let ids = prompt_ids(1, 5, tiny(family).vocab);
+            let prompt = Tensor::from_vec(ids, (1, 5), &Device::Cpu).unwrap();
+            half.prefill(&prompt).unwrap();
+            full.prefill(&prompt).unwrap();
+            let same = |h: Vec<f32>, f: Vec<f32>| {
+                assert!(f.iter().any(|&x| x != 0.0), "{family} {p}: an empty cache");
+                h.len() == f.len() && h == round(f)
+            };
+            assert!(
+                same(rows(&half, 0, 5), rows(&full, 0, 5)),
+                "{family} {p}: prefill"
+            );
+            // Deeper layers' rows differ by more than a rounding: they read the rounded cache.
+            let deeper = rows(&half, 1, 5) != round(rows(&full, 1, 5));
+            assert!(
+                deeper,
+                "{family} {p}: layer 1 would not show the cache's dtype"
+            );
+            half.set_tokens(&[3]).unwrap();
+            full.set_tokens(&[3]).unwrap();
+            half.step_eager().unwrap();
+            full.step_eager().unwrap();
+            let (h, f) = (rows(&half, 0, 6), rows(&full, 0, 6));
+            assert!(same(h, f), "{family} {p}: layer 0 after a decode step");
         }
     }
 }

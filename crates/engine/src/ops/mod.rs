@@ -11,6 +11,8 @@
 //!   0..=pos (the length comes from the device, so no mask), scale, softmax, ·V, grouped-query,
 //!   F32 throughout, output (b, 1, nh·hd) in the activations' dtype; on the GPU it also does
 //!   [`RopeKv`]'s work (`fold_kv`), so a layer's attention is one launch;
+//! * [`CausalSoftmax`] — the prefill's attention scores scaled, masked by position and softmaxed
+//!   in one pass (candle's ops wrote the scores three more times);
 //! * [`SwiGlu`] — silu(gate)·up from the fused gate|up matmul's output;
 //! * [`AddRmsNorm`] — residual add and the following RMSNorm: one output (2, ..) holding the sum
 //!   and the normed sum;
@@ -30,6 +32,7 @@ pub mod kv;
 pub mod norm;
 pub mod q8;
 pub mod rope;
+pub mod softmax;
 pub mod swiglu;
 #[cfg(test)]
 mod tests;
@@ -38,4 +41,5 @@ pub use attention::{AttnSplit, DecodeAttn, ATTN_ONE_BLOCK, ATTN_SPLIT_FROM};
 pub use gemv::{Gemv, GEMV};
 pub use norm::{AddRmsNorm, NORM_THREADS};
 pub use rope::{AttnDims, RopeKv, RopeStep};
+pub use softmax::CausalSoftmax;
 pub use swiglu::SwiGlu;

@@ -473,3 +473,64 @@ fn split_attention_covers_the_gqa_shapes_it_was_written_for() {
     assert!(!AttnSplit::covers(&dims(32, 32, 80)));
     assert!(!AttnSplit::covers(&dims(6, 4, 64)));
 }
+
+/// The prefill's fused softmax against candle's scale, additive mask and softmax (what the
+/// static forward ran before), for chunks at the start and after earlier chunks, and a row whose
+/// query sees every key; hidden keys are exactly 0 and each row sums to 1.
+#[test]
+fn causal_softmax_matches_scale_mask_and_softmax() {
+    for (queries, keys, pos) in [(1usize, 1usize, 0u32), (3, 5, 2), (4, 9, 0), (5, 40, 30)] {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let att = round_to((rand(&[2, queries, keys], keys as u64) * 30.0).unwrap(), dt);
+            let p = Tensor::new(&[pos], &Device::Cpu).unwrap();
+            let op = CausalSoftmax {
+                queries,
+                scale: 0.125,
+            };
+            let got = att.to_dtype(dt).unwrap().apply_op2_no_bwd(&p, &op).unwrap();
+            let got = got.to_dtype(DType::F32).unwrap();
+            let scaled = round_to((&att * 0.125).unwrap(), dt);
+            let mask: Vec<f32> = (0..queries * keys)
+                .map(|ij| {
+                    let (i, j) = (ij / keys, ij % keys);
+                    if j as u32 <= pos + i as u32 {
+                        0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (queries, keys), &Device::Cpu).unwrap();
+            let want = candle_nn::ops::softmax_last_dim(&scaled.broadcast_add(&mask).unwrap());
+            let want = want.unwrap();
+            let case = format!("{dt:?} q{queries} k{keys} pos{pos}");
+            assert!(rel(&got, &want) <= tol(dt), "{case}: {}", rel(&got, &want));
+            let rows = got.sum(D::Minus1).unwrap().flatten_all().unwrap();
+            for s in rows.to_vec1::<f32>().unwrap() {
+                assert!(
+                    (s - 1.0).abs() <= 4.0 * tol(dt),
+                    "{case}: a row sums to {s}"
+                );
+            }
+            let hidden: Vec<f32> = got
+                .i((.., 0, (pos as usize + 1).min(keys)..))
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            assert!(
+                hidden.iter().all(|&x| x == 0.0),
+                "{case}: a hidden key weighs {hidden:?}"
+            );
+        }
+    }
+    let bad = CausalSoftmax {
+        queries: 2,
+        scale: 1.0,
+    };
+    let att = Tensor::zeros((3, 4), DType::F32, &Device::Cpu).unwrap();
+    let p = Tensor::new(&[0u32], &Device::Cpu).unwrap();
+    let e = att.apply_op2_no_bwd(&p, &bad).unwrap_err().to_string();
+    assert!(e.contains("multiple of 2 queries"), "{e}");
+}
