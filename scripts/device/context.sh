@@ -12,7 +12,8 @@
 # graph-vs-eager check; ONE_BLOCK=0 skips the one-block runs; THRESHOLD="SHAPE FORMATS DEPTHS" first
 # times that shape at those depths with the split kernel forced (QE_ATTN_SPLIT_FROM=0) and the
 # one-block kernel forced (QE_ATTN_ONE_BLOCK=1), alternating; EXTRA="SHAPE DEPTH" one more split run
-# (its llama-bench at DEPTH too); BUDGET_S (540: nothing of ours starts after it).
+# (its llama-bench at DEPTH too); AB="VAR=VALUE SHAPE FORMATS DEPTH" one run of ours with that
+# setting (tag "ab"), before the default runs; BUDGET_S (480: nothing of ours starts after it).
 # Carry .ship/quantenergy.gz (scripts/build-cuda.sh) and .ship/llama.cpp.tar.xz
 # (scripts/peers/fetch-llama-cpp.sh, then tar -cJf .ship/llama.cpp.tar.xz -C .peers llama.cpp).
 # Everything comes back as $OUT/context.tgz plus the log; a call stopped at its limit keeps what ran.
@@ -68,6 +69,11 @@ if [ -n "${THRESHOLD:-}" ]; then
     ours "$tshape" "$d" forcedsplit QE_ATTN_SPLIT_FROM=0 "$tformats"
     ours "$tshape" "$d" oneblock QE_ATTN_ONE_BLOCK=1 "$tformats"
   done
+fi
+if [ -n "${AB:-}" ]; then
+  read -r abenv abshape abformats abdepth <<< "$AB"
+  say "A/B: $abenv, $abshape $abformats at depth $abdepth"
+  ours "$abshape" "$abdepth" ab "$abenv" "$abformats"
 fi
 if [ -n "${EXTRA:-}" ]; then
   read -r eshape edepth <<< "$EXTRA"

@@ -289,14 +289,14 @@ fn eager_greedy(
     Ok((Tensor::cat(&toks, 1)?.to_vec2::<u32>()?, logits))
 }
 
-/// Both engines' greedy continuations of one prompt on the same weights: what the real-model
-/// test holds against llama.cpp's.
+/// Both engines' results for one prompt on the same weights (greedy tokens by default): what the
+/// real-model test holds against llama.cpp's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Continuations {
-    /// The eager engine's tokens.
-    pub eager: Vec<u32>,
-    /// The graph engine's tokens (its step replayed as a CUDA graph where there is one).
-    pub graph: Vec<u32>,
+pub struct Continuations<T = Vec<u32>> {
+    /// The eager engine's.
+    pub eager: T,
+    /// The graph engine's (its step replayed as a CUDA graph where there is one).
+    pub graph: T,
 }
 
 /// `n` greedy tokens after `prompt` from each engine, loading `precision` from `source`.
@@ -322,6 +322,42 @@ pub fn continuations(
         eager: eager.remove(0),
         graph: graph.remove(0),
     })
+}
+
+/// Each engine's log-probabilities (F32, one vocabulary row per position) along `forced` after
+/// `prompt`, teacher-forced: row i predicts `forced[i]` (row 0 from the prompt's prefill), every
+/// engine fed the same tokens whatever its own argmax. What the real-model test compares with
+/// llama.cpp's top log-probabilities along its greedy path.
+pub fn teacher_forced_log_probs(
+    source: &WeightSource,
+    precision: Precision,
+    prompt: &[u32],
+    forced: &[u32],
+    dev: &Device,
+) -> Result<Continuations<Vec<Vec<f32>>>> {
+    if prompt.is_empty() || forced.is_empty() {
+        return Err(Error::EmptyPrompt);
+    }
+    let rows = |l: &Tensor| -> Result<Vec<f32>> {
+        let l = l.to_dtype(candle_core::DType::F32)?.flatten_all()?;
+        Ok(candle_nn::ops::log_softmax(&l, D::Minus1)?.to_vec1::<f32>()?)
+    };
+    let ids = Tensor::new(prompt, dev)?.unsqueeze(0)?;
+    let mut f = CandleFactory::new(source.clone(), dev.clone())?;
+    let mut e = f.load_candle(precision)?;
+    e.clear();
+    let mut cache = None;
+    let mut eager = vec![rows(&e.forward(&ids, 0, &mut cache)?)?];
+    let mut g = GraphFactory { inner: f }.load_graph(precision)?;
+    g.ensure_state(1, prompt.len() + forced.len())?;
+    let mut graph = vec![rows(&g.prefill(&ids)?)?];
+    for (i, &t) in forced[..forced.len() - 1].iter().enumerate() {
+        let x = Tensor::new(&[t], dev)?.unsqueeze(0)?;
+        eager.push(rows(&e.forward(&x, prompt.len() + i, &mut cache)?)?);
+        g.set_tokens(&[t])?;
+        graph.push(rows(&g.step_logits()?)?);
+    }
+    Ok(Continuations { eager, graph })
 }
 
 /// Teacher-forced: the static forward (op by op: the kernels the graph replays) fed the eager

@@ -13,7 +13,7 @@
 //! `./dev test` fetches the model and builds the tools, then runs these with `--ignored`.
 
 use candle_core::Device;
-use engine::check::continuations;
+use engine::check::{continuations, teacher_forced_log_probs};
 use engine::eager::{CandleFactory, WeightSource};
 use engine::graph::GraphFactory;
 use meter::decoder::DecoderFactory;
@@ -65,6 +65,11 @@ struct LlamaServer {
 
 impl LlamaServer {
     fn start(model: &Path) -> LlamaServer {
+        Self::start_with(model, &[])
+    }
+
+    /// A llama-server with `extra` arguments (another attention path: `-fa off -ctk f32 …`).
+    fn start_with(model: &Path, extra: &[&str]) -> LlamaServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -73,6 +78,7 @@ impl LlamaServer {
             .args(["-m".as_ref(), model.as_os_str()])
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["-c", "1024", "-t", "2", "-np", "1", "--no-warmup"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -116,6 +122,93 @@ impl LlamaServer {
         );
         ids(&r["tokens"])
     }
+}
+
+impl LlamaServer {
+    /// `n` greedy tokens after `prompt`, and at each the top [`TOP`] (id, log-probability) of
+    /// the distribution it was picked from.
+    fn greedy_with_top(&self, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<(u32, f32)>>) {
+        let r = self.post(
+            "/completion",
+            serde_json::json!({
+                "prompt": prompt, "n_predict": n, "temperature": 0.0, "top_k": 1,
+                "samplers": ["top_k"], "cache_prompt": false, "return_tokens": true,
+                "n_probs": TOP,
+            }),
+        );
+        let steps = r["completion_probabilities"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no completion_probabilities: {r}"));
+        (ids(&r["tokens"]), steps.iter().map(top_of).collect())
+    }
+
+    /// Teacher-forced along `forced`: at each position the top [`TOP`] after `prompt` and
+    /// `forced`'s earlier tokens (one token per request; the server reuses the cached prefix).
+    fn forced_top(&self, prompt: &[u32], forced: &[u32]) -> Vec<Vec<(u32, f32)>> {
+        (0..forced.len())
+            .map(|i| {
+                let context = [prompt, &forced[..i]].concat();
+                let r = self.post(
+                    "/completion",
+                    serde_json::json!({
+                        "prompt": context, "n_predict": 1, "temperature": 0.0, "top_k": 1,
+                        "samplers": ["top_k"], "cache_prompt": true, "n_probs": TOP,
+                    }),
+                );
+                top_of(&r["completion_probabilities"][0])
+            })
+            .collect()
+    }
+}
+
+/// How many of llama.cpp's top log-probabilities a step reports.
+const TOP: usize = 10;
+
+/// (id, log-probability) of one step's `top_logprobs`.
+fn top_of(step: &serde_json::Value) -> Vec<(u32, f32)> {
+    step["top_logprobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no top_logprobs: {step}"))
+        .iter()
+        .map(|t| {
+            let id = t["id"].as_u64().expect("an id") as u32;
+            (id, t["logprob"].as_f64().expect("a logprob") as f32)
+        })
+        .collect()
+}
+
+/// How far `token` leads the best other token, in nats (negative: it trails). From a top list
+/// where it is missing: at most (the list's last) − (its first), an upper bound.
+fn margin(top: &[(u32, f32)], token: u32) -> f32 {
+    let best_other = top
+        .iter()
+        .find(|(id, _)| *id != token)
+        .map_or(f32::NEG_INFINITY, |t| t.1);
+    match top.iter().find(|(id, _)| *id == token) {
+        Some(&(_, lp)) => lp - best_other,
+        None => top.last().map_or(0.0, |t| t.1) - top[0].1,
+    }
+}
+
+/// [`margin`] from a whole log-probability row.
+fn row_margin(lp: &[f32], token: u32) -> f32 {
+    let best_other = lp
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u32 != token)
+        .map(|(_, &x)| x)
+        .fold(f32::NEG_INFINITY, f32::max);
+    lp[token as usize] - best_other
+}
+
+fn argmax(lp: &[f32]) -> u32 {
+    lp.iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
+        .0 as u32
 }
 
 impl Drop for LlamaServer {
@@ -204,7 +297,17 @@ fn check_format(format: &str, precision: Precision) {
     eprintln!("{format}: llama.cpp continues {words:?}");
     assert_eq!(ours.eager, theirs, "{format}: eager vs llama.cpp");
     assert_eq!(ours.graph, theirs, "{format}: graph vs llama.cpp");
+    mean_nll_matches_llama_cpp(format, precision);
+}
 
+/// Both engines' teacher-forced mean NLL over the corpus is llama-perplexity's within
+/// [`NLL_TOLERANCE`].
+fn mean_nll_matches_llama_cpp(format: &str, precision: Precision) {
+    let file = model_file(format);
+    let source = WeightSource::Gguf(vec![file.clone()]);
+    let corpus = std::fs::read_to_string(corpus_path()).expect("the corpus");
+    let factory = CandleFactory::new(source.clone(), Device::Cpu).expect("factory");
+    let (corpus_ids, _) = factory.tokens_of(&corpus).expect("our tokenizer");
     let want = llama_mean_nll(&file);
     let mut eager = CandleFactory::new(source.clone(), Device::Cpu).expect("factory");
     let mut graph = GraphFactory {
@@ -254,8 +357,91 @@ fn q4_0_matches_llama_cpp() {
     check_format("Q4_0", Precision::Q4_0);
 }
 
-// No Q4_K test: llama-quantize's Q4_K_M is mostly Q5_0 at this width (with Q4_K and Q6_K rows), and
-// the eager engine leaves llama.cpp's greedy continuation at token 23 of 40, a cause not yet found.
+/// SmolLM2's Q4_K_M file is mostly Q5_0 at this width (Q4_K and Q6_K `ffn_down`, Q8_0 embeddings
+/// and some `attn_v`). Both engines' free-running greedy tokens leave llama.cpp's (at 23 eager, 28
+/// graph), at close calls: every quantized projection rounds its input to 8-bit blocks, and a
+/// rounding flipped by a last-bit difference moves a token's log-probability by ~0.05 nats on
+/// average and up to ~0.5 — as much between llama.cpp's own two attention paths as between ours
+/// and llama.cpp's (with the weights dequantized, eager and graph agree to 1e-5 nats and give the
+/// same tokens). So the tokens are checked where the greedy choice is decided, as
+/// [`decided_tokens_match_llama_cpp`] says, and the NLL as for the other formats.
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools: ./dev test"]
+fn q4_k_matches_llama_cpp_where_the_choice_is_decided() {
+    let precision = Precision::Q4K;
+    decided_tokens_match_llama_cpp("Q4_K", precision);
+    mean_nll_matches_llama_cpp("Q4_K", precision);
+}
+
+/// Teacher-forced along llama.cpp's greedy continuation (its default attention: flash, F16 K/V),
+/// both engines' log-probabilities against llama.cpp's top ones at each of the `NEW_TOKENS`
+/// positions. llama.cpp's own noise is measured in the same run: the largest change of its
+/// greedy token's margin (lead over the next token, nats) between its default and its other
+/// attention path (`-fa off -ctk f32 -ctv f32`), teacher-forced along the same tokens. Where
+/// llama.cpp's margin is larger than that spread, the choice is decided and each engine's argmax
+/// must be llama.cpp's token; everywhere, it must be one of llama.cpp's top two. Printed: the
+/// free-running first divergence and each close call.
+fn decided_tokens_match_llama_cpp(format: &str, precision: Precision) {
+    let file = model_file(format);
+    let source = WeightSource::Gguf(vec![file.clone()]);
+    let factory = CandleFactory::new(source.clone(), Device::Cpu).expect("factory");
+    let (prompt, _) = factory.tokens_of(PROMPT).expect("our tokenizer");
+    let server = LlamaServer::start(&file);
+    assert_eq!(prompt, server.tokenize(PROMPT), "{format}: prompt ids");
+    let (theirs, top) = server.greedy_with_top(&prompt, NEW_TOKENS);
+    drop(server);
+    assert_eq!(
+        theirs.len(),
+        NEW_TOKENS,
+        "{format}: llama.cpp stopped early"
+    );
+    let other = LlamaServer::start_with(&file, &["-fa", "off", "-ctk", "f32", "-ctv", "f32"]);
+    let other_top = other.forced_top(&prompt, &theirs);
+    drop(other);
+    let spread = top
+        .iter()
+        .zip(&other_top)
+        .zip(&theirs)
+        .map(|((a, b), &t)| (margin(a, t) - margin(b, t)).abs())
+        .fold(0f32, f32::max);
+    let ours = teacher_forced_log_probs(&source, precision, &prompt, &theirs, &Device::Cpu)
+        .expect("both engines score");
+    let free = continuations(&source, precision, &prompt, NEW_TOKENS, &Device::Cpu)
+        .expect("both engines decode");
+    let first = |t: &[u32]| t.iter().zip(&theirs).position(|(a, b)| a != b);
+    eprintln!(
+        "{format}: llama.cpp's own spread {spread:.3} nats; free-running, eager parts at {:?},          graph at {:?}",
+        first(&free.eager),
+        first(&free.graph)
+    );
+    let mut decided = 0;
+    for (engine, rows) in [("eager", &ours.eager), ("graph", &ours.graph)] {
+        for (i, (lp, t)) in rows.iter().zip(&top).enumerate() {
+            let (want, theirs_margin) = (theirs[i], margin(t, theirs[i]));
+            let (got, our_margin) = (argmax(lp), row_margin(lp, want));
+            if theirs_margin <= spread {
+                eprintln!(
+                    "{format} {engine} position {i}: close call, llama.cpp {want} by                      {theirs_margin:.3}, ours {got} (llama.cpp's token by {our_margin:.3})"
+                );
+            } else {
+                decided += 1;
+                assert_eq!(
+                    got, want,
+                    "{format} {engine} position {i}: llama.cpp's token leads by {theirs_margin:.3}                      nats (its own spread {spread:.3}), ours by {our_margin:.3}"
+                );
+            }
+            assert!(
+                t.iter().take(2).any(|(id, _)| *id == got),
+                "{format} {engine} position {i}: our token {got} is not in llama.cpp's top 2 {t:?}"
+            );
+        }
+    }
+    assert!(
+        decided >= NEW_TOKENS,
+        "{format}: only {decided} of {} positions decided",
+        2 * NEW_TOKENS
+    );
+}
 
 /// Log-probabilities of one position's logits (F32, flattened).
 fn log_softmax(logits: &candle_core::Tensor) -> Vec<f32> {
