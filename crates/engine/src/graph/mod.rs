@@ -71,8 +71,15 @@ impl GraphFactory {
         };
         let mut base_kernel = base.to_string();
         if dev.is_cuda() {
-            if let Some(k) = crate::ops::ATTN_SPLIT_FROM.label() {
-                base_kernel.push_str(&format!("; split attention {k}"));
+            for knob in [
+                &crate::ops::ATTN_SPLIT_FROM,
+                &crate::ops::attention::ATTN_TARGET_BLOCKS,
+                &crate::ops::attention::ATTN_MIN_POSITIONS,
+                &static_model::PREFILL_DEQUANT_ROWS,
+            ] {
+                if let Some(k) = knob.label() {
+                    base_kernel.push_str(&format!("; {k}"));
+                }
             }
             if crate::ops::ATTN_ONE_BLOCK.on() {
                 base_kernel

@@ -59,9 +59,10 @@ impl AttnSplit {
 
     /// Blocks per KV head for `kv_heads · batch` groups over a `ctx`-position cache: about
     /// [`Self::TARGET_BLOCKS`] in all, at least [`Self::MIN_POSITIONS`] positions a block.
+    /// [`ATTN_TARGET_BLOCKS`] and [`ATTN_MIN_POSITIONS`] replace the two for an A/B on the card.
     pub fn splits_for(kv_heads: usize, batch: usize, ctx: usize) -> usize {
-        let by_sm = Self::TARGET_BLOCKS.div_ceil((kv_heads * batch).max(1));
-        ctx.div_ceil(Self::MIN_POSITIONS)
+        let by_sm = (ATTN_TARGET_BLOCKS.get() as usize).div_ceil((kv_heads * batch).max(1));
+        ctx.div_ceil(ATTN_MIN_POSITIONS.get() as usize)
             .min(by_sm)
             .clamp(1, Self::MAX_SPLITS)
     }
@@ -88,6 +89,22 @@ impl AttnSplit {
 /// and more it was faster (docs/MEASUREMENTS.md).
 pub static ATTN_SPLIT_FROM: crate::switch::Knob =
     crate::switch::Knob::new("QE_ATTN_SPLIT_FROM", 512, &[0, 256, 512, 768, 1024, 2048]);
+
+/// Blocks the split kernel aims at (`QE_ATTN_TARGET_BLOCKS`; [`AttnSplit::TARGET_BLOCKS`]), for
+/// tuning on the card.
+pub static ATTN_TARGET_BLOCKS: crate::switch::Knob = crate::switch::Knob::new(
+    "QE_ATTN_TARGET_BLOCKS",
+    AttnSplit::TARGET_BLOCKS as u32,
+    &[33, 66, 132, 264],
+);
+
+/// Fewest positions a split block attends to (`QE_ATTN_MIN_POSITIONS`;
+/// [`AttnSplit::MIN_POSITIONS`]), for tuning on the card.
+pub static ATTN_MIN_POSITIONS: crate::switch::Knob = crate::switch::Knob::new(
+    "QE_ATTN_MIN_POSITIONS",
+    AttnSplit::MIN_POSITIONS as u32,
+    &[32, 64, 128, 256, 512],
+);
 
 /// Force the one-block-per-query-head kernel on the GPU (`QE_ATTN_ONE_BLOCK=1`), to compare it
 /// with the split kernel; off.
