@@ -1015,6 +1015,24 @@ fn measure_context_without_a_gpu_writes_one_estimate_per_depth() {
     ]);
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("graph engine"));
+    // The server path takes --context through llama.cpp's /completion only (it can tell a
+    // cached prompt from a prefill); another API is refused before any server is asked.
+    let o = qe(&[
+        "measure",
+        "--server",
+        "http://127.0.0.1:9",
+        "--api",
+        "completions",
+        "--params-b",
+        "0.5",
+        "--precision",
+        "Q4_0",
+        "--context",
+        "1024",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--api llama") && err.contains("/v1/completions"), "{err}");
 }
 
 /// A number out of range or a lone surrogate is not JSON: exit 2, as for any text that is not.

@@ -82,6 +82,10 @@ const EXPECTED: &[(&str, Expect)] = &[
         Expect::NeedsTheReaders("qwen2-7b-q4_0.gguf"),
     ),
     (
+        "measure --server-cmd \"llama-server -m {model} --port {port} -ngl 999 -c 16640",
+        Expect::NeedsTheReaders("qwen2-7b-f16.gguf"),
+    ),
+    (
         "measure --server-cmd \"vllm serve",
         Expect::NeedsTheReaders("Qwen2-7B-Instruct"),
     ),

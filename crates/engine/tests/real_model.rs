@@ -410,7 +410,7 @@ fn decided_tokens_match_llama_cpp(format: &str, precision: Precision) {
         .expect("both engines decode");
     let first = |t: &[u32]| t.iter().zip(&theirs).position(|(a, b)| a != b);
     eprintln!(
-        "{format}: llama.cpp's own spread {spread:.3} nats; free-running, eager parts at {:?},          graph at {:?}",
+        "{format}: llama.cpp's own spread {spread:.3} nats; free-running, eager parts at {:?}, graph at {:?}",
         first(&free.eager),
         first(&free.graph)
     );
@@ -421,13 +421,13 @@ fn decided_tokens_match_llama_cpp(format: &str, precision: Precision) {
             let (got, our_margin) = (argmax(lp), row_margin(lp, want));
             if theirs_margin <= spread {
                 eprintln!(
-                    "{format} {engine} position {i}: close call, llama.cpp {want} by                      {theirs_margin:.3}, ours {got} (llama.cpp's token by {our_margin:.3})"
+                    "{format} {engine} position {i}: close call, llama.cpp {want} by {theirs_margin:.3}, ours {got} (llama.cpp's token by {our_margin:.3})"
                 );
             } else {
                 decided += 1;
                 assert_eq!(
                     got, want,
-                    "{format} {engine} position {i}: llama.cpp's token leads by {theirs_margin:.3}                      nats (its own spread {spread:.3}), ours by {our_margin:.3}"
+                    "{format} {engine} position {i}: llama.cpp's token leads by {theirs_margin:.3} nats (its own spread {spread:.3}), ours by {our_margin:.3}"
                 );
             }
             assert!(

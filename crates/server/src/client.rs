@@ -32,6 +32,8 @@ pub struct RequestRecord {
     pub fingerprint: Option<String>,
     /// The last finish reason the stream gave.
     pub finish: Option<String>,
+    /// Prompt tokens the server says it evaluated (see [`super::stream::Chunk`]).
+    pub prompt_evaluated: Option<u64>,
 }
 
 /// A server's base URL and an agent with the run's timeouts.
@@ -155,6 +157,7 @@ impl Client {
             model: None,
             fingerprint: None,
             finish: None,
+            prompt_evaluated: None,
         };
         let mut last: Option<Instant> = None;
         let mut line = String::new();
@@ -182,6 +185,9 @@ impl Client {
                     }
                     if let Some(u) = c.usage_tokens {
                         rec.usage = Some(u);
+                    }
+                    if c.prompt_evaluated.is_some() {
+                        rec.prompt_evaluated = c.prompt_evaluated;
                     }
                     if c.output {
                         match last {

@@ -112,6 +112,33 @@ pub enum ServerError {
         /// The finish reason, if any.
         finish: String,
     },
+    /// A context run on the server path needs llama.cpp's `/completion`: token-id prompts, and an
+    /// answer that says how many prompt tokens it evaluated.
+    #[error(
+        "--context on the server path needs `--api llama` (llama.cpp's /completion), not {0}: its \
+         prompts are token ids and its answers say how many prompt tokens it evaluated, so a decode \
+         request that did not reuse the cached prompt fails the arm instead of hiding a prefill in \
+         the decode window"
+    )]
+    ContextNeedsLlamaApi(String),
+    /// A context run's decode request made the server evaluate its prompt again: the decode
+    /// window would hold a prefill.
+    #[error(
+        "the server evaluated {evaluated} of the {depth} prompt tokens of a decode request instead of \
+         reusing its cache (llama.cpp's `cache_prompt`): the decode window would hold a prefill"
+    )]
+    NoPromptReuse {
+        /// Prompt tokens the server evaluated (`timings.prompt_n`).
+        evaluated: u64,
+        /// The context depth.
+        depth: usize,
+    },
+    /// A context run's decode answer did not say how many prompt tokens the server evaluated.
+    #[error(
+        "the server's answer to a decode request has no timings.prompt_n: whether it reused the \
+         cached prompt (and kept the prefill out of the decode window) cannot be told"
+    )]
+    PromptReuseUnknown,
     /// Perplexity needs logits the server does not give.
     #[error("perplexity is not scored on the server path (it needs the model's logits)")]
     NoPerplexity,
@@ -345,6 +372,7 @@ impl ServerFactory {
             records: Vec::new(),
             concurrency: 1,
             stream_model: None,
+            prefilled: 0,
         })
     }
 }
@@ -390,6 +418,8 @@ pub struct ServerDecoder {
     records: Vec<RequestRecord>,
     concurrency: usize,
     stream_model: Option<String>,
+    /// Prompt tokens the last [`Decoder::prefill_prompt`] left in the server's cache (0: none).
+    prefilled: usize,
 }
 
 impl ServerDecoder {
@@ -433,40 +463,59 @@ impl Decoder for ServerDecoder {
         } else {
             Prompt::text(prompt_len)
         };
-        let body = stream::request_body(
-            self.api,
-            &prompt,
-            new_tokens,
-            self.model.as_deref(),
-            self.seed,
-        );
-        let results: Vec<Result<RequestRecord, ServerError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..self.concurrency)
-                .map(|_| s.spawn(|| self.client.stream(self.api, &body)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or(Err(ServerError::NoTokens)))
-                .collect()
-        });
-        let mut tokens = 0u64;
-        for r in results {
-            let rec = r.map_err(|e| self.explain(e))?;
-            if rec.tokens < new_tokens as u64 {
-                return Err(ServerError::Short {
-                    got: rec.tokens,
-                    asked: new_tokens as u64,
-                    finish: rec.finish.clone().unwrap_or_else(|| "none given".into()),
-                }
-                .into());
-            }
-            tokens += rec.tokens;
-            self.stream_model = self.stream_model.take().or(rec.model.clone());
-            self.records.push(rec);
-        }
+        let records = self.requests(&prompt, new_tokens, false)?;
+        let tokens = records.iter().map(|r| r.tokens).sum::<u64>();
+        self.records.extend(records);
         Ok(tokens as usize)
     }
 
+    /// The context's prompt (`prompt_len` token ids) evaluated afresh by `batch` concurrent
+    /// requests for one token each (`cache_prompt: false`); the server's cache keeps it for the
+    /// decode requests after. Their latency is not recorded: the protocol times the prefill.
+    fn prefill_prompt(
+        &mut self,
+        batch: usize,
+        prompt_len: usize,
+        _capacity: usize,
+    ) -> Result<(), DecodeError> {
+        if self.api != Api::Llama {
+            return Err(ServerError::ContextNeedsLlamaApi(self.api.path().into()).into());
+        }
+        self.concurrency = batch.max(1);
+        self.requests(&Prompt::ids(prompt_len, self.seed), 1, false)?;
+        self.prefilled = prompt_len;
+        Ok(())
+    }
+
+    /// `new_tokens` after the context's first `depth` prompt tokens, which the server reuses from
+    /// its cache (`cache_prompt: true`); a request that evaluated more than a few of them, or did
+    /// not say, fails the arm ([`ServerError::NoPromptReuse`]), so no prefill hides in the decode
+    /// window.
+    fn decode_at(&mut self, depth: usize, new_tokens: usize) -> Result<usize, DecodeError> {
+        if depth > self.prefilled || self.prefilled == 0 {
+            return Err(DecodeError::DepthPastPrefill {
+                depth,
+                prefilled: self.prefilled,
+            });
+        }
+        let records = self.requests(&Prompt::ids(depth, self.seed), new_tokens, true)?;
+        for r in &records {
+            match r.prompt_evaluated {
+                None => return Err(ServerError::PromptReuseUnknown.into()),
+                Some(n) if n > REUSED_PROMPT_SLACK => {
+                    return Err(ServerError::NoPromptReuse {
+                        evaluated: n,
+                        depth,
+                    }
+                    .into())
+                }
+                Some(_) => {}
+            }
+        }
+        let tokens = records.iter().map(|r| r.tokens).sum::<u64>();
+        self.records.extend(records);
+        Ok(tokens as usize)
+    }
     /// Every response has been read to its end: nothing is queued.
     fn synchronize(&mut self) -> Result<(), DecodeError> {
         match self
@@ -529,6 +578,54 @@ impl Decoder for ServerDecoder {
     }
 }
 
+/// Prompt tokens a decode request may make the server evaluate although its prefix is cached:
+/// llama.cpp evaluates the prompt's last token again to get its logits.
+const REUSED_PROMPT_SLACK: u64 = 16;
+
+impl ServerDecoder {
+    /// `concurrency` streamed requests of `prompt` at once, each for `new_tokens` (no fewer: a
+    /// server that stops early fails the arm), with llama.cpp's prompt cache on or off.
+    fn requests(
+        &mut self,
+        prompt: &Prompt,
+        new_tokens: usize,
+        cache_prompt: bool,
+    ) -> Result<Vec<RequestRecord>, DecodeError> {
+        let body = stream::request_body_cached(
+            self.api,
+            prompt,
+            new_tokens,
+            self.model.as_deref(),
+            self.seed,
+            cache_prompt,
+        );
+        let results: Vec<Result<RequestRecord, ServerError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..self.concurrency)
+                .map(|_| s.spawn(|| self.client.stream(self.api, &body)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(ServerError::NoTokens)))
+                .collect()
+        });
+        let mut records = Vec::with_capacity(results.len());
+        for r in results {
+            let rec = r.map_err(|e| self.explain(e))?;
+            if rec.tokens < new_tokens as u64 {
+                return Err(ServerError::Short {
+                    got: rec.tokens,
+                    asked: new_tokens as u64,
+                    finish: rec.finish.clone().unwrap_or_else(|| "none given".into()),
+                }
+                .into());
+            }
+            self.stream_model = self.stream_model.take().or(rec.model.clone());
+            records.push(rec);
+        }
+        Ok(records)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,6 +642,7 @@ mod tests {
             model: None,
             fingerprint: None,
             finish: None,
+            prompt_evaluated: None,
         }
     }
 

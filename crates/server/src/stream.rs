@@ -57,6 +57,19 @@ pub fn request_body(
     model: Option<&str>,
     seed: u64,
 ) -> Value {
+    request_body_cached(api, prompt, max_tokens, model, seed, false)
+}
+
+/// [`request_body`], asking llama.cpp to reuse a cached prompt prefix when `cache_prompt`: a
+/// context run's decode requests, whose prompt an untimed prefill left in the server's cache.
+pub fn request_body_cached(
+    api: Api,
+    prompt: &Prompt,
+    max_tokens: usize,
+    model: Option<&str>,
+    seed: u64,
+    cache_prompt: bool,
+) -> Value {
     #[derive(Serialize)]
     struct Body<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,7 +93,8 @@ pub fn request_body(
         #[serde(skip_serializing_if = "Option::is_none")]
         return_tokens: Option<bool>,
         /// llama.cpp reuses a cached prompt prefix by default; the candle path prefills every
-        /// iteration, so the server does too (vLLM's prefix cache cannot be turned off per request).
+        /// iteration, so the server does too (vLLM's prefix cache cannot be turned off per request),
+        /// except in a context run's decode window.
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_prompt: Option<bool>,
     }
@@ -107,7 +121,7 @@ pub fn request_body(
         stream: true,
         stream_options: (!llama).then(|| serde_json::json!({ "include_usage": true })),
         return_tokens: llama.then_some(true),
-        cache_prompt: Some(false),
+        cache_prompt: Some(cache_prompt),
     };
     serde_json::to_value(body).expect("a plain struct serializes")
 }
@@ -129,6 +143,9 @@ pub struct Chunk {
     pub model: Option<String>,
     /// `system_fingerprint` (llama.cpp puts its build there).
     pub fingerprint: Option<String>,
+    /// Prompt tokens the server evaluated for this request, where it says (llama.cpp's final
+    /// `timings.prompt_n`: fewer than the prompt's when it reused a cached prefix).
+    pub prompt_evaluated: Option<u64>,
 }
 
 /// One server-sent event's `data:` payload, read.
@@ -177,6 +194,10 @@ pub fn parse_event(api: Api, data: &str) -> Result<Event, String> {
             if stop {
                 c.finish_reason = str_of("stop_type").or(Some("stop".into()));
                 c.usage_tokens = v.get("tokens_predicted").and_then(Value::as_u64);
+                c.prompt_evaluated = v
+                    .get("timings")
+                    .and_then(|t| t.get("prompt_n"))
+                    .and_then(Value::as_u64);
             }
         }
         Api::Completions | Api::Chat => {
@@ -285,6 +306,19 @@ mod tests {
         assert_eq!(c.usage_tokens, Some(256));
         assert_eq!(c.finish_reason.as_deref(), Some("limit"));
         assert_eq!(c.model.as_deref(), Some("x.gguf"));
+        assert_eq!(c.prompt_evaluated, None, "no timings: not known");
+        // llama.cpp's final chunk says how many prompt tokens it evaluated (1 of a cached 4 096).
+        let cached = r#"{"content":"","tokens":[],"stop":true,"tokens_predicted":16,"timings":{"cache_n":4095,"prompt_n":1,"predicted_n":16}}"#;
+        let Event::Chunk(c) = parse_event(Api::Llama, cached).unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.prompt_evaluated, Some(1));
+        let b = request_body_cached(Api::Llama, &Prompt::ids(3, 1), 4, None, 0, true);
+        assert_eq!(b["cache_prompt"], true);
+        assert_eq!(
+            request_body(Api::Llama, &Prompt::ids(3, 1), 4, None, 0)["cache_prompt"],
+            false
+        );
     }
 
     #[test]

@@ -244,6 +244,92 @@ fn llama_server_arms_are_measured_with_latency_and_identity() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A context run on the server path: the prefill window's requests evaluate the whole prompt
+/// afresh, the decode window's reuse it from the server's cache (llama.cpp's own account:
+/// `timings.prompt_n` of a cached request is a token or two, of a fresh one the whole prompt),
+/// and the reports carry both windows at the depth asked. Another API is refused.
+#[test]
+#[ignore = "needs a CPU llama-server build (QE_LLAMA_SERVER): ./dev test builds it and runs these"]
+fn a_context_run_prefills_apart_and_decodes_from_the_cached_prompt() {
+    use server::client::Client;
+    use server::stream::request_body_cached;
+    let _one = one_server_at_a_time();
+    let server = llama_server();
+    let out = out_dir("context");
+    let depth = 300;
+    let cmd = format!(
+        "{} -m {{model}} --port {{port}} -c 512 -t 2 -np 1",
+        server.display()
+    );
+    let mut cfg = protocol(16, 1);
+    cfg.context = Some(depth);
+    let models = vec![
+        model(Precision::Fp16, "F16"),
+        model(Precision::Q4_0, "Q4_0"),
+    ];
+    let r = run(cmd.clone(), models.clone(), Api::Llama, cfg.clone(), &out);
+    let res = measure_served(&r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
+    assert!(res.measured);
+    assert_eq!(res.reports.len(), 2);
+    for (path, rep) in &res.reports {
+        let text = std::fs::read_to_string(path).unwrap();
+        let v = report::validate_str(&text);
+        assert!(v.errors.is_empty(), "{}: {:?}", path.display(), v.errors);
+        assert_eq!(
+            rep.results.basis,
+            report::Basis::Measured,
+            "{:?}",
+            rep.results.note
+        );
+        assert_eq!(rep.workload.context_depth, Some(depth as u32));
+        let p = rep.results.prefill.as_ref().expect("a prefill window");
+        assert!(p.prefills >= 3, "{p:?}");
+        assert_eq!(p.prompt_tokens, p.prefills * depth as u64);
+        assert!(p.time_to_first_token_ms > 0.0 && p.energy_per_prompt_token_mj > 0.0);
+        let decoded = rep.results.tokens_generated.unwrap();
+        assert!(decoded >= 3 * 16 && decoded % 16 == 0, "{decoded}");
+    }
+
+    // What the decode requests rest on, asked of the server itself.
+    let port = server::process::free_port().unwrap();
+    let line = server::process::fill_template(&cmd, Some(&models[0].path), port).unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let client = Client::new(&url, Duration::from_secs(60), Duration::from_secs(20)).unwrap();
+    let mut started =
+        server::process::ServerProcess::start(&line, &out.join("direct.log")).unwrap();
+    started
+        .wait_ready(&client, Duration::from_secs(60))
+        .unwrap();
+    let prompt = server::Prompt::ids(depth, 5);
+    let fresh = request_body_cached(Api::Llama, &prompt, 4, None, 5, false);
+    let cached = request_body_cached(Api::Llama, &prompt, 4, None, 5, true);
+    let first = client.stream(Api::Llama, &fresh).unwrap();
+    let second = client.stream(Api::Llama, &cached).unwrap();
+    let third = client.stream(Api::Llama, &fresh).unwrap();
+    assert_eq!(first.prompt_evaluated, Some(depth as u64));
+    assert!(
+        second.prompt_evaluated.is_some_and(|n| n <= 16),
+        "{second:?}"
+    );
+    assert_eq!(third.prompt_evaluated, Some(depth as u64));
+    drop(started);
+
+    let mut chat = run(cmd, models, Api::Chat, cfg, &out);
+    chat.name = None;
+    let e = measure_served(&chat, &mut WallMeter::new(), Arc::new(RealClock::default()));
+    let msg = match e {
+        Ok(res) => res
+            .reports
+            .iter()
+            .map(|(_, r)| r.results.note.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(e) => e.to_string(),
+    };
+    assert!(msg.contains("--api llama"), "{msg}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// A server killed while its arm runs fails that arm with the server's exit and last words; the
 /// other arm is still measured and the reports validate.
 #[test]

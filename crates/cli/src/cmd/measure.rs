@@ -158,7 +158,9 @@ pub struct MeasureArgs {
     /// (e.g. `1024,4096,16384`: one run per depth, `_c<depth>` in its reports' names). Each
     /// arm's prefill and decode are then measured apart, in windows of their own of at least
     /// `--min-window-s` (the report's figures are the decode's at that depth, the prefill's in
-    /// `results.prefill`). Replaces `--prompt-len`; the graph engine only.
+    /// `results.prefill`). Replaces `--prompt-len`. The graph engine, or a server through
+    /// `--api llama`: its decode requests reuse the prompt an untimed request left in its cache,
+    /// and an answer that evaluated the prompt again fails the arm.
     #[arg(long, value_delimiter = ',', value_parser = count::<1, { 1 << 20 }>)]
     pub context: Vec<usize>,
     /// The shortest energy window, s (the H200's energy counter moves in ≈ 100 ms steps, so a
@@ -304,13 +306,18 @@ pub fn run(args: &MeasureArgs) -> Result<u8> {
         return dry_run(args);
     }
     let res = if args.server.is_server() {
-        if !args.context.is_empty() {
-            anyhow::bail!(
-                "--context measures our engine's prefill and decode apart; the server path \
-                 times whole requests (use --prompt-len)"
-            );
+        let run = server_run(args)?;
+        if !args.context.is_empty() && run.server.api != server::Api::Llama {
+            anyhow::bail!(server::ServerError::ContextNeedsLlamaApi(
+                run.server.api.path().into()
+            ));
         }
-        run_server(args)?
+        per_depth(&args.context, run.name.clone(), |depth, name| {
+            let mut r = run.clone();
+            r.protocol.context = depth;
+            r.name = name;
+            Ok(server::run::run_served(&r, &server_gpus(args))?)
+        })?
     } else {
         if !args.context.is_empty() && args.engine == EngineKind::Eager {
             anyhow::bail!(
@@ -330,29 +337,41 @@ pub fn run(args: &MeasureArgs) -> Result<u8> {
             Some(Ok(Some(i))) => opts.device = i,
             _ => {}
         }
-        if args.context.is_empty() {
-            run_engine(&opts)?
-        } else {
-            // One run per depth, each its own protocol (idle reference, cooldowns, arm order).
-            let mut all = meter::fallback::MeasureResult {
-                reports: Vec::new(),
-                measured: false,
-            };
-            let several = args.context.len() > 1;
-            for &depth in &args.context {
-                let mut o = opts.clone();
-                o.protocol.context = Some(depth);
-                if several {
-                    o.name = opts.name.as_ref().map(|n| format!("{n}_c{depth}"));
-                }
-                let r = run_engine(&o)?;
-                all.measured |= r.measured;
-                all.reports.extend(r.reports);
-            }
-            all
-        }
+        per_depth(&args.context, opts.name.clone(), |depth, name| {
+            let mut o = opts.clone();
+            o.protocol.context = depth;
+            o.name = name;
+            run_engine(&o)
+        })?
     };
     print_results(&res)
+}
+
+/// One run of `measure_at` per context depth, each its own protocol (idle reference, cooldowns,
+/// arm order), its reports named `<name>_c<depth>` when there are several depths; one run at
+/// the protocol's prompt length when there are none.
+fn per_depth(
+    depths: &[usize],
+    name: Option<String>,
+    mut measure_at: impl FnMut(Option<usize>, Option<String>) -> Result<MeasureResult>,
+) -> Result<MeasureResult> {
+    if depths.is_empty() {
+        return measure_at(None, name);
+    }
+    let mut all = MeasureResult {
+        reports: Vec::new(),
+        measured: false,
+    };
+    for &depth in depths {
+        let named = match &name {
+            Some(n) if depths.len() > 1 => Some(format!("{n}_c{depth}")),
+            n => n.clone(),
+        };
+        let r = measure_at(Some(depth), named)?;
+        all.measured |= r.measured;
+        all.reports.extend(r.reports);
+    }
+    Ok(all)
 }
 
 /// Decode on our candle engine (the `gpu` feature's build).
@@ -542,12 +561,10 @@ pub fn server_run(args: &MeasureArgs) -> Result<ServerRun> {
     })
 }
 
-/// Run the server path on the GPUs of `--gpu` (default 0).
-pub fn run_server(args: &MeasureArgs) -> Result<MeasureResult> {
-    let run = server_run(args)?;
-    let gpus = match &args.gpu {
+/// The GPUs a server run meters: `--gpu`'s list, else `--device`.
+fn server_gpus(args: &MeasureArgs) -> Vec<u32> {
+    match &args.gpu {
         Some(GpuSel::Indices(v)) => v.clone(),
         _ => vec![args.device],
-    };
-    Ok(server::run::run_served(&run, &gpus)?)
+    }
 }

@@ -191,12 +191,12 @@ impl CustomOp3 for DecodeAttn {
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::launch::{NR, NS, NT};
+    use crate::kernels::launch::{NS, NT};
     use crate::ops::common::gpu::*;
     use crate::ops::rope::cuda::dim_args;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
+    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::{CudaDevice, WrapErr};
     use candle_core::{bail, CudaStorage, DType, Layout, Result, Shape};
 
     /// A split attention's extra arguments: the shares' scratch (kept alive by the caller until

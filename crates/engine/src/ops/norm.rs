@@ -105,12 +105,12 @@ impl CustomOp3 for AddRmsNorm {
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::launch::{NR, NS, NT};
+    use crate::kernels::launch::{NR, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
-    use candle_core::{bail, CudaStorage, DType, Layout, Result, Shape};
+    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+    use candle_core::cuda_backend::WrapErr;
+    use candle_core::{bail, CudaStorage, Layout, Result, Shape};
 
     pub fn add_rms_norm(
         norm: &AddRmsNorm,

@@ -232,11 +232,10 @@ impl InplaceOp3 for RopeKv {
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
+    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::WrapErr;
     use candle_core::{bail, CudaStorage, DType, Layout, Result, Shape};
 
     pub fn rope_step(

@@ -61,12 +61,11 @@ impl CustomOp1 for SwiGlu {
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
     use super::*;
-    use crate::kernels::launch::{NR, NS, NT};
     use crate::ops::common::gpu::*;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice, WrapErr};
-    use candle_core::{bail, CudaStorage, DType, Layout, Result, Shape};
+    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::WrapErr;
+    use candle_core::{CudaStorage, Layout, Result, Shape};
 
     pub fn swiglu(s: &CudaStorage, l: &Layout, q8: bool) -> Result<(CudaStorage, Shape)> {
         let (rows, i, shape) = swiglu_dims(l)?;
