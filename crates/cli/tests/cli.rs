@@ -1032,7 +1032,10 @@ fn measure_context_without_a_gpu_writes_one_estimate_per_depth() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--api llama") && err.contains("/v1/completions"), "{err}");
+    assert!(
+        err.contains("--api llama") && err.contains("/v1/completions"),
+        "{err}"
+    );
 }
 
 /// A number out of range or a lone surrogate is not JSON: exit 2, as for any text that is not.

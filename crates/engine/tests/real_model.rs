@@ -23,29 +23,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NEEDS: &str = "needs the SmolLM2 GGUFs and llama.cpp's CPU tools (QE_SMOLLM2_DIR, QE_LLAMA_BIN; ./dev test sets both)";
+mod smollm2;
+use smollm2::{env_dir, model_file, NEEDS, NEW_TOKENS, PROMPT};
 
-/// A chat turn the instruct model answers in plain English for longer than `NEW_TOKENS`.
-const PROMPT: &str = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by \
-Hugging Face<|im_end|>\n<|im_start|>user\nExplain in a few sentences why the sky is blue.<|im_end|>\n\
-<|im_start|>assistant\n";
-const NEW_TOKENS: usize = 40;
 /// llama-perplexity's context; it scores the second half of each chunk.
 const CHUNK: usize = 128;
 const CHUNKS: usize = 2;
 /// Largest relative difference of the mean NLL.
 const NLL_TOLERANCE: f64 = 0.005;
-
-fn env_dir(key: &str) -> PathBuf {
-    let dir = std::env::var_os(key).unwrap_or_else(|| panic!("{key} is not set: {NEEDS}"));
-    PathBuf::from(dir)
-}
-
-fn model_file(format: &str) -> PathBuf {
-    let f = env_dir("QE_SMOLLM2_DIR").join(format!("SmolLM2-135M-Instruct-{format}.gguf"));
-    assert!(f.is_file(), "{} missing: {NEEDS}", f.display());
-    f
-}
 
 fn tool(name: &str) -> PathBuf {
     let t = env_dir("QE_LLAMA_BIN").join(name);
