@@ -70,6 +70,8 @@ pub struct ReportCsvRow {
     pub precision: Option<Precision>,
     /// `workload.batch_size`.
     pub batch: u32,
+    /// `workload.context_depth` (a context run's depth).
+    pub context_depth: Option<u32>,
     /// `protocol.seed`.
     pub seed: Option<u64>,
     /// `results.basis`.
@@ -130,6 +132,7 @@ impl ReportCsvRow {
             params_b: rep.workload.params_b,
             precision: rep.workload.parsed_precision(),
             batch: rep.workload.batch_size,
+            context_depth: rep.workload.context_depth,
             seed: protocol.and_then(|p| p.seed),
             basis: rep.results.basis,
             energy_mj_counter: rep.results.energy_per_token_mj,
@@ -178,6 +181,9 @@ pub struct AnchorRow {
     pub precision: Precision,
     /// Batch size.
     pub batch: u64,
+    /// A context run's depth: tokens in the KV cache when the timed decode starts (`None`: the
+    /// protocol's short prompt).
+    pub context_depth: Option<u32>,
     /// Mean counter energy per token, mJ.
     pub energy_mj: f64,
     /// Mean of the same runs' FP16 arms, mJ per token.
@@ -485,7 +491,8 @@ impl Provenance {
                 }
                 (Some(have), Some(want)) if have != want => {
                     return Err(format!(
-                        "{} {}: its reports belong to session {have:?}, not {want:?}: sessions are                          never relabelled or pooled (leave --session out)",
+                        "{} {}: its reports belong to session {have:?}, not {want:?}: sessions are \
+                         never relabelled or pooled (leave --session out)",
                         r.model, r.precision
                     ))
                 }
@@ -548,6 +555,12 @@ pub fn anchors_csv(
     prov: &Provenance,
     targets: &CampaignTargets,
 ) -> Result<String> {
+    if let Some(r) = rows.iter().find(|r| r.context_depth.is_some()) {
+        return Err(Error::ContextRow {
+            row: format!("{} {}", r.model, r.precision),
+            depth: r.context_depth.unwrap_or_default(),
+        });
+    }
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
@@ -598,10 +611,14 @@ pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
                 None => format!("{d:+.1}"),
             }
         };
+        let model = match r.context_depth {
+            Some(d) => format!("{} (context {d})", r.model),
+            None => r.model.clone(),
+        };
         let _ = writeln!(
             out,
             "| {} | {:.2} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {} | {} |",
-            r.model,
+            model,
             r.params_b,
             r.batch,
             r.precision,
@@ -646,6 +663,9 @@ struct ConfigKey {
     model: String,
     precision: Precision,
     batch: u64,
+    /// A context run's depth (`workload.context_depth`): decodes at different depths are different
+    /// configurations. `None`: the protocol's short prompt.
+    context: Option<u32>,
 }
 
 /// Card, architecture and size of a model, from the first report that names it.
@@ -769,6 +789,7 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>, include_flagged: bool)
             model: model.clone(),
             precision,
             batch,
+            context: rep.workload.context_depth,
         };
         if arms.iter().any(|a| a.key == key && a.run == run) {
             continue; // the same arm seen again through another report of the same run
@@ -891,6 +912,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
                 && a.key.stack == key.stack
                 && a.key.precision == Precision::Fp16
                 && a.key.batch == key.batch
+                && a.key.context == key.context
                 && runs.contains(&&a.run)
         })
         .collect();
@@ -925,6 +947,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         params_b: m.params_b,
         precision: key.precision,
         batch: key.batch,
+        context_depth: key.context,
         energy_mj: mean(&e),
         fp16_mj: mean(&fp16),
         tok_s: mean(&these.iter().map(|a| a.tok_s).collect::<Vec<_>>()),
@@ -1037,6 +1060,57 @@ mod tests {
             rows[0].stack,
             "candle 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Runs at different context depths are different configurations, each with the FP16 arm
+    /// of its own depth; the markdown table names the depth, and no anchors line is written for
+    /// them (the anchors file has no column to keep them apart).
+    #[test]
+    fn context_runs_are_kept_apart_by_depth_and_not_written_as_anchors() {
+        let at = |i: u32, depth: Option<u32>| {
+            let mut v = run(i, Some("s1"), "node-a", "candle");
+            if let Some(d) = depth {
+                v["workload"]["context_depth"] = json!(d);
+            }
+            v
+        };
+        let dir = dir_of(
+            "context",
+            &[
+                at(1, Some(1024)),
+                at(2, Some(4096)),
+                at(3, Some(4096)),
+                at(4, None),
+            ],
+        );
+        let agg = aggregate_anchors(&dir, true).unwrap();
+        let rows = q4k(&agg.rows);
+        let depths: Vec<(Option<u32>, usize)> =
+            rows.iter().map(|r| (r.context_depth, r.n)).collect();
+        assert_eq!(depths.len(), 3, "{depths:?}");
+        for want in [(Some(1024), 1), (Some(4096), 2), (None, 1)] {
+            assert!(depths.contains(&want), "{want:?} in {depths:?}");
+        }
+        let targets = CampaignTargets::default();
+        assert!(markdown_table(&agg.rows, &targets).contains("(context 4096)"));
+        let prov = Provenance {
+            stack: None,
+            session: None,
+            source: "test".into(),
+            not_curve: None,
+        };
+        let e = anchors_csv(&agg.rows, &prov, &targets)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("context run (depth"), "{e}");
+        let plain: Vec<AnchorRow> = agg
+            .rows
+            .iter()
+            .filter(|r| r.context_depth.is_none())
+            .cloned()
+            .collect();
+        assert!(anchors_csv(&plain, &prov, &targets).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

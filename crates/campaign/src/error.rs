@@ -67,6 +67,18 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
+    /// A context run's rows: `data/anchors.csv` has no context column to keep them apart.
+    #[error(
+        "{row}: a context run (depth {depth}): data/anchors.csv has no context column yet, so \
+         context rows are not written as anchors (the markdown table and `aggregate --csv` keep them \
+         apart by depth)"
+    )]
+    ContextRow {
+        /// The row's model and precision.
+        row: String,
+        /// Its context depth, tokens.
+        depth: u32,
+    },
     /// Serializing a result to JSON failed.
     #[error("serializing JSON")]
     Json(#[from] serde_json::Error),
