@@ -47,6 +47,15 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
+    /// [`DecodeError::DepthPastPrefill`] unless a decode at `depth` (≥ 1) stays inside the
+    /// `prefilled` tokens of the last prefill: what every [`Decoder::decode_at`] checks first.
+    pub fn check_depth(depth: usize, prefilled: usize) -> Result<(), DecodeError> {
+        if depth == 0 || depth > prefilled {
+            return Err(DecodeError::DepthPastPrefill { depth, prefilled });
+        }
+        Ok(())
+    }
+
     /// A backend's error, boxed.
     pub fn backend(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         DecodeError::Backend(Box::new(e))
@@ -317,12 +326,7 @@ impl Decoder for FakeDecoder {
         Ok(())
     }
     fn decode_at(&mut self, depth: usize, new_tokens: usize) -> Result<usize, DecodeError> {
-        if depth > self.prefilled || self.prefilled == 0 {
-            return Err(DecodeError::DepthPastPrefill {
-                depth,
-                prefilled: self.prefilled,
-            });
-        }
+        DecodeError::check_depth(depth, self.prefilled)?;
         for _ in 0..new_tokens {
             self.meter.advance(self.step_s);
             std::thread::yield_now();

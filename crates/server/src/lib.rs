@@ -492,12 +492,7 @@ impl Decoder for ServerDecoder {
     /// not say, fails the arm ([`ServerError::NoPromptReuse`]), so no prefill hides in the decode
     /// window.
     fn decode_at(&mut self, depth: usize, new_tokens: usize) -> Result<usize, DecodeError> {
-        if depth > self.prefilled || self.prefilled == 0 {
-            return Err(DecodeError::DepthPastPrefill {
-                depth,
-                prefilled: self.prefilled,
-            });
-        }
+        DecodeError::check_depth(depth, self.prefilled)?;
         let records = self.requests(&Prompt::ids(depth, self.seed), new_tokens, true)?;
         for r in &records {
             match r.prompt_evaluated {

@@ -156,6 +156,25 @@ fn arm(r: &report::Report, p: Precision) -> &report::Arm {
         .unwrap()
 }
 
+/// The run measured, `reports` reports written, each valid against the schema and measured.
+fn measured_and_valid(r: &ServerRun, reports: usize) -> meter::fallback::MeasureResult {
+    let res = measure_served(r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
+    assert!(res.measured);
+    assert_eq!(res.reports.len(), reports);
+    for (path, rep) in &res.reports {
+        let text = std::fs::read_to_string(path).unwrap();
+        let v = report::validate_str(&text);
+        assert!(v.errors.is_empty(), "{}: {:?}", path.display(), v.errors);
+        assert_eq!(
+            rep.results.basis,
+            report::Basis::Measured,
+            "{:?}",
+            rep.results.note
+        );
+    }
+    res
+}
+
 /// One llama-server test at a time: on a 2-core CI box two servers of `-t 2` plus their clients
 /// starved each other and a stream was cut mid-answer ("Peer disconnected").
 fn one_server_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -184,20 +203,8 @@ fn llama_server_arms_are_measured_with_latency_and_identity() {
             protocol(24, batch),
             &out,
         );
-        let res =
-            measure_served(&r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
-        assert!(res.measured);
-        assert_eq!(res.reports.len(), 2);
-        for (path, rep) in &res.reports {
-            let text = std::fs::read_to_string(path).unwrap();
-            let v = report::validate_str(&text);
-            assert!(v.errors.is_empty(), "{}: {:?}", path.display(), v.errors);
-            assert_eq!(
-                rep.results.basis,
-                report::Basis::Measured,
-                "{:?}",
-                rep.results.note
-            );
+        let res = measured_and_valid(&r, 2);
+        for (_, rep) in &res.reports {
             assert_eq!(rep.results.tokens_generated, Some(3 * 24 * batch as u64));
             assert_eq!(rep.workload.batch_size, batch as u32);
             let stack = rep.stack.as_ref().unwrap();
@@ -268,19 +275,8 @@ fn a_context_run_prefills_apart_and_decodes_from_the_cached_prompt() {
         model(Precision::Q4_0, "Q4_0"),
     ];
     let r = run(cmd.clone(), models.clone(), Api::Llama, cfg.clone(), &out);
-    let res = measure_served(&r, &mut WallMeter::new(), Arc::new(RealClock::default())).unwrap();
-    assert!(res.measured);
-    assert_eq!(res.reports.len(), 2);
-    for (path, rep) in &res.reports {
-        let text = std::fs::read_to_string(path).unwrap();
-        let v = report::validate_str(&text);
-        assert!(v.errors.is_empty(), "{}: {:?}", path.display(), v.errors);
-        assert_eq!(
-            rep.results.basis,
-            report::Basis::Measured,
-            "{:?}",
-            rep.results.note
-        );
+    let res = measured_and_valid(&r, 2);
+    for (_, rep) in &res.reports {
         assert_eq!(rep.workload.context_depth, Some(depth as u32));
         let p = rep.results.prefill.as_ref().expect("a prefill window");
         assert!(p.prefills >= 3, "{p:?}");

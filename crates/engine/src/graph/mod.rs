@@ -362,13 +362,7 @@ impl GraphDecoder {
         if new_tokens == 0 {
             return Err(DecodeError::NoNewTokens.into());
         }
-        if depth == 0 || depth > self.prefilled {
-            return Err(DecodeError::DepthPastPrefill {
-                depth,
-                prefilled: self.prefilled,
-            }
-            .into());
-        }
+        DecodeError::check_depth(depth, self.prefilled)?;
         let (batch, ctx) = {
             let st = self.st()?;
             (st.batch, st.ctx)

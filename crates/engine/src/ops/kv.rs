@@ -52,10 +52,11 @@ fn cpu_write<T: Copy>(
     Ok(())
 }
 
-fn cpu_pos(pos: &CpuStorage, l: &Layout) -> Result<usize> {
+/// The first position a u32 tensor holds, on the CPU (a chunk's positions start there).
+pub(super) fn cpu_pos(pos: &CpuStorage, l: &Layout) -> Result<usize> {
     match pos {
-        CpuStorage::U32(v) => Ok(v[l.start_offset()] as usize),
-        _ => bail!("position must be u32"),
+        CpuStorage::U32(v) if l.shape().elem_count() > 0 => Ok(v[l.start_offset()] as usize),
+        _ => bail!("the position must be u32"),
     }
 }
 

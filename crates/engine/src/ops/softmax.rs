@@ -33,13 +33,6 @@ fn softmax_dims(l: &Layout, queries: usize) -> Result<(usize, usize)> {
     Ok((rows, keys))
 }
 
-fn first_position(pos: &CpuStorage, l: &Layout) -> Result<usize> {
-    match pos {
-        CpuStorage::U32(v) if l.shape().elem_count() == 1 => Ok(v[l.start_offset()] as usize),
-        _ => bail!("causal-softmax: the position must be one u32"),
-    }
-}
-
 impl CustomOp2 for CausalSoftmax {
     fn name(&self) -> &'static str {
         "causal-softmax"
@@ -54,7 +47,7 @@ impl CustomOp2 for CausalSoftmax {
     ) -> Result<(CpuStorage, Shape)> {
         let (rows, keys) = softmax_dims(l, self.queries)?;
         let dt = float_dtype(s, "causal-softmax: the scores")?;
-        let p = first_position(pos, pl)?;
+        let p = super::kv::cpu_pos(pos, pl)?;
         let o = l.start_offset();
         let mut out = zeros(dt, rows * keys);
         let mut row = vec![0f32; keys];
