@@ -85,6 +85,9 @@ impl GraphFactory {
                 base_kernel
                     .push_str("; decode attention one block per query head (QE_ATTN_ONE_BLOCK=1)");
             }
+            if static_model::PREFILL_F16_ATTN.on() {
+                base_kernel.push_str("; prefill attention in F16 (QE_PREFILL_F16_ATTN=1)");
+            }
             if let Some(k) = crate::ops::NORM_THREADS.label() {
                 base_kernel.push_str(&format!("; add+norm threads {k} (a floor)"));
             }

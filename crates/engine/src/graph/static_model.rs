@@ -295,6 +295,8 @@ pub struct StaticModel {
     /// GGUF arms cache K/V in F16 (see [`Self::cache_dtype`]): on the GPU; on the CPU only when a
     /// test asks.
     pub(crate) f16_cache: bool,
+    /// With the F16 cache, the prefill's scores in F16 ([`PREFILL_F16_ATTN`], read at load).
+    pub(crate) f16_scores: bool,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -495,6 +497,7 @@ impl StaticModel {
             fused,
             q8_on_cpu: false,
             f16_cache: device.is_cuda(),
+            f16_scores: PREFILL_F16_ATTN.on(),
             heads,
             kv_heads,
             head_dim,
@@ -953,8 +956,18 @@ impl StaticModel {
         // Grouped-query attention without repeating the cache: the g = nh / nkv query heads that
         // share a KV head become g·s rows of one matmul against it.
         let g = nh / nkv;
-        let ad = self.att_dtype();
-        let q = q.to_dtype(ad)?.reshape((b, nkv, g * s, hd))?;
+        let scale = 1f64 / (hd as f64).sqrt();
+        // GGUF arms' F16 cache, with `QE_PREFILL_F16_ATTN=1`: scores on tensor cores in F16, the
+        // scale folded into q first (in F32) so the scores' F16 rounding stays small; else the
+        // attention dtype (F32 for GGUF: the eager models' numerics).
+        let f16_scores = cd == DType::F16 && self.dtype == DType::F32 && self.f16_scores;
+        let (ad, q, score_scale) = if f16_scores {
+            (DType::F16, (q * scale)?.to_dtype(DType::F16)?, 1f32)
+        } else {
+            let ad = self.att_dtype();
+            (ad, q.to_dtype(ad)?, scale as f32)
+        };
+        let q = q.reshape((b, nkv, g * s, hd))?;
         let (kc, vc) = if keys < kc.dim(2)? {
             (
                 kc.narrow(2, 0, keys)?.contiguous()?,
@@ -970,7 +983,7 @@ impl StaticModel {
             pos,
             &CausalSoftmax {
                 queries: s,
-                scale: (1f64 / (hd as f64).sqrt()) as f32,
+                scale: score_scale,
             },
         )?;
         let y = att.matmul(&vc)?; // (b, nkv, g·s, hd)
@@ -1006,6 +1019,12 @@ fn blocks_of(y: Tensor, q8: bool, dims: &[usize]) -> Result<(Tensor, Blocks)> {
 /// Whether the step runs candle's ops instead of the fused ones (`QE_GRAPH_UNFUSED=1`; off), to
 /// time the fused kernels against what they replace on the GPU.
 pub static UNFUSED: crate::switch::Switch = crate::switch::Switch::new("QE_GRAPH_UNFUSED", false);
+
+/// Whether GGUF arms with the F16 cache compute the prefill's attention in F16 on tensor cores
+/// (`QE_PREFILL_F16_ATTN=1`; off: F32, as the eager models). For the A/B on the card: at 16 k
+/// prompt tokens the F32 attention left the 4-bit arms' prefill at 0.45–0.50× llama.cpp's.
+pub static PREFILL_F16_ATTN: crate::switch::Switch =
+    crate::switch::Switch::new("QE_PREFILL_F16_ATTN", false);
 
 /// Whether the GPU's decode attention writes the K/V cache itself ([`DecodeAttn::fold_kv`];
 /// `QE_FOLD_KV=0` turns it off).
