@@ -31,6 +31,14 @@ pub struct EstimateInput {
     pub engine: Option<String>,
 }
 
+impl EstimateInput {
+    /// [`estimate`] against the embedded measurements and the default curve classes: what the
+    /// CLI, the meter's no-GPU fallback, the Python module and the page's report download ask.
+    pub fn estimate_embedded(&self) -> Estimate {
+        estimate(Dataset::embedded(), crate::curves::default_classes(), self)
+    }
+}
+
 /// How sure an estimate is, from its interval width, the anchors' n and borrowing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

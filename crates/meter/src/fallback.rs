@@ -81,11 +81,7 @@ pub fn estimate_report(
                 context: (cfg.prompt_tokens() + cfg.tokens) as u32,
                 engine: None,
             };
-            let e = analysis::estimate(
-                analysis::Dataset::embedded(),
-                analysis::default_classes(),
-                &input,
-            );
+            let e = input.estimate_embedded();
             analysis::estimate_report(&e, &gpu, model_name)
         }
         None => no_card_report(&gpu, model_name, params_b, p, cfg),

@@ -79,11 +79,7 @@ fn estimate(
         context: context.max(1),
         engine,
     };
-    let e = analysis::estimate(
-        analysis::Dataset::embedded(),
-        analysis::default_classes(),
-        &input,
-    );
+    let e = input.estimate_embedded();
     let verdict = e.verdict();
     let mut v = serde_json::to_value(&e).map_err(runtime_error)?;
     v["verdict"] = verdict.into();

@@ -190,18 +190,15 @@ pub fn check_here(text: &str) -> Checked {
 
 /// The pretty energy.json of an estimate (never labelled measured).
 pub fn estimate_json_here(req: &EstimateReq) -> String {
-    let e = analysis::estimate(
-        analysis::Dataset::embedded(),
-        analysis::default_classes(),
-        &analysis::EstimateInput {
-            arch: req.arch,
-            params_b: req.params_b,
-            precision: req.precision,
-            batch: req.batch,
-            context: req.context,
-            engine: None,
-        },
-    );
+    let e = analysis::EstimateInput {
+        arch: req.arch,
+        params_b: req.params_b,
+        precision: req.precision,
+        batch: req.batch,
+        context: req.context,
+        engine: None,
+    }
+    .estimate_embedded();
     analysis::estimate_report(&e, &req.gpu, &req.name).to_json_pretty()
 }
 

@@ -1,7 +1,7 @@
 //! `quantenergy estimate`: ΔE% vs FP16 for a model from the published dataset — never a
 //! measurement.
 
-use analysis::{default_classes, estimate_report, Dataset, EstimateInput};
+use analysis::{estimate_report, EstimateInput};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use report::{Arch, Precision};
@@ -59,11 +59,7 @@ pub fn estimate_of(a: &EstimateArgs) -> Result<analysis::Estimate> {
         context: a.context.max(1),
         engine: a.engine.clone(),
     };
-    Ok(analysis::estimate(
-        Dataset::embedded(),
-        default_classes(),
-        &input,
-    ))
+    Ok(input.estimate_embedded())
 }
 
 /// The label and model name the estimate's report carries.
