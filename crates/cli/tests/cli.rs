@@ -1,5 +1,6 @@
 //! The `quantenergy` binary as a user runs it.
 
+mod files;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -1220,11 +1221,7 @@ fn a_server_dry_run_checks_the_command_without_metering() {
     // The fake server's mode is the model file's name.
     let dry = |mode: &str| {
         let model = dir.join(format!("{mode}.safetensors"));
-        let header = br#"{"w":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}}"#;
-        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-        bytes.extend_from_slice(header);
-        bytes.extend_from_slice(&[0u8; 8]);
-        std::fs::write(&model, bytes).unwrap();
+        files::tiny_safetensors(&model);
         qe(&[
             "measure",
             "--server-cmd",

@@ -4,6 +4,8 @@
 //! that changed after its script was emitted. Jobs go through `QUANTENERGY_EXE`, a wrapper that
 //! can hold or kill one job, as a site wrapper around the binary would sit there.
 
+mod files;
+use files::tiny_safetensors;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -253,16 +255,6 @@ fn an_array_task_refuses_a_plan_that_changed_or_a_job_it_does_not_have() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(c.files(), ["qwen2-7b_b1_r1_Q4_0.estimate.json"]);
-}
-
-/// A safetensors file of one F16 tensor: enough for `measure --server-cmd` to read a model file
-/// whose precision the plan names.
-fn tiny_safetensors(path: &Path) {
-    let header = br#"{"w":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}}"#;
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend_from_slice(header);
-    bytes.extend_from_slice(&[0u8; 8]);
-    std::fs::write(path, bytes).unwrap();
 }
 
 /// A plan's server runs (llama-server driven by the meter) are jobs like the candle
