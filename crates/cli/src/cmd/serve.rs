@@ -66,7 +66,7 @@ pub struct ServerArgs {
     #[arg(long)]
     pub served_model: Option<String>,
     /// Size of an external server's model, billions of parameters.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_params_b)]
     pub params_b: Option<f64>,
     /// Longest wait for a started server to answer /health, seconds.
     #[arg(long, default_value_t = 600.0)]
@@ -133,5 +133,22 @@ mod tests {
         );
         let b = parse_model_file("/m/x=y.gguf").unwrap();
         assert_eq!((b.precision, b.path), (None, PathBuf::from("/m/x=y.gguf")));
+    }
+}
+
+/// A model size in billions of parameters: positive, at most [`report::MAX_PARAMS_B`] (what the
+/// reports' schema accepts; a larger figure would write a report `validate` refuses).
+pub fn parse_params_b(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of billions of parameters"))?;
+    if x.is_finite() && x > 0.0 && x <= report::MAX_PARAMS_B {
+        Ok(x)
+    } else {
+        Err(format!(
+            "{x} is not a model size: a positive number of billions, at most {}",
+            report::MAX_PARAMS_B
+        ))
     }
 }
