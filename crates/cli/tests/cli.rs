@@ -1039,6 +1039,26 @@ fn measure_context_without_a_gpu_writes_one_estimate_per_depth() {
     );
 }
 
+/// An external server's size beyond what a report may say (the fuzz target `cli_args` found
+/// `--params-b 71048576` writing a report `validate` refused), or not a size: exit 2 naming
+/// `--params-b`, nothing written.
+#[test]
+fn an_external_servers_size_is_bounded_where_it_is_parsed() {
+    for bad in ["71048576", "0", "-1", "nan", "inf"] {
+        let o = qe(&[
+            "measure",
+            "--server",
+            "http://127.0.0.1:9",
+            "--precision",
+            "Q4_K",
+            &format!("--params-b={bad}"),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--params-b"), "{bad}: {err}");
+    }
+}
+
 /// A number out of range or a lone surrogate is not JSON: exit 2, as for any text that is not.
 #[test]
 fn validate_says_not_json_for_out_of_range_numbers_and_lone_surrogates() {

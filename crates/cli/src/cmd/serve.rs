@@ -120,22 +120,6 @@ pub fn served_models(files: &[ModelFileArg]) -> Result<Vec<ServedModel>> {
     Ok(models)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_files_name_their_precision_or_not() {
-        let a = parse_model_file("Q4_K=/m/a.gguf").unwrap();
-        assert_eq!(
-            (a.precision, a.path),
-            (Some(Precision::Q4K), PathBuf::from("/m/a.gguf"))
-        );
-        let b = parse_model_file("/m/x=y.gguf").unwrap();
-        assert_eq!((b.precision, b.path), (None, PathBuf::from("/m/x=y.gguf")));
-    }
-}
-
 /// A model size in billions of parameters: positive, at most [`report::MAX_PARAMS_B`] (what the
 /// reports' schema accepts; a larger figure would write a report `validate` refuses).
 pub fn parse_params_b(s: &str) -> Result<f64, String> {
@@ -150,5 +134,21 @@ pub fn parse_params_b(s: &str) -> Result<f64, String> {
             "{x} is not a model size: a positive number of billions, at most {}",
             report::MAX_PARAMS_B
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_files_name_their_precision_or_not() {
+        let a = parse_model_file("Q4_K=/m/a.gguf").unwrap();
+        assert_eq!(
+            (a.precision, a.path),
+            (Some(Precision::Q4K), PathBuf::from("/m/a.gguf"))
+        );
+        let b = parse_model_file("/m/x=y.gguf").unwrap();
+        assert_eq!((b.precision, b.path), (None, PathBuf::from("/m/x=y.gguf")));
     }
 }
