@@ -49,8 +49,20 @@ impl ServerRun {
         }
     }
 
+    /// A context run needs llama.cpp's /completion ([`ServerError::ContextNeedsLlamaApi`]):
+    /// refused before any server is started or asked, and before any estimate is written.
+    fn check_api(&self) -> Result<()> {
+        if self.protocol.context.is_some() && self.server.api != crate::Api::Llama {
+            return Err(ServerError::ContextNeedsLlamaApi(
+                self.server.api.path().into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Each arm's precision, model name, size (billions) and weights, in the order given.
     fn arms(&self) -> Result<Vec<(Precision, String, f64, WeightsInfo)>> {
+        self.check_api()?;
         match &self.server.launch {
             Launch::Start { models, .. } => {
                 // Real files are named as our engines name them (their common stem), so one
@@ -155,6 +167,7 @@ pub fn measure_served(
 /// started is asked first whether it answers at all: a wrong URL is an error, not an estimate
 /// that looks like a run.
 pub fn estimate_served(run: &ServerRun, reason: &str) -> Result<MeasureResult> {
+    run.check_api()?;
     if let crate::Launch::External { url, .. } = &run.server.launch {
         let timeout = std::time::Duration::from_secs(5);
         crate::client::Client::new(url, timeout, timeout)?.get("/v1/models", timeout)?;

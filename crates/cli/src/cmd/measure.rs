@@ -307,11 +307,6 @@ pub fn run(args: &MeasureArgs) -> Result<u8> {
     }
     let res = if args.server.is_server() {
         let run = server_run(args)?;
-        if !args.context.is_empty() && run.server.api != server::Api::Llama {
-            anyhow::bail!(server::ServerError::ContextNeedsLlamaApi(
-                run.server.api.path().into()
-            ));
-        }
         per_depth(&args.context, run.name.clone(), |depth, name| {
             let mut r = run.clone();
             r.protocol.context = depth;

@@ -85,9 +85,6 @@ impl GraphFactory {
                 base_kernel
                     .push_str("; decode attention one block per query head (QE_ATTN_ONE_BLOCK=1)");
             }
-            if static_model::PREFILL_F16_ATTN.on() {
-                base_kernel.push_str("; prefill attention in F16 (QE_PREFILL_F16_ATTN=1)");
-            }
             if let Some(k) = crate::ops::NORM_THREADS.label() {
                 base_kernel.push_str(&format!("; add+norm threads {k} (a floor)"));
             }
@@ -463,8 +460,13 @@ impl Decoder for GraphDecoder {
         } else {
             "op by op (no CUDA graph on the CPU)"
         };
+        let scores = if self.model.prefill_scores_in_f16() {
+            ", prefill scores in F16 (QE_PREFILL_F16_ATTN=1)"
+        } else {
+            ""
+        };
         format!(
-            "candle {CANDLE_VERSION} {} {}; static KV cache ({:?}), {how}",
+            "candle {CANDLE_VERSION} {} {}; static KV cache ({:?}){scores}, {how}",
             engine_name(self.precision),
             self.base_kernel,
             self.model.cache_dtype()

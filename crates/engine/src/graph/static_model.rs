@@ -699,6 +699,12 @@ impl StaticModel {
         }
     }
 
+    /// Whether the prefill's attention scores are F16 (tensor cores) where the arm's own
+    /// attention dtype is F32: a GGUF arm with the F16 cache and [`PREFILL_F16_ATTN`] on.
+    pub fn prefill_scores_in_f16(&self) -> bool {
+        self.cache_dtype() == DType::F16 && self.dtype == DType::F32 && self.f16_scores
+    }
+
     /// Preallocate a decode state for `batch` sequences of up to `ctx` positions.
     pub fn new_state(&self, batch: usize, ctx: usize) -> Result<DecodeState> {
         if ctx > self.max_context() {
@@ -960,8 +966,7 @@ impl StaticModel {
         // GGUF arms' F16 cache, with `QE_PREFILL_F16_ATTN=1`: scores on tensor cores in F16, the
         // scale folded into q first (in F32) so the scores' F16 rounding stays small; else the
         // attention dtype (F32 for GGUF: the eager models' numerics).
-        let f16_scores = cd == DType::F16 && self.dtype == DType::F32 && self.f16_scores;
-        let (ad, q, score_scale) = if f16_scores {
+        let (ad, q, score_scale) = if self.prefill_scores_in_f16() {
             (DType::F16, (q * scale)?.to_dtype(DType::F16)?, 1f32)
         } else {
             let ad = self.att_dtype();

@@ -332,6 +332,8 @@ fn the_f16_prefill_attention_stays_within_f16_rounding_of_the_f32_one() {
                 .unwrap();
                 g.model.f16_cache = true;
                 g.model.f16_scores = f16_scores;
+                assert_eq!(g.model.prefill_scores_in_f16(), f16_scores);
+                assert_eq!(g.kernel().contains("prefill scores in F16"), f16_scores);
                 g.ensure_state(2, 12).unwrap();
                 let ids = prompt_ids(2, 9, tiny(family).vocab);
                 g.prefill(&Tensor::from_vec(ids, (2, 9), &Device::Cpu).unwrap())
