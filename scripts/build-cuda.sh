@@ -38,6 +38,12 @@ export CUDA_HOME=$CU CUDA_ROOT=$CU CUDA_PATH=$CU NVCC=$CU/bin/nvcc PATH=$CU/bin:
 export LIBRARY_PATH=$LINK:$CU/lib:${LIBRARY_PATH:-}
 export RUSTFLAGS="-L native=$LINK -L native=$CU/lib"
 nvcc --version | tail -2
+# The build every report names (stack.meter_build): the commit, and a hash of the diff when the tree
+# has changes, so two builds carried to one sitting are never mistaken for one.
+QE_METER_REV=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || QE_METER_REV="$QE_METER_REV-dirty.$(git diff HEAD | sha256sum | cut -c1-8)"
+export QE_METER_REV
+echo "meter build: $QE_METER_REV"
 cargo build --release -p cli --features cuda --target-dir target/cuda --bin quantenergy
 mkdir -p .ship
 strip -o .ship/quantenergy target/cuda/release/quantenergy

@@ -110,6 +110,14 @@ pub struct Anchor {
     /// measurements, never fitted — no curve, launch-floor calibration or optimizer reads it.
     #[serde(default)]
     pub check: bool,
+    /// A context run's depth: tokens already in the KV cache when its timed decode started
+    /// (`measure --context`). `None`: the protocol's short prompt (16 tokens). Such rows are
+    /// [`Dataset::context`]'s, never [`Dataset::anchors`]'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_depth: Option<u32>,
+    /// A context run's prefill: energy per prompt token, mJ, measured in its own window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_mj: Option<f64>,
     /// Why the row does or does not feed a default curve.
     pub curve_note: String,
 }
@@ -219,8 +227,13 @@ pub struct Gpu {
 /// The embedded dataset: published anchors and the card catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
-    /// Every row of `anchors.csv`.
+    /// Every row of `anchors.csv` measured under the protocol's short prompt: what curves,
+    /// classes, the optimizer and the Tested view read.
     pub anchors: Vec<Anchor>,
+    /// The rows of context runs (a depth in `context_depth`): checks of the optimizer's context
+    /// model along the context ([`crate::context`]), kept apart so no fit or view that assumes
+    /// the short prompt ever reads one.
+    pub context: Vec<Anchor>,
     /// Every card of `gpus.csv`.
     pub gpus: Vec<Gpu>,
 }
@@ -251,8 +264,18 @@ impl Dataset {
 
     /// Parse both CSV texts.
     pub fn parse(anchors_csv: &str, gpus_csv: &str) -> Result<Dataset, DataError> {
+        // A plain loop: `partition` or a clone would each add code to the page's wasm.
+        let (mut anchors, mut context) = (Vec::new(), Vec::new());
+        for a in parse_anchors(anchors_csv)? {
+            if a.context_depth.is_some() {
+                context.push(a);
+            } else {
+                anchors.push(a);
+            }
+        }
         Ok(Dataset {
-            anchors: parse_anchors(anchors_csv)?,
+            anchors,
+            context,
             gpus: parse_gpus(gpus_csv)?,
         })
     }
@@ -463,8 +486,27 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
                         )
                     }
                 },
+                context_depth: if r.has("context_depth") {
+                    r.opt_u32("context_depth")?
+                } else {
+                    None
+                },
+                prefill_mj: if r.has("prefill_mj_per_prompt_token") {
+                    r.opt_f64("prefill_mj_per_prompt_token")?
+                } else {
+                    None
+                },
                 curve_note: r.text("curve_note")?,
             };
+            // A context row measures one depth of one configuration: never a curve anchor.
+            if anchor.context_depth.is_some() && (!anchor.check || anchor.default_curve) {
+                return Err(r.err(
+                    "context_depth",
+                    "a context run's row must have role check and default_curve 0: it checks \
+                     the context model, it is never fitted"
+                        .into(),
+                ));
+            }
             // Read after every cell, so a row's first bad cell stays the one reported.
             anchor.engines = StackEngines::parse(&anchor.stack);
             anchor.weights = crate::synthetic::weights_of(&anchor.stack);
@@ -497,7 +539,7 @@ mod tests {
     use super::*;
 
     /// The landing module's copy (`slim-anchors`, build.rs) is the same rows with an empty
-    /// `curve_note`, and nothing else lost.
+    /// `curve_note`, without the context runs' rows, and nothing else lost.
     #[test]
     fn slim_anchors_are_the_same_rows_without_their_notes() {
         let slim = include_str!(concat!(env!("OUT_DIR"), "/anchors-slim.csv"));
@@ -505,6 +547,12 @@ mod tests {
             parse_anchors(include_str!("../../../data/anchors.csv")).unwrap(),
             parse_anchors(slim).unwrap(),
         );
+        // The context runs' rows are left out of the slim file, and nothing else.
+        assert!(full.iter().any(|a| a.context_depth.is_some()));
+        let full: Vec<Anchor> = full
+            .into_iter()
+            .filter(|a| a.context_depth.is_none())
+            .collect();
         assert_eq!(full.len(), slim.len());
         assert!(full.iter().any(|a| !a.curve_note.is_empty()));
         for (f, s) in full.iter().zip(&slim) {
@@ -667,13 +715,14 @@ mod tests {
     #[test]
     fn bad_csv_names_row_and_column() {
         let header = ANCHORS_CSV.lines().next().unwrap();
-        let bad = format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,,,,n\n");
+        let bad =
+            format!("{header}\nRTX 4090,ada,X,seven,FP16,1,1,1,0,,,1,,,gross,s,s,s,0,,,,,,n\n");
         let err = parse_anchors(&bad).unwrap_err();
         assert_eq!(
             err.to_string(),
             "anchors.csv: row 2: column `params_b`: expected a number, got \"seven\""
         );
-        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,,,,n\n");
+        let neg = format!("{header}\nRTX 4090,ada,X,7,FP16,1,-5,1,0,,,1,,,gross,s,s,s,0,,,,,,n\n");
         assert!(parse_anchors(&neg)
             .unwrap_err()
             .to_string()

@@ -53,6 +53,7 @@ pub use shapes::{find_shape, shape_for_params, shapes, ModelShape};
 pub use to_report::estimate_report;
 
 pub mod batch;
+pub mod context;
 pub mod optimize;
 pub mod pareto;
 pub mod roofline;

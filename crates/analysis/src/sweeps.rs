@@ -398,7 +398,7 @@ mod tests {
     fn a_single_run_does_not_hide_a_clear_flip() {
         let head = crate::dataset::ANCHORS_CSV.lines().next().unwrap();
         let row = |p: &str, b: u32, e: f64, f: f64, n: u32, cv: &str| {
-            format!("H200,hopper,M,7.0,{p},{b},{e},{f},,100,300,{n},{cv},,gross,s,t,src,0,,,,\n")
+            format!("H200,hopper,M,7.0,{p},{b},{e},{f},,100,300,{n},{cv},,gross,s,t,src,0,,,,,,\n")
         };
         let csv = [
             row("FP16", 1, 1000.0, 1000.0, 3, "1"),

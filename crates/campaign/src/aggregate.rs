@@ -223,6 +223,9 @@ pub struct AnchorRow {
     /// Mean perplexity of the arm over its runs, where every run scored it (same text, same
     /// tokenizer: comparable within a model only).
     pub perplexity: Option<f64>,
+    /// A context run's prefill energy per prompt token, mJ: the mean over the runs, when every
+    /// run's report of this arm carries `results.prefill`.
+    pub prefill_mj: Option<f64>,
 }
 
 impl AnchorRow {
@@ -239,7 +242,7 @@ impl AnchorRow {
     /// Curves are batch-1 single-stream; FP16 and batch-sweep rows feed the absolute energy and
     /// the optimizer's batch term only.
     pub fn feeds_curve(&self) -> bool {
-        !self.is_fp16() && self.batch == 1
+        !self.is_fp16() && self.batch == 1 && self.context_depth.is_none()
     }
 }
 
@@ -294,10 +297,7 @@ impl CampaignTargets {
             ),
         };
         if r.n < self.min_runs {
-            note.push_str(&format!(
-                " (below the n >= {} target: the session's GPU time ran out)",
-                self.min_runs
-            ));
+            note.push_str(&format!(" (below the n >= {} target)", self.min_runs));
         }
         if !r.cv_pct.is_finite() {
             note.push_str("; CV undefined (n = 1)");
@@ -420,9 +420,16 @@ pub struct AnchorsCsvRow {
     /// Mean perplexity over the runs, where every run scored it (empty otherwise).
     #[serde(serialize_with = "dp3_opt")]
     pub perplexity: Option<f64>,
-    /// `check` for rows that check the method (`--not-curve`): shown, never fitted; empty for a
-    /// campaign's rows.
+    /// `check` for rows that check the method (`--not-curve`) and for context runs: shown, never
+    /// fitted; empty for a campaign's rows.
     pub role: &'static str,
+    /// A context run's depth (tokens in the KV cache when the timed decode starts); empty for the
+    /// protocol's short prompt.
+    pub context_depth: Option<u32>,
+    /// A context run's prefill energy per prompt token, mJ (the mean over runs that all measured
+    /// it; empty otherwise).
+    #[serde(serialize_with = "dp3_opt")]
+    pub prefill_mj_per_prompt_token: Option<f64>,
     /// What the row is and how it meets the campaign targets. Last: the page's landing module
     /// embeds the file without it.
     pub curve_note: String,
@@ -533,16 +540,22 @@ impl AnchorsCsvRow {
                 .unwrap_or_default(),
             source: prov.source.clone(),
             default_curve: u8::from(r.feeds_curve() && prov.not_curve.is_none()),
+            context_depth: r.context_depth,
+            prefill_mj_per_prompt_token: r.prefill_mj,
             cards: r.cards,
             perplexity: r.perplexity,
-            role: if prov.not_curve.is_some() {
+            role: if prov.not_curve.is_some() || r.context_depth.is_some() {
                 "check"
             } else {
                 ""
             },
-            curve_note: match &prov.not_curve {
-                Some(why) => format!("not a curve anchor: {why}; {}", targets.note(r, &gpu)),
-                None => targets.note(r, &gpu),
+            curve_note: match (&prov.not_curve, r.context_depth) {
+                (Some(why), _) => format!("not a curve anchor: {why}; {}", targets.note(r, &gpu)),
+                (None, Some(d)) => format!(
+                    "not a curve anchor: a context run at depth {d} checks the context model; {}",
+                    targets.note(r, &gpu)
+                ),
+                (None, None) => targets.note(r, &gpu),
             },
             gpu,
         }
@@ -555,12 +568,6 @@ pub fn anchors_csv(
     prov: &Provenance,
     targets: &CampaignTargets,
 ) -> Result<String> {
-    if let Some(r) = rows.iter().find(|r| r.context_depth.is_some()) {
-        return Err(Error::ContextRow {
-            row: format!("{} {}", r.model, r.precision),
-            depth: r.context_depth.unwrap_or_default(),
-        });
-    }
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
@@ -650,6 +657,11 @@ struct RunArm {
     trace: Option<f64>,
     iteration_cv: Option<f64>,
     perplexity: Option<f64>,
+    /// The prefill's mJ per prompt token, from the report of this arm itself (a report's
+    /// `results.prefill` is its own arm's).
+    prefill: Option<f64>,
+    /// The meter build that measured it (`stack.meter_build`; absent in older reports).
+    build: Option<String>,
     /// The validity reason codes raised on this arm's window (`report::validity`).
     flags: Vec<&'static str>,
 }
@@ -714,6 +726,9 @@ pub fn stack_label(rep: &report::Report) -> String {
             Some(api) => format!("{mode}, {api}"),
             None => mode.to_string(),
         });
+        if let Some(kv) = v.command.as_deref().and_then(kv_cache_of) {
+            parts.push(kv);
+        }
     }
     if let Some(c) = s.and_then(|s| s.cuda.as_deref()) {
         parts.push(format!("CUDA {c}"));
@@ -722,6 +737,31 @@ pub fn stack_label(rep: &report::Report) -> String {
         parts.push(format!("{} weights", w.kind.as_str()));
     }
     parts.join(", ")
+}
+
+/// The KV cache type a llama.cpp server command line asks for (`-ctk`/`--cache-type-k`,
+/// `-ctv`/`--cache-type-v`), in words, when it asks for one: a quantized cache is another stack,
+/// whose rows must never pool with the default cache's.
+fn kv_cache_of(command: &str) -> Option<String> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let after = |flags: [&str; 2]| {
+        words
+            .windows(2)
+            .find(|w| flags.contains(&w[0]))
+            .map(|w| w[1])
+    };
+    match (
+        after(["-ctk", "--cache-type-k"]),
+        after(["-ctv", "--cache-type-v"]),
+    ) {
+        (None, None) => None,
+        (Some(k), Some(v)) if k == v => Some(format!("KV cache {k}")),
+        (k, v) => Some(format!(
+            "KV cache K {} / V {}",
+            k.unwrap_or("f16"),
+            v.unwrap_or("f16")
+        )),
+    }
 }
 
 /// What a report is to aggregation: a measured run (measured, or a run whose own arm failed while
@@ -791,8 +831,19 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>, include_flagged: bool)
             batch,
             context: rep.workload.context_depth,
         };
-        if arms.iter().any(|a| a.key == key && a.run == run) {
-            continue; // the same arm seen again through another report of the same run
+        let own_prefill = (arm.precision == rep.workload.precision)
+            .then(|| {
+                rep.results
+                    .prefill
+                    .as_ref()
+                    .map(|p| p.energy_per_prompt_token_mj)
+            })
+            .flatten();
+        if let Some(seen) = arms.iter_mut().find(|a| a.key == key && a.run == run) {
+            // The same arm seen again through another report of the same run: only that
+            // report holds its prefill.
+            seen.prefill = seen.prefill.or(own_prefill);
+            continue;
         }
         let mut flags: Vec<&'static str> = validity
             .flags
@@ -822,6 +873,8 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>, include_flagged: bool)
                 trace: arm.trace_energy_per_token_mj,
                 iteration_cv: arm.iteration_time_cv_pct,
                 perplexity: arm.perplexity.as_ref().and_then(|p| p.value),
+                prefill: own_prefill,
+                build: rep.stack.as_ref().and_then(|s| s.meter_build.clone()),
                 flags,
             });
         }
@@ -887,6 +940,9 @@ pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregatio
             keys.push(a.key.clone());
         }
     }
+    for key in &keys {
+        check_one_build(key, &arms)?;
+    }
     Ok(Aggregation {
         rows: keys
             .into_iter()
@@ -898,6 +954,25 @@ pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregatio
         invalid,
         flagged_left_out,
     })
+}
+
+/// The runs of one configuration were measured by one meter build (where their reports name it):
+/// two builds are two engines, however alike their labels.
+fn check_one_build(key: &ConfigKey, arms: &[RunArm]) -> Result<()> {
+    let mut builds: Vec<&str> = arms
+        .iter()
+        .filter(|a| a.key == *key)
+        .filter_map(|a| a.build.as_deref())
+        .collect();
+    builds.sort_unstable();
+    builds.dedup();
+    if builds.len() > 1 {
+        return Err(Error::MixedBuilds {
+            config: format!("{} {} ({})", key.model, key.precision, key.stack),
+            builds: builds.join(", "),
+        });
+    }
+    Ok(())
 }
 
 /// The aggregated row of one configuration; `None` when none of its runs has an FP16 arm.
@@ -967,6 +1042,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
             .collect::<Option<Vec<f64>>>()
             .and_then(|v| v.into_iter().reduce(f64::max)),
         perplexity: all(these.iter().map(|a| a.perplexity).collect()),
+        prefill_mj: all(these.iter().map(|a| a.prefill).collect()),
         flags: {
             let mut codes: Vec<(String, usize)> = Vec::new();
             for code in these.iter().flat_map(|a| a.flags.iter()) {
@@ -1063,15 +1139,56 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Runs at different context depths are different configurations, each with the FP16 arm
-    /// of its own depth; the markdown table names the depth, and no anchors line is written for
-    /// them (the anchors file has no column to keep them apart).
+    /// Runs of one configuration measured by two meter builds are refused, naming both; one build
+    /// (or reports that name none) pools.
     #[test]
-    fn context_runs_are_kept_apart_by_depth_and_not_written_as_anchors() {
+    fn runs_of_two_meter_builds_never_pool() {
+        let built = |i: u32, b: &str| {
+            let mut v = run(i, Some("s1"), "node-a", "candle");
+            v["stack"]["meter_build"] = json!(b);
+            v
+        };
+        let dir = dir_of("builds", &[built(1, "0.1.0+aaa"), built(2, "0.1.0+bbb")]);
+        let e = aggregate_anchors(&dir, true).unwrap_err().to_string();
+        assert!(e.contains("0.1.0+aaa, 0.1.0+bbb"), "{e}");
+        let same = dir_of("one-build", &[built(1, "0.1.0+aaa"), built(2, "0.1.0+aaa")]);
+        assert_eq!(q4k(&aggregate_anchors(&same, true).unwrap().rows)[0].n, 2);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&same);
+    }
+
+    /// A server started with a quantized KV cache is its own stack, named in the label.
+    #[test]
+    fn a_quantized_kv_cache_is_named_in_the_stack() {
+        let cmd = "llama-server -m m.gguf -ngl 999 -fa on";
+        assert_eq!(kv_cache_of(cmd), None);
+        assert_eq!(
+            kv_cache_of(&format!("{cmd} -ctk q8_0 -ctv q8_0")).as_deref(),
+            Some("KV cache q8_0")
+        );
+        assert_eq!(
+            kv_cache_of(&format!("{cmd} --cache-type-k q4_0")).as_deref(),
+            Some("KV cache K q4_0 / V f16")
+        );
+    }
+
+    /// Runs at different context depths are different configurations, each with the FP16 arm
+    /// of its own depth; the markdown table names the depth. Their anchors lines carry the depth
+    /// and the prefill (mean over the runs, from each arm's own report), are checks (role
+    /// `check`, never a default curve), and parse into the dataset's context rows, not its
+    /// anchors.
+    #[test]
+    fn context_runs_are_kept_apart_by_depth_and_written_as_check_rows() {
         let at = |i: u32, depth: Option<u32>| {
             let mut v = run(i, Some("s1"), "node-a", "candle");
             if let Some(d) = depth {
                 v["workload"]["context_depth"] = json!(d);
+                v["results"]["prefill"] = json!({
+                    "energy_per_prompt_token_mj": 10.0 + f64::from(i),
+                    "prompt_tokens": 40 * d, "prefills": 40, "window_seconds": 5.1,
+                    "counter_joules": 0.04 * f64::from(d) * (10.0 + f64::from(i)),
+                    "time_to_first_token_ms": 120.0
+                });
             }
             v
         };
@@ -1086,10 +1203,17 @@ mod tests {
         );
         let agg = aggregate_anchors(&dir, true).unwrap();
         let rows = q4k(&agg.rows);
-        let depths: Vec<(Option<u32>, usize)> =
-            rows.iter().map(|r| (r.context_depth, r.n)).collect();
+        let depths: Vec<(Option<u32>, usize, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.context_depth, r.n, r.prefill_mj))
+            .collect();
         assert_eq!(depths.len(), 3, "{depths:?}");
-        for want in [(Some(1024), 1), (Some(4096), 2), (None, 1)] {
+        // 4096: runs 2 and 3, prefills 12 and 13 mJ.
+        for want in [
+            (Some(1024), 1, Some(11.0)),
+            (Some(4096), 2, Some(12.5)),
+            (None, 1, None),
+        ] {
             assert!(depths.contains(&want), "{want:?} in {depths:?}");
         }
         let targets = CampaignTargets::default();
@@ -1100,17 +1224,39 @@ mod tests {
             source: "test".into(),
             not_curve: None,
         };
-        let e = anchors_csv(&agg.rows, &prov, &targets)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("context run (depth"), "{e}");
-        let plain: Vec<AnchorRow> = agg
+        let lines = anchors_csv(&agg.rows, &prov, &targets).unwrap();
+        let header = analysis::dataset::ANCHORS_CSV.lines().next().unwrap();
+        let ds =
+            analysis::Dataset::parse(&format!("{header}\n{lines}"), analysis::dataset::GPUS_CSV)
+                .unwrap();
+        let with_depth = agg
             .rows
             .iter()
-            .filter(|r| r.context_depth.is_none())
-            .cloned()
-            .collect();
-        assert!(anchors_csv(&plain, &prov, &targets).is_ok());
+            .filter(|r| r.context_depth.is_some())
+            .count();
+        assert_eq!(
+            (ds.context.len(), ds.anchors.len()),
+            (with_depth, agg.rows.len() - with_depth)
+        );
+        assert!(with_depth >= 4, "{with_depth}");
+        for c in &ds.context {
+            assert!(c.check && !c.default_curve, "{c:?}");
+            assert!(
+                c.curve_note.contains("context run at depth"),
+                "{}",
+                c.curve_note
+            );
+        }
+        let deep = ds
+            .context
+            .iter()
+            .find(|c| c.context_depth == Some(4096) && c.precision == Precision::Q4K)
+            .unwrap();
+        assert_eq!((deep.n, deep.prefill_mj), (Some(2), Some(12.5)));
+        assert!(ds
+            .anchors
+            .iter()
+            .all(|a| a.context_depth.is_none() && !a.check));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -67,17 +67,16 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
-    /// A context run's rows: `data/anchors.csv` has no context column to keep them apart.
+    /// The runs of one configuration were measured by different meter builds.
     #[error(
-        "{row}: a context run (depth {depth}): data/anchors.csv has no context column yet, so \
-         context rows are not written as anchors (the markdown table and `aggregate --csv` keep them \
-         apart by depth)"
+        "{config}: its runs were measured by different meter builds ({builds}): they are not one \
+         configuration; aggregate each build's reports apart"
     )]
-    ContextRow {
-        /// The row's model and precision.
-        row: String,
-        /// Its context depth, tokens.
-        depth: u32,
+    MixedBuilds {
+        /// The configuration: model, precision and stack.
+        config: String,
+        /// The builds, comma-separated.
+        builds: String,
     },
     /// Serializing a result to JSON failed.
     #[error("serializing JSON")]

@@ -408,6 +408,29 @@ fn anchors_h200_rows_are_exactly_what_aggregate_makes_of_the_raw_reports() {
         );
         fresh.extend(rows);
     }
+    // The context runs: session 22's three runs at depth 4 096 (their reports name no session),
+    // then the campaign's stacks, each folder a session of its own. Checks of the context model.
+    let ctx = "data/measurements/h200/engine/context-2026-12-04";
+    let measure = format!("{ctx}/measure");
+    let mut context_dirs: Vec<(String, Option<&str>)> =
+        vec![(measure, Some("h200-context-2026-12-04-measure"))];
+    for stack in ["graph", "llama", "llama-kvq8"] {
+        context_dirs.push((format!("{ctx}-s23/campaign/{stack}"), None));
+    }
+    for (dir, session) in &context_dirs {
+        let mut args = vec!["aggregate", dir.as_str(), "--include-flagged"];
+        if let Some(s) = session {
+            args.extend(["--session", s]);
+        }
+        let o = qe(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+        assert!(
+            rows.iter().all(|r| r.contains(",check,")),
+            "{dir}: a context row that is not a check"
+        );
+        fresh.extend(rows);
+    }
     let anchors = std::fs::read_to_string(repo().join("data/anchors.csv")).unwrap();
     let committed: Vec<String> = anchors
         .lines()

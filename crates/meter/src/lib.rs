@@ -30,6 +30,9 @@
 
 #![warn(missing_docs)]
 
+/// This meter's build as reports name it (`stack.meter_build`): version and commit (build.rs).
+pub const METER_BUILD: &str = env!("QE_METER_BUILD");
+
 pub mod causes;
 pub mod decoder;
 pub mod error;

@@ -509,6 +509,7 @@ fn stack_block(
             identified_by: Some(s.identified_by.clone()),
             extra: Default::default(),
         }),
+        meter_build: Some(crate::METER_BUILD.into()),
         extra: Default::default(),
     }
 }

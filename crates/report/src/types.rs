@@ -377,6 +377,10 @@ pub struct Stack {
     /// `$.stack.serving`: set when the meter drove an inference server over HTTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving: Option<Serving>,
+    /// `$.stack.meter_build`: the quantenergy build that measured (version and commit, e.g.
+    /// `0.1.0+bb201cc5f0a1`, `-dirty…` from a tree with changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter_build: Option<String>,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,

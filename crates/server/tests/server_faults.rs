@@ -554,6 +554,9 @@ fn an_external_server_is_measured_and_identified() {
         serde_json::from_str(&std::fs::read_to_string(&res.reports[0].0).unwrap()).unwrap();
     assert_eq!(v["stack"]["serving"]["mode"], "external");
     assert_eq!(v["stack"]["engine"], "quantenergy-fake");
+    // The meter names its own build beside the server's (version + commit where one is known).
+    let build = v["stack"]["meter_build"].as_str().unwrap();
+    assert!(build.starts_with(env!("CARGO_PKG_VERSION")), "{build}");
     let lat = arm(rep, Precision::Q4_0).latency.as_ref().unwrap();
     assert_eq!(lat.counted_from, report::TokenCount::Usage);
     // The meter leaves a server it did not start alone: still answering after the run.

@@ -16,6 +16,7 @@
 #[cfg(all(target_arch = "wasm32", not(feature = "landing")))]
 pub mod bench;
 pub mod chart;
+pub mod context_card;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod prerender;
 pub mod tabs;

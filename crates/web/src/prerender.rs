@@ -20,6 +20,8 @@ use leptos::tachys::view::RenderHtml;
 pub const SLOT: &str = r#"<div id="prerender"></div>"#;
 /// Where the default view's query string goes (read by `assets/gate.js`).
 pub const QUERY_SLOT: &str = r#"<meta name="qe-default-view" content="">"#;
+/// Where the context cards' `<template>`s go ([`crate::context_card`]).
+pub const CONTEXT_SLOT: &str = r#"<template id="qe-context"></template>"#;
 
 /// The state of a visitor who opens the bare URL.
 fn default_state() -> AppState {
@@ -107,7 +109,8 @@ fn strip_build_notes(page: &str) -> String {
         .join("\n")
 }
 
-/// `index_html` with the landing markup in [`SLOT`] and the default query in [`QUERY_SLOT`].
+/// `index_html` with the landing markup in [`SLOT`], the default query in [`QUERY_SLOT`] and the
+/// context cards of the embedded data in [`CONTEXT_SLOT`].
 pub fn inject(index_html: &str, markup: &str, query: &str) -> Result<String, InjectError> {
     let index_html = &strip_build_notes(index_html);
     // Leptos marks text-node boundaries with `<!>` for hydration; this page is not hydrated.
@@ -118,14 +121,15 @@ pub fn inject(index_html: &str, markup: &str, query: &str) -> Result<String, Inj
         SLOT,
         &format!(r#"<div id="prerender">{note}{markup}</div>"#),
     )?;
-    fill(
+    let page = fill(
         &page,
         QUERY_SLOT,
         &format!(
             r#"<meta name="qe-default-view" content="{}">"#,
             crate::chart::surface::esc(query)
         ),
-    )
+    )?;
+    fill(&page, CONTEXT_SLOT, &crate::context_card::templates())
 }
 
 #[cfg(test)]
@@ -171,9 +175,12 @@ mod tests {
 
     #[test]
     fn injection_needs_each_slot_exactly_once() {
-        let page = format!("<head>{QUERY_SLOT}</head><body>{SLOT}</body>");
+        let page = format!("<head>{QUERY_SLOT}</head><body>{SLOT}{CONTEXT_SLOT}</body>");
         let out = inject(&page, "<p>hi</p>", "?a=1&b=2").unwrap();
         assert!(out.contains(r#"<div id="prerender"><noscript>"#));
+        // The embedded H200 context runs, as the card's template.
+        assert!(out.contains(r#"<template id="qe-context-H200"><h2"#));
+        assert!(!out.contains(CONTEXT_SLOT));
         assert!(out.contains("<p>hi</p></div>"));
         assert!(out.contains(r#"content="?a=1&amp;b=2""#));
         assert_eq!(

@@ -1,6 +1,8 @@
 //! Small browser helpers: number formatting, clipboard, downloads, timing. No formulas live here:
 //! every figure shown comes from `analysis` or `report`.
 
+use analysis::sweeps::SweepCell;
+use analysis::verdict::Direction;
 use wasm_bindgen::{JsCast, JsValue};
 
 pub use analysis::verdict::signed_pct as pct;
@@ -163,4 +165,38 @@ pub fn parse_params_b(text: &str) -> Option<f64> {
         .parse::<f64>()
         .ok()
         .filter(|v| v.is_finite() && *v > 0.0 && *v <= 2000.0)
+}
+
+/// A diverging bar around FP16 (left: saves, right: costs more) and the signed ΔE with its interval.
+pub fn delta_bar(h: &mut String, c: SweepCell, scale: f64) {
+    let (d, interval) = (c.delta_pct.unwrap_or(0.0), c.interval);
+    let (fill, text) = match c.direction() {
+        Direction::Saves => ("good-bg", "delta good"),
+        Direction::Costs => ("bad-bg", "delta bad"),
+        Direction::Neutral => ("neutral-bg", "delta"),
+    };
+    let side = if d < 0.0 { "right" } else { "left" };
+    let width = num((d.abs() / scale).min(1.0) * 50.0, 1);
+    for part in [
+        "<span class=\"dbar\" aria-hidden=\"true\"><span class=\"dbar-fill ",
+        fill,
+        "\" style=\"",
+        side,
+        ":50%;width:",
+        &width,
+        "%\"></span></span><span class=\"",
+        text,
+        "\">",
+        &pct(d, 1),
+    ] {
+        h.push_str(part);
+    }
+    if let Some((lo, hi)) = interval {
+        h.push_str("<span class=\"sub inline\"> ");
+        h.push_str(&plus_minus((hi - lo) / 2.0));
+        h.push_str("</span>");
+    } else if c.single_run {
+        h.push_str("<span class=\"sub inline\"> one run: no interval</span>");
+    }
+    h.push_str("</span>");
 }

@@ -202,26 +202,33 @@ pub fn estimate_json_here(req: &EstimateReq) -> String {
     analysis::estimate_report(&e, &req.gpu, &req.name).to_json_pretty()
 }
 
+/// One anchors row as the dataset JSON writes it.
+fn row_json(a: &analysis::Anchor) -> serde_json::Value {
+    let mut o = serde_json::to_value(a).unwrap_or_default();
+    if let Some(m) = o.as_object_mut() {
+        // The CSV's spelling, variant included (`GGUF-Q4_0-mlperf-client-file`).
+        m.insert("precision".into(), a.precision_label().into());
+        m.remove("precision_variant");
+        m.insert(
+            "delta_pct_recomputed".into(),
+            serde_json::json!(a.delta_pct().map(|d| (d * 100.0).round() / 100.0)),
+        );
+    }
+    o
+}
+
 /// The embedded dataset as JSON: every row with its recomputed ΔE, the fitted classes, the cards.
 pub fn dataset_json_here() -> String {
     let ds = analysis::Dataset::embedded();
-    let anchors: Vec<serde_json::Value> = ds
-        .anchors
-        .iter()
-        .map(|a| {
-            let mut o = serde_json::to_value(a).unwrap_or_default();
-            if let Some(m) = o.as_object_mut() {
-                // The CSV's spelling, variant included (`GGUF-Q4_0-mlperf-client-file`).
-                m.insert("precision".into(), a.precision_label().into());
-                m.remove("precision_variant");
-                m.insert(
-                    "delta_pct_recomputed".into(),
-                    serde_json::json!(a.delta_pct().map(|d| (d * 100.0).round() / 100.0)),
-                );
-            }
-            o
-        })
-        .collect();
+    let mut anchors: Vec<serde_json::Value> = Vec::new();
+    // The context runs' rows too (their `context_depth` says which they are); two plain loops,
+    // as an iterator chain cost 3 KB of the page's wasm.
+    for a in &ds.anchors {
+        anchors.push(row_json(a));
+    }
+    for a in &ds.context {
+        anchors.push(row_json(a));
+    }
     let v = serde_json::json!({
         "description": "quantenergy embedded dataset: published measured configurations (anchors) and the fitted crossover classes. delta_pct_recomputed is (energy − fp16)/fp16 × 100 from each row's own two energies.",
         "anchors": anchors,

@@ -412,6 +412,7 @@ pub fn OptimizeTab() -> impl IntoView {
                 Ok(r) => result_view(r, card_vram()).into_any(),
             }}
             {super::sweeps::batch_sweeps(st.gpu)}
+            {super::sweeps::context_runs(st.gpu)}
         </section>
     }
 }

@@ -7,13 +7,12 @@
 //! well under 2 KB.
 
 use analysis::sweeps::{below_target, card_sweeps, Sweep, SweepCell};
-use analysis::verdict::Direction;
 use analysis::Dataset;
 use leptos::prelude::*;
 
 use super::tested::base_model;
 use crate::chart::surface::esc;
-use crate::util::{num, pct, per_million, plus_minus, size_b};
+use crate::util::{delta_bar, num, per_million, size_b};
 
 /// Every batch sweep measured on the card `gpu` names: one card, or nothing when it has none.
 pub fn batch_sweeps(gpu: RwSignal<String>) -> impl IntoView {
@@ -128,36 +127,16 @@ fn energy_cell(h: &mut String, c: Option<SweepCell>) {
     h.push_str("</td>");
 }
 
-/// A diverging bar around FP16 (left: saves, right: costs more) and the signed ΔE with its interval.
-fn delta_bar(h: &mut String, c: SweepCell, scale: f64) {
-    let (d, interval) = (c.delta_pct.unwrap_or(0.0), c.interval);
-    let (fill, text) = match c.direction() {
-        Direction::Saves => ("good-bg", "delta good"),
-        Direction::Costs => ("bad-bg", "delta bad"),
-        Direction::Neutral => ("neutral-bg", "delta"),
-    };
-    let side = if d < 0.0 { "right" } else { "left" };
-    let width = num((d.abs() / scale).min(1.0) * 50.0, 1);
-    for part in [
-        "<span class=\"dbar\" aria-hidden=\"true\"><span class=\"dbar-fill ",
-        fill,
-        "\" style=\"",
-        side,
-        ":50%;width:",
-        &width,
-        "%\"></span></span><span class=\"",
-        text,
-        "\">",
-        &pct(d, 1),
-    ] {
-        h.push_str(part);
+/// The card's context runs (Optimize tab): per model and stack, ΔE of the decode at each depth
+/// measured beside the optimizer's context model and its error, and the prefill's energy per prompt
+/// token. Rendered at build time from the same embedded rows (`crate::context_card`, put into
+/// `index.html` by the pre-render hook): this module only shows the card's `<template>`, which
+/// keeps the analysis and markup out of the page's wasm.
+pub fn context_runs(gpu: RwSignal<String>) -> impl IntoView {
+    move || {
+        let id = crate::context_card::template_id(&gpu.get());
+        let html = document().get_element_by_id(&id)?.inner_html();
+        (!html.is_empty())
+            .then(|| view! { <div class="card" id="context-runs" inner_html=html></div> })
     }
-    if let Some((lo, hi)) = interval {
-        h.push_str("<span class=\"sub inline\"> ");
-        h.push_str(&plus_minus((hi - lo) / 2.0));
-        h.push_str("</span>");
-    } else if c.single_run {
-        h.push_str("<span class=\"sub inline\"> one run: no interval</span>");
-    }
-    h.push_str("</span>");
 }
