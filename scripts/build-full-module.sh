@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook}
 profile=wasm-release
 cargo build --target wasm32-unknown-unknown --profile "$profile" -p web --bin quantenergy-web \
-  --no-default-features --features inline,worker
+  --no-default-features --features inline,worker,page-anchors
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 wasm-bindgen --target web --no-typescript --out-dir "$tmp" \

@@ -6,12 +6,30 @@ use report::{Arch, Precision};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
-/// `data/anchors.csv`, embedded.
-#[cfg(not(feature = "slim-anchors"))]
+/// `data/anchors.csv`, embedded (the CLI, the meter, the pre-render, every test). The page's two
+/// modules (`page-anchors`) embed no copy: they read the one `index.html` carries and hand it to
+/// [`provide_anchors_csv`] before the first use, so the page downloads the file once, not twice.
+#[cfg(not(feature = "page-anchors"))]
 pub const ANCHORS_CSV: &str = include_str!("../../../data/anchors.csv");
-/// `data/anchors.csv`, embedded without its `curve_note` text (see build.rs).
-#[cfg(feature = "slim-anchors")]
-pub const ANCHORS_CSV: &str = include_str!(concat!(env!("OUT_DIR"), "/anchors-slim.csv"));
+
+#[cfg(feature = "page-anchors")]
+static PROVIDED: OnceLock<String> = OnceLock::new();
+
+/// Give this build its `data/anchors.csv` text (`page-anchors`): the first call wins, before
+/// [`Dataset::embedded`] is first read.
+#[cfg(feature = "page-anchors")]
+pub fn provide_anchors_csv(text: String) {
+    let _ = PROVIDED.set(text);
+}
+
+/// The `data/anchors.csv` text this build reads: the embedded file, or (`page-anchors`) the text
+/// provided to it, empty until then.
+pub fn anchors_csv() -> &'static str {
+    #[cfg(feature = "page-anchors")]
+    return PROVIDED.get().map_or("", String::as_str);
+    #[cfg(not(feature = "page-anchors"))]
+    ANCHORS_CSV
+}
 /// `data/gpus.csv`, embedded.
 pub const GPUS_CSV: &str = include_str!("../../../data/gpus.csv");
 
@@ -256,9 +274,15 @@ impl Dataset {
     /// The dataset compiled into this binary, parsed once.
     pub fn embedded() -> &'static Dataset {
         static DATA: OnceLock<Dataset> = OnceLock::new();
-        DATA.get_or_init(|| {
-            Dataset::parse(ANCHORS_CSV, GPUS_CSV)
-                .expect("embedded data/ files are checked by tests")
+        DATA.get_or_init(|| match Dataset::parse(anchors_csv(), GPUS_CSV) {
+            Ok(d) => d,
+            // Only a page whose index.html lost its data block gets here (the embedded files are
+            // checked by tests): it shows no rows rather than no page.
+            Err(_) => Dataset {
+                anchors: Vec::new(),
+                context: Vec::new(),
+                gpus: parse_gpus(GPUS_CSV).unwrap_or_default(),
+            },
         })
     }
 
@@ -537,31 +561,6 @@ pub fn parse_gpus(text: &str) -> Result<Vec<Gpu>, DataError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The landing module's copy (`slim-anchors`, build.rs) is the same rows with an empty
-    /// `curve_note`, without the context runs' rows, and nothing else lost.
-    #[test]
-    fn slim_anchors_are_the_same_rows_without_their_notes() {
-        let slim = include_str!(concat!(env!("OUT_DIR"), "/anchors-slim.csv"));
-        let (full, slim) = (
-            parse_anchors(include_str!("../../../data/anchors.csv")).unwrap(),
-            parse_anchors(slim).unwrap(),
-        );
-        // The context runs' rows are left out of the slim file, and nothing else.
-        assert!(full.iter().any(|a| a.context_depth.is_some()));
-        let full: Vec<Anchor> = full
-            .into_iter()
-            .filter(|a| a.context_depth.is_none())
-            .collect();
-        assert_eq!(full.len(), slim.len());
-        assert!(full.iter().any(|a| !a.curve_note.is_empty()));
-        for (f, s) in full.iter().zip(&slim) {
-            assert!(s.curve_note.is_empty(), "{}", s.curve_note);
-            let mut f = f.clone();
-            f.curve_note.clear();
-            assert_eq!(&f, s);
-        }
-    }
 
     /// A row's engines are read from its stack text once, when the dataset is built, and follow
     /// the text when it is replaced.

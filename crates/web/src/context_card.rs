@@ -27,14 +27,10 @@ mod markup {
     use crate::tabs::tested::base_model;
     use crate::util::{delta_bar, num, pct};
 
-    /// Every card's context card as a `<template>`, from the whole `data/anchors.csv` (the landing
-    /// module's features, which the pre-render is built with, embed it without context rows).
+    /// Every card's context card as a `<template>`, from `data/anchors.csv`.
     pub fn templates() -> String {
-        let ds = &Dataset::parse(
-            include_str!("../../../data/anchors.csv"),
-            analysis::dataset::GPUS_CSV,
-        )
-        .expect("data/anchors.csv is checked by tests");
+        let ds = &Dataset::parse(crate::prerender::ANCHORS_FILE, analysis::dataset::GPUS_CSV)
+            .expect("data/anchors.csv is checked by tests");
         let all = context_series(ds, analysis::default_classes());
         let mut out = String::new();
         let mut done: Vec<&str> = Vec::new();

@@ -95,9 +95,30 @@ thread_local! {
     static FIRST_PAINT_DONE: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The id of `index.html`'s data block: `data/anchors.csv` as text, written by the pre-render, read
+/// by both page modules ([`provide_page_data`]) so the page downloads it once.
+pub const DATA_BLOCK_ID: &str = "qe-anchors";
+
+/// Hand the page's `data/anchors.csv` (the data block in `index.html`) to `analysis` before the
+/// first use (`page-anchors` builds; the worker gets it from the page in a message instead).
+#[cfg(all(target_arch = "wasm32", feature = "page-anchors"))]
+pub fn provide_page_data() {
+    let text = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id(DATA_BLOCK_ID))
+        .map(|e| e.inner_html())
+        .unwrap_or_default();
+    analysis::dataset::provide_anchors_csv(text);
+}
+
+/// Nothing to hand over: this build embeds the file.
+#[cfg(not(all(target_arch = "wasm32", feature = "page-anchors")))]
+pub fn provide_page_data() {}
+
 /// Parse the embedded data ahead of the mount: the landing's start step 2, a task of its own
 /// (`assets/boot.js`), so that no one step of the start blocks input for long.
 pub fn prepare() {
+    provide_page_data();
     let _ = analysis::Dataset::embedded();
 }
 

@@ -13,6 +13,7 @@ fn main() {
         web::validate::run_worker();
         return;
     }
+    web::provide_page_data();
     leptos::mount::mount_to(web::util::app_root(), web::App).forget();
 }
 

@@ -22,6 +22,16 @@ pub const SLOT: &str = r#"<div id="prerender"></div>"#;
 pub const QUERY_SLOT: &str = r#"<meta name="qe-default-view" content="">"#;
 /// Where the context cards' `<template>`s go ([`crate::context_card`]).
 pub const CONTEXT_SLOT: &str = r#"<template id="qe-context"></template>"#;
+/// Where `data/anchors.csv` goes, as text both page modules read ([`crate::DATA_BLOCK_ID`]).
+pub const DATA_SLOT: &str = r#"<script type="text/plain" id="qe-anchors"></script>"#;
+/// `data/anchors.csv`, for the pre-render itself and the page's data block.
+pub const ANCHORS_FILE: &str = include_str!("../../../data/anchors.csv");
+
+/// The pre-render reads the same file as the page (its `landing` features embed none).
+fn provide_data() {
+    #[cfg(feature = "page-anchors")]
+    analysis::dataset::provide_anchors_csv(ANCHORS_FILE.to_string());
+}
 
 /// The state of a visitor who opens the bare URL.
 fn default_state() -> AppState {
@@ -31,6 +41,7 @@ fn default_state() -> AppState {
 /// Runs `f` in a fresh reactive owner, outside any tracking: a render reads each signal once, so
 /// Leptos's debug warning about untracked reads does not apply.
 fn render<T>(f: impl FnOnce() -> T) -> T {
+    provide_data();
     let _zone = leptos::reactive::diagnostics::SpecialNonReactiveZone::enter();
     Owner::new().with(f)
 }
@@ -109,8 +120,8 @@ fn strip_build_notes(page: &str) -> String {
         .join("\n")
 }
 
-/// `index_html` with the landing markup in [`SLOT`], the default query in [`QUERY_SLOT`] and the
-/// context cards of the embedded data in [`CONTEXT_SLOT`].
+/// `index_html` with the landing markup in [`SLOT`], the default query in [`QUERY_SLOT`], the
+/// context cards in [`CONTEXT_SLOT`] and `data/anchors.csv` in [`DATA_SLOT`].
 pub fn inject(index_html: &str, markup: &str, query: &str) -> Result<String, InjectError> {
     let index_html = &strip_build_notes(index_html);
     // Leptos marks text-node boundaries with `<!>` for hydration; this page is not hydrated.
@@ -129,7 +140,19 @@ pub fn inject(index_html: &str, markup: &str, query: &str) -> Result<String, Inj
             crate::chart::surface::esc(query)
         ),
     )?;
-    fill(&page, CONTEXT_SLOT, &crate::context_card::templates())
+    let page = fill(&page, CONTEXT_SLOT, &crate::context_card::templates())?;
+    // Raw text inside <script>: only a closing tag could end it early.
+    if ANCHORS_FILE.to_ascii_lowercase().contains("</script") {
+        return Err(InjectError::Slot {
+            slot: DATA_SLOT,
+            found: 0,
+        });
+    }
+    fill(
+        &page,
+        DATA_SLOT,
+        &format!(r#"<script type="text/plain" id="qe-anchors">{ANCHORS_FILE}</script>"#),
+    )
 }
 
 #[cfg(test)]
@@ -175,12 +198,14 @@ mod tests {
 
     #[test]
     fn injection_needs_each_slot_exactly_once() {
-        let page = format!("<head>{QUERY_SLOT}</head><body>{SLOT}{CONTEXT_SLOT}</body>");
+        let page = format!("<head>{QUERY_SLOT}</head><body>{SLOT}{CONTEXT_SLOT}{DATA_SLOT}</body>");
         let out = inject(&page, "<p>hi</p>", "?a=1&b=2").unwrap();
         assert!(out.contains(r#"<div id="prerender"><noscript>"#));
         // The embedded H200 context runs, as the card's template.
         assert!(out.contains(r#"<template id="qe-context-H200"><h2"#));
         assert!(!out.contains(CONTEXT_SLOT));
+        // The data block: the anchors file, once, as raw text.
+        assert!(out.contains(&format!(r#"id="qe-anchors">{ANCHORS_FILE}</script>"#)));
         assert!(out.contains("<p>hi</p></div>"));
         assert!(out.contains(r#"content="?a=1&amp;b=2""#));
         assert_eq!(

@@ -328,6 +328,8 @@ fn start(client: &Rc<RefCell<Client>>) -> Result<(), JsValue> {
                     (c.worker.clone(), std::mem::take(&mut c.queue))
                 };
                 if let Some(w) = worker {
+                    // The worker has no index.html to read the data from: it comes first.
+                    post(&w, 0, "a", analysis::dataset::anchors_csv());
                     for (id, kind, t) in queue {
                         post(&w, id, kind, &t);
                     }
@@ -444,7 +446,18 @@ pub fn dataset_json(done: impl FnOnce(String) + 'static) {
     );
 }
 
-/// The worker side: answer `[id, kind, payload]` with `"<id>\n<reply>"`.
+/// The page's `data/anchors.csv`, sent to the worker before any request (`page-anchors`).
+#[cfg(feature = "page-anchors")]
+fn provide_data(text: String) {
+    analysis::dataset::provide_anchors_csv(text);
+}
+
+/// This build embeds the file: the page's copy is the same bytes.
+#[cfg(not(feature = "page-anchors"))]
+fn provide_data(_: String) {}
+
+/// The worker side: answer `[id, kind, payload]` with `"<id>\n<reply>"`; `[0, "a", csv]`, the
+/// page's first message, is the data.
 pub fn run_worker() {
     let scope: web_sys::DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
     let reply_to = scope.clone();
@@ -454,6 +467,10 @@ pub fn run_worker() {
             let id = arr.get(0).as_f64().unwrap_or(0.0) as u32;
             let kind = arr.get(1).as_string().unwrap_or_default();
             let payload = arr.get(2).as_string().unwrap_or_default();
+            if kind == "a" {
+                provide_data(payload);
+                return;
+            }
             let reply = handle(&kind, &payload);
             let _ = reply_to.post_message(&format!("{id}\n{reply}").into());
         });

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use analysis::{dataset::ANCHORS_CSV, default_classes, Dataset};
+use analysis::{dataset::anchors_csv, default_classes, Dataset};
 
 use crate::util::{self, num, pct, size_b};
 
@@ -22,7 +22,7 @@ pub fn DataTab() -> impl IntoView {
     let csv_click = dl(
         "quantenergy-anchors.csv",
         "text/csv",
-        ANCHORS_CSV.to_string(),
+        anchors_csv().to_string(),
     );
     // The JSON (rows + fits) is written by the worker module, which holds the serializers.
     let json_click = move |_| {
@@ -50,7 +50,10 @@ pub fn DataTab() -> impl IntoView {
             <div class="card">
                 <h2 class="card-title">"Download the data"</h2>
                 <p class="sub">
-                    {format!("{n_rows} published configurations on {n_cards} cards ({n_repl} repeated, n ≥ 2). ")}
+                    {format!(
+                        "{n_rows} published configurations on {n_cards} cards ({n_repl} repeated, n ≥ 2), and {} rows of context runs (checks, on Optimize). ",
+                        ds.context.len()
+                    )}
                     "The same bytes the page and the command-line meter embed."
                 </p>
                 <div class="actions">
