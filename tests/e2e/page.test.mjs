@@ -606,6 +606,10 @@ test('the H200 context runs: ΔE along the context per stack, the context model 
   const kv = card.locator('.sweep').nth(2);
   assert.match(await kv.locator('.stack-name').innerText(), /KV cache q8_0/);
   assert.match(await kv.innerText(), /knows nothing of this stack's quantized one/);
+  // The optimizer reads the measured point where there is one: the graph engine at 4 096 tokens.
+  await page.goto(`${server.url}?tab=optimize&gpu=H200&model=Qwen2-1.5B&objective=min-energy&ctx=4096&stack=candle-graph`);
+  await page.locator('#opt-notes').waitFor();
+  assert.match(await page.locator('#opt-notes').textContent(), /at 4096 tokens on this card the batch-1 energies/);
   // A card without context runs shows no such card.
   await page.selectOption('#opt-gpu', 'RTX 4090');
   await page.waitForFunction(() => !document.querySelector('#context-runs'));

@@ -595,6 +595,8 @@ struct Setup<'a> {
     batch: &'a BatchCurve,
     /// Our own engines' per-precision batch curves (each engine's own sweep, never pooled).
     engine_batch: Vec<StackBatchCurve>,
+    /// The context runs measured on this card at this model's size ([`Dataset::context`]).
+    measured_context: Vec<&'a crate::dataset::Anchor>,
 }
 
 impl Setup<'_> {
@@ -645,7 +647,50 @@ impl Setup<'_> {
         }
     }
 
+    /// The context run measured at batch 1 for this engine and precision at `context` (its depth +
+    /// the 256 tokens it decodes, within 10 %), the one of most runs; its FP16 row of the same runs.
+    fn measured_at(
+        &self,
+        pe: &PrecisionEnergy,
+        batch: u32,
+        context: u32,
+    ) -> Option<(&crate::dataset::Anchor, &crate::dataset::Anchor)> {
+        if batch != 1 {
+            return None;
+        }
+        let near = |a: &crate::dataset::Anchor| {
+            let at = f64::from(a.context_depth.unwrap_or(0) + crate::context::DECODE_TOKENS);
+            (f64::from(context) - at).abs() <= 0.1 * at
+        };
+        let row = self
+            .measured_context
+            .iter()
+            .filter(|a| a.precision == pe.precision && a.engine() == pe.engine && near(a))
+            .max_by_key(|a| a.n.unwrap_or(0))?;
+        let fp16 = self.measured_context.iter().find(|o| {
+            o.precision == Precision::Fp16
+                && o.session == row.session
+                && o.stack == row.stack
+                && o.context_depth == row.context_depth
+        })?;
+        Some((row, fp16))
+    }
+
     fn candidate(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> Candidate {
+        let mut c = self.modelled_candidate(pe, batch, context);
+        if let Some((row, fp16)) = self.measured_at(pe, batch, context) {
+            if let (Some(e), Some(f), Some(d)) = (row.energy_mj, fp16.energy_mj, row.delta_pct()) {
+                // Measured at this depth, FP16 in the same runs: the energy is the row's.
+                c.energy_mj_per_token = Tagged::new(e, Tag::Measured);
+                c.fp16_energy_mj_per_token = Tagged::new(f, Tag::Measured);
+                c.delta_vs_fp16_pct = Tagged::new(d, Tag::Measured);
+                c.context_factor = Tagged::new(1.0, Tag::Measured);
+            }
+        }
+        c
+    }
+
+    fn modelled_candidate(&self, pe: &PrecisionEnergy, batch: u32, context: u32) -> Candidate {
         let (step, bound) = self.step_ms(pe, batch, context);
         let (ref_step, _) = self.step_ms(pe, batch, ENERGY_REFERENCE_CONTEXT);
         // Energy per token ∝ step time at fixed power: longer KV reads cost proportionally more.
@@ -1024,10 +1069,28 @@ pub fn optimize_with(
         cal,
         batch: batch_curve(),
         engine_batch: engine_batch_curves(ds),
+        measured_context: ds
+            .context
+            .iter()
+            .filter(|a| {
+                ds.gpu(&a.gpu).is_some_and(|g| std::ptr::eq(g, gpu))
+                    && crate::estimate::same_size(a.params_b, shape.params_b)
+            })
+            .collect(),
     };
     let engines = distinct_engines(&energies);
     notes.extend(engine_notes(&setup, &engines));
     let all = setup.grid(&energies, req.context);
+    if let Some(c) = all
+        .iter()
+        .find(|c| c.context_factor.tag == Tag::Measured && c.context != 0)
+    {
+        notes.push(format!(
+            "context: at {} tokens on this card the batch-1 energies of the formats measured there (context runs: \
+             decode after the depth's tokens were cached, FP16 in the same runs) are measured, not modelled",
+            c.context
+        ));
+    }
     let feasible = feasible_ranked(&all, req, gpu.vram_gb);
     let least = if feasible.is_empty() {
         least_violating(&all, &req.budgets, gpu.vram_gb)
@@ -1484,6 +1547,51 @@ mod tests {
                 assert_eq!(c.energy_mj_per_token.tag, Tag::Modelled);
             }
         }
+    }
+
+    /// Where a context run was measured on the card (H200, Qwen2-1.5B, the graph engine, depth
+    /// 4 096), the candidate at that context is the measured row, FP16 of the same runs, tagged
+    /// measured; a context nobody measured stays modelled.
+    #[test]
+    fn a_measured_context_point_replaces_the_model_there() {
+        let mut q = req("H200", 1.5, Objective::MinEnergy);
+        q.model = Some("Qwen2-1.5B".into());
+        q.params_b = None;
+        q.engine = Some("candle-graph".into());
+        q.context = Some(4096);
+        let r = optimize(&q).unwrap();
+        let all: Vec<&Candidate> = r
+            .optimum
+            .iter()
+            .chain(r.alternatives.iter().map(|a| &a.candidate))
+            .chain(r.pareto.iter())
+            .collect();
+        let q4 = all
+            .iter()
+            .find(|c| c.precision == Precision::Q4_0 && c.batch == 1)
+            .expect("Q4_0 at batch 1 among the results");
+        // The three-run row of session 22: 508.27 vs 728.27 mJ, ΔE −30.21 %.
+        assert_eq!(q4.energy_mj_per_token.tag, Tag::Measured);
+        assert!(
+            (q4.energy_mj_per_token.value - 508.27).abs() < 1e-9,
+            "{q4:?}"
+        );
+        assert!((q4.fp16_energy_mj_per_token.value - 728.27).abs() < 1e-9);
+        assert!((q4.delta_vs_fp16_pct.value - -30.2087).abs() < 1e-3);
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.contains("at 4096 tokens on this card")));
+        q.context = Some(8192);
+        let r = optimize(&q).unwrap();
+        assert!(r
+            .pareto
+            .iter()
+            .all(|c| c.context_factor.tag == Tag::Modelled));
+        assert!(!r
+            .notes
+            .iter()
+            .any(|n| n.contains("on this card the batch-1 energies")));
     }
 
     #[test]
