@@ -115,16 +115,9 @@ pub fn context_series(ds: &Dataset, classes: &[CurveClass]) -> Vec<ContextSeries
     out
 }
 
-/// The FP16 context row of the same runs as `a`: same card, session, model, stack and depth.
+/// The FP16 context row of the same runs as `a`.
 fn fp16_of<'a>(rows: &'a [Anchor], a: &Anchor) -> Option<&'a Anchor> {
-    rows.iter().find(|o| {
-        o.precision == Precision::Fp16
-            && o.gpu == a.gpu
-            && o.session == a.session
-            && o.model == a.model
-            && o.stack == a.stack
-            && o.context_depth == a.context_depth
-    })
+    rows.iter().find(|o| o.is_fp16_beside(a))
 }
 
 fn point_of(ds: &Dataset, classes: &[CurveClass], a: &Anchor, fp16: &Anchor) -> ContextPoint {

@@ -149,6 +149,18 @@ impl Anchor {
         }
     }
 
+    /// Whether this is the FP16 row measured beside `row`: same card, session, model, stack, batch
+    /// and context depth (the FP16 arm of the same runs).
+    pub fn is_fp16_beside(&self, row: &Anchor) -> bool {
+        self.precision == Precision::Fp16
+            && self.gpu == row.gpu
+            && self.session == row.session
+            && self.model == row.model
+            && self.stack == row.stack
+            && self.batch == row.batch
+            && self.context_depth == row.context_depth
+    }
+
     /// ΔE% vs FP16 recomputed from the row's two energies; the published percentage columns are
     /// never trusted (upstream once published one that was off by up to 14 points).
     pub fn delta_pct(&self) -> Option<f64> {

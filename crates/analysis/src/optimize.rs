@@ -667,12 +667,10 @@ impl Setup<'_> {
             .iter()
             .filter(|a| a.precision == pe.precision && a.engine() == pe.engine && near(a))
             .max_by_key(|a| a.n.unwrap_or(0))?;
-        let fp16 = self.measured_context.iter().find(|o| {
-            o.precision == Precision::Fp16
-                && o.session == row.session
-                && o.stack == row.stack
-                && o.context_depth == row.context_depth
-        })?;
+        let fp16 = self
+            .measured_context
+            .iter()
+            .find(|o| o.is_fp16_beside(row))?;
         Some((row, fp16))
     }
 

@@ -61,14 +61,7 @@ impl SyntheticPair<'_> {
 
 /// The FP16 row of `row`'s model, session and stack.
 fn fp16_of<'a>(anchors: &'a [Anchor], row: &Anchor) -> Option<&'a Anchor> {
-    anchors.iter().find(|a| {
-        a.precision == Precision::Fp16
-            && a.gpu == row.gpu
-            && a.model == row.model
-            && a.session == row.session
-            && a.stack == row.stack
-            && a.batch == row.batch
-    })
+    anchors.iter().find(|a| a.is_fp16_beside(row))
 }
 
 /// Every real row that has a synthetic twin in `anchors` (batch 1, not FP16), in file order.
