@@ -1,7 +1,8 @@
 //! The dataset's CSV parsers, `analysis::dataset::parse_anchors` and `parse_gpus` (`data/anchors.csv`,
-//! `data/gpus.csv`; `Dataset::parse` is the two together), on arbitrary text, and the crossover fits
-//! (`analysis::curves::fit_classes`, what the page refits for "include my points") on the anchors
-//! that parse, beside the embedded cards.
+//! `data/gpus.csv`; `Dataset::parse` is the two together), on arbitrary text; then, on the anchors
+//! that parse, beside the embedded cards, the context series of the rows with a depth
+//! (`analysis::context`) and the crossover fits (`analysis::curves::fit_classes`, what the page
+//! refits for "include my points").
 //!
 //! Asserts besides "no panic": every number a row yields is finite and ≥ 0 (the parser's
 //! contract, which the fits rely on); a card looked up by a parsed name is found; every fitted
@@ -24,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let ds = Dataset {
             anchors: Vec::new(),
+            context: Vec::new(),
             gpus: gpus.clone(),
         };
         for g in gpus.iter().take(8) {
@@ -43,6 +45,7 @@ fuzz_target!(|data: &[u8]| {
             a.throughput_tok_s,
             a.avg_power_w,
             a.cv_pct,
+            a.prefill_mj,
         ]
         .into_iter()
         .flatten()
@@ -56,10 +59,18 @@ fuzz_target!(|data: &[u8]| {
     if anchors.len() > 64 {
         return; // the fits are the slow part; 64 rows reach every branch
     }
+    let (context, anchors) = anchors.into_iter().partition(|a| a.context_depth.is_some());
     let ds = Dataset {
         anchors,
+        context,
         gpus: Dataset::embedded().gpus.clone(),
     };
+    // The context series (their FP16 rows, intervals and prefill ratios) of whatever parsed.
+    for s in analysis::context::context_series(&ds, &[]) {
+        for p in &s.points {
+            let _ = (p.error_pct(), p.prefill_delta_pct(), p.model_within_interval());
+        }
+    }
     for a in &ds.anchors {
         if let Some(fp16) = ds.fp16_row_of(a) {
             let _ = a.delta_halfwidth_pct(fp16);
