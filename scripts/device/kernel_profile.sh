@@ -7,7 +7,11 @@
 #     e.g. kernel_profile.sh qwen2-1.5b Q4_0 1024 default base QE_ATTN_MIN_POSITIONS=64
 # SETTING: `default` (the carried meter), `base` (.ship/quantenergy-base.xz, another build), or
 # VAR=VALUE for the carried meter. Needs llama.cpp's tree (.ship/llama.cpp.tar.xz) for llama-bench;
-# LLAMA=0 skips it. Everything comes back as $OUT/profile.tgz, with a summary table per run.
+# LLAMA=0 skips it, OURS=0 profiles llama-bench alone (the folder keeps earlier runs). KFILTER (a
+# regex) profiles only the kernels it names: at long depths the prefill's launches are too many to
+# skip by count. DETAIL=1 adds one attention launch of each side under `--set full` (memory
+# throughput, occupancy, stall reasons). Everything comes back as $OUT/profile.tgz, a folder per
+# shape, format and depth (several calls in one sitting add up), with a summary table per run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -15,7 +19,7 @@ SHAPE=${1:?shape} FORMAT=${2:?format} DEPTH=${3:?depth}
 shift 3
 [ $# -gt 0 ] || set -- default
 T0=$(date +%s)
-R=/tmp/profile; rm -rf "$R"; mkdir -p "$R"
+R=/tmp/profile/$SHAPE-$FORMAT-$DEPTH; mkdir -p "$R"
 exec > >(tee -a "$OUT/profile.log") 2>&1
 say() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 bundle() { (cd /tmp && tar czf "$OUT/profile.tgz" profile); }
@@ -34,11 +38,19 @@ fi
 profile() {
   local tag=$1; shift
   say "ncu: $tag"
+  local filter=(); [ -n "${KFILTER:-}" ] && filter=(-k "regex:$KFILTER")
   timeout 300 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    --launch-skip "${SKIP:-4000}" --launch-count "${COUNT:-600}" --csv --log-file "$R/ncu-$tag.log" \
+    "${filter[@]}" --launch-skip "${SKIP:-4000}" --launch-count "${COUNT:-600}" --csv --log-file "$R/ncu-$tag.log" \
     "$@" > "$R/ncu-$tag.csv" 2> "$R/ncu-$tag.err"
   echo "rc $?" >> "$R/ncu-$tag.err"
+  [ "${DETAIL:-0}" = 1 ] || return 0
+  # The full sections of one attention launch well inside the decode (either side's kernel name).
+  timeout 200 "$NCU" --clock-control none --cache-control none --set full \
+    -k "regex:decode_attn|flash_attn_ext_vec" --launch-skip "${DETAIL_SKIP:-60}" --launch-count 1 \
+    "$@" > "$R/detail-$tag.txt" 2>&1
+  echo "rc $?" >> "$R/detail-$tag.txt"
 }
+[ "${OURS:-1}" = 1 ] || set --
 for s in "$@"; do
   env=""; bin=$QE
   case $s in default) ;; base) bin=/tmp/qe/base ;; *) env=$s ;; esac

@@ -617,6 +617,23 @@ test('the H200 context runs: ΔE along the context per stack, the context model 
   await context.close();
 });
 
+test('the Tested tab shows the picked model\'s context runs, and none for a model without them', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=tested&gpu=H200&model=Qwen2-1.5B`);
+  const card = page.locator('#tested-context-runs');
+  await card.waitFor();
+  assert.match(await card.locator('.card-title').innerText(), /^Qwen2-1\.5B on the H200: ΔE along the context, measured/);
+  // The same three stacks as the Optimize tab's card, and only this model's.
+  assert.equal(await card.locator('.sweep').count(), 3);
+  assert.deepEqual(await card.locator('.sweep').nth(0).locator('tbody th').allInnerTexts(), ['16 (anchor)', '1024', '4096', '4096', '16384']);
+  assert.match(await card.locator('.sweep').nth(1).innerText(), /−53\.0 %/);
+  // Qwen2-7B has no context runs on this card: no card.
+  await page.selectOption('#model-select', 'Qwen2-7B');
+  await page.waitForFunction(() => !document.querySelector('#tested-context-runs'));
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('first load and whole app stay within their gzip budgets', async () => {
   const gz = (rel) => zlib.gzipSync(fs.readFileSync(path.join(DIST, rel)), { level: 9 }).length;
   const { page, context } = await openPage(browser);

@@ -1,13 +1,18 @@
 //! The Optimize tab's "ΔE along the context" card, rendered once at build time: the measured
 //! context runs (`data/anchors.csv` rows with a `context_depth`) of each card, per model and stack,
 //! beside what the optimizer's context model gives at each depth ([`analysis::context`]). The
-//! pre-render hook puts one `<template>` per card into `index.html`; the page shows it
-//! (`tabs::sweeps::context_runs`). Static data, static markup: nothing of it is computed in the
+//! pre-render hook puts one `<template>` per card, and one per card and model for the Tested tab,
+//! into `index.html`; the page shows them (`tabs::sweeps::context_runs`). Static data, static markup: nothing of it is computed in the
 //! browser, which keeps it out of the page's wasm budget.
 
-/// The `<template>` element holding a card's markup (`qe-context-H200`).
-pub fn template_id(gpu: &str) -> String {
-    let slug: String = gpu
+/// The `<template>` element holding a card's markup (`qe-context-H200`), or only one model's
+/// series on that card (`qe-context-H200-Qwen2-1-5B`, the model as the Tested tab names it).
+pub fn template_id(gpu: &str, model: Option<&str>) -> String {
+    let name = match model {
+        Some(m) => format!("{gpu}-{m}"),
+        None => gpu.to_string(),
+    };
+    let slug: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
@@ -27,7 +32,15 @@ mod markup {
     use crate::tabs::tested::base_model;
     use crate::util::{delta_bar, num, pct};
 
-    /// Every card's context card as a `<template>`, from `data/anchors.csv`.
+    /// What a card's context runs measure, and how to read their rows.
+    const LEDE: &str = "Decode energy per output token once the depth's tokens are in the KV cache \
+        (the prefill has its own window): ΔE vs the same runs' FP16 arm ± its paired 95 % interval, \
+        beside the optimizer's context model at that depth and its error (model − measured). These \
+        rows check the model, never fit it; a first row marked anchor is the stack's short-prompt \
+        row (16 prompt tokens), which the model is fitted to.";
+
+    /// Every card's context card as a `<template>`, and each of its models' series alone (the
+    /// Tested tab's card), from `data/anchors.csv`.
     pub fn templates() -> String {
         let ds = &Dataset::parse(crate::prerender::ANCHORS_FILE, analysis::dataset::GPUS_CSV)
             .expect("data/anchors.csv is checked by tests");
@@ -40,23 +53,43 @@ mod markup {
             }
             done.push(gpu);
             let name = ds.gpu(gpu).map_or(gpu, |g| g.name.as_str());
-            let tables: String = all
-                .iter()
-                .filter(|s| s.gpu == gpu)
-                .map(series_html)
-                .collect();
-            out.push_str(&format!(
-                "<template id=\"{}\"><h2 class=\"card-title\">Measured on the {}: ΔE along the context</h2>\
-                 <p class=\"sub\">Decode energy per output token once the depth's tokens are in the KV cache \
-                 (the prefill has its own window): ΔE vs the same runs' FP16 arm ± its paired 95 % interval, \
-                 beside the optimizer's context model at that depth and its error (model − measured). These \
-                 rows check the model, never fit it; a first row marked anchor is the stack's short-prompt \
-                 row (16 prompt tokens), which the model is fitted to.</p>{tables}</template>",
-                super::template_id(name),
-                esc(name),
+            let on_card: Vec<&ContextSeries> = all.iter().filter(|s| s.gpu == gpu).collect();
+            let tables: String = on_card.iter().map(|s| series_html(s)).collect();
+            out.push_str(&template(
+                &super::template_id(name, None),
+                &format!("Measured on the {}: ΔE along the context", esc(name)),
+                &tables,
             ));
+            let mut models: Vec<&str> = Vec::new();
+            for m in on_card.iter().map(|s| base_model(&s.model)) {
+                if models.contains(&m) {
+                    continue;
+                }
+                models.push(m);
+                let tables: String = on_card
+                    .iter()
+                    .filter(|s| base_model(&s.model) == m)
+                    .map(|s| series_html(s))
+                    .collect();
+                out.push_str(&template(
+                    &super::template_id(name, Some(m)),
+                    &format!(
+                        "{} on the {}: ΔE along the context, measured",
+                        esc(m),
+                        esc(name)
+                    ),
+                    &tables,
+                ));
+            }
         }
         out
+    }
+
+    fn template(id: &str, title: &str, tables: &str) -> String {
+        format!(
+            "<template id=\"{id}\"><h2 class=\"card-title\">{title}</h2><p class=\"sub\">{LEDE}</p>\
+             {tables}</template>"
+        )
     }
 
     fn series_html(s: &ContextSeries) -> String {

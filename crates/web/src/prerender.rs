@@ -203,6 +203,14 @@ mod tests {
         assert!(out.contains(r#"<div id="prerender"><noscript>"#));
         // The embedded H200 context runs, as the card's template.
         assert!(out.contains(r#"<template id="qe-context-H200"><h2"#));
+        // And the one model measured there along the context, alone (the Tested tab's card); the
+        // ids are the page's: the card's name and the model as the Tested tab's picker names it.
+        let one = r#"<template id="qe-context-H200-Qwen2-1-5B"><h2 class="card-title">Qwen2-1.5B on the H200"#;
+        assert!(out.contains(one));
+        assert_eq!(
+            crate::context_card::template_id("H200", Some("Qwen2-1.5B")),
+            "qe-context-H200-Qwen2-1-5B"
+        );
         assert!(!out.contains(CONTEXT_SLOT));
         // The data block: the anchors file, once, as raw text.
         assert!(out.contains(&format!(r#"id="qe-anchors">{ANCHORS_FILE}</script>"#)));

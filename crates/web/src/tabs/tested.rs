@@ -623,6 +623,9 @@ pub fn TestedTab() -> impl IntoView {
             <Show when=move || { step.get() >= 3 }>
                 <SyntheticCard/>
             </Show>
+            <Show when=move || { step.get() >= 3 }>
+                <ContextCard/>
+            </Show>
             <Show when=move || { step.get() >= 4 }>
                 <CrossoverCard/>
             </Show>
@@ -760,6 +763,18 @@ fn EnergyCard() -> impl IntoView {
                 </p>
             </div>
     }
+}
+
+/// The picked model's context runs on the picked card, where it has some: the bars above decode
+/// after a 16-token prompt, these once the depth's tokens are in the KV cache (pre-rendered, as
+/// the Optimize tab's card).
+#[component]
+fn ContextCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    super::sweeps::context_template(
+        move || crate::context_card::template_id(&st.gpu.get(), Some(&st.model.get())),
+        "tested-context-runs",
+    )
 }
 
 /// The picked card's real-vs-synthetic pairs that concern the picked model (as the real model
