@@ -8,6 +8,8 @@
 #   context_campaign.sh prep SHAPE FORMATS          build llama-server (CUDA), write the GGUFs
 #   context_campaign.sh run SHAPE FORMATS DEPTHS R…  the repeats R, stacks alternating, to BUDGET_S (520)
 #     e.g. run qwen2-1.5b F16,Q8_0,Q4_0 16,1024,4096,16384 1
+#     DEPTHS `prompts`: the committed prompt set (data/prompts/prompt-set-v1.json) instead, its
+#     requests end to end (`measure --prompts`), the server's context window 8 192.
 # STACKS (default "graph llama llama-kvq8") picks stacks; SESSION names the session (default
 # h200-context-2026-12). Carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz. Results: $OUT/campaign.tgz
 # (reports, logs, the GPU), bundled after every run, so a call stopped at its limit keeps them.
@@ -33,6 +35,8 @@ case "$phase" in
     nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee -a "$R/gpu.txt"
     BIN=/tmp/peers/llama-build-cuda/bin
     last=${DEPTHS##*,}
+    workload=(--context "$DEPTHS")
+    [ "$DEPTHS" = prompts ] && { last=7680; workload=(--prompts data/prompts/prompt-set-v1.json); }
     files=(); for t in ${FORMATS//,/ }; do files+=(--model-file "$t=/tmp/peers/gguf/$SHAPE-$t.gguf"); done
     server="$BIN/llama-server -m {model} --port {port} -ngl 999 -fa on -np 1 -c $((last + 512))"
     for r in "$@"; do
@@ -44,7 +48,7 @@ case "$phase" in
           llama-kvq8) args=(--server-cmd "$server -ctk q8_0 -ctv q8_0" --api llama "${files[@]}") ;;
         esac
         say "$stack r$r: $SHAPE $FORMATS at $DEPTHS"
-        "$QE" measure "${args[@]}" --context "$DEPTHS" --min-window-s 5 --cooldown-max-s 8 \
+        "$QE" measure "${args[@]}" "${workload[@]}" --min-window-s 5 --cooldown-max-s 8 \
           --session "${SESSION:-h200-context-2026-12}-$stack" --order-seed 41 --order-repeat "$r" \
           --out "$R/$stack" --name "$SHAPE-$stack-r$r" > "$R/$stack-r$r.log" 2>&1
         echo "rc $?" >> "$R/$stack-r$r.log"; grep -E "mJ/token|^rc|rror" "$R/$stack-r$r.log" | head -8

@@ -53,6 +53,7 @@ pub fn estimate_report(e: &Estimate, gpu: &str, model_name: &str) -> Report {
             batch_size: e.input.batch.max(1),
             context_length: Some(e.input.context),
             context_depth: None,
+            prompt_set: None,
             extra: Extra::new(),
         },
         measurement: Measurement {
@@ -75,6 +76,7 @@ pub fn estimate_report(e: &Estimate, gpu: &str, model_name: &str) -> Report {
             basis: e.basis,
             note: Some(note),
             prefill: None,
+            requests: None,
             extra: Extra::new(),
         },
         quality: None,

@@ -897,6 +897,9 @@ pub struct Aggregation {
     pub invalid: usize,
     /// Measured arms left out because their window's validity is flagged.
     pub flagged_left_out: usize,
+    /// Measured prompt-set reports, never pooled into a row: their figures are whole requests'
+    /// (each prompt's prefill included), where every row holds a decode's.
+    pub prompt_sets: usize,
 }
 
 /// Aggregate the measured reports of a directory: one row per (session, stack, model,
@@ -908,9 +911,13 @@ pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregatio
     let mut arms: Vec<RunArm> = Vec::new();
     let mut meta: Vec<(String, ModelMeta)> = Vec::new();
     let (reports, invalid) = read_reports(dir)?;
-    let (mut estimates, mut failed) = (0, 0);
+    let (mut estimates, mut failed, mut prompt_sets) = (0, 0, 0);
     for (_, rep) in &reports {
         match kind_of(rep) {
+            ReportKind::MeasuredRun if rep.workload.prompt_set.is_some() => {
+                prompt_sets += 1;
+                continue;
+            }
             ReportKind::MeasuredRun => {}
             ReportKind::Estimate => {
                 estimates += 1;
@@ -953,6 +960,7 @@ pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregatio
         failed,
         invalid,
         flagged_left_out,
+        prompt_sets,
     })
 }
 
@@ -1436,6 +1444,29 @@ mod tests {
             ..none
         };
         assert!(given.check(&agg.rows).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn prompt_set_runs_are_never_pooled_with_decodes() {
+        let mut served = run(3, Some("s1"), "n", "candle");
+        served["workload"]["prompt_set"] = json!({"name": "set", "sha256": "ab".repeat(32),
+            "prompts": 2, "prompt_tokens": 500, "output_tokens": 30, "token_counts": "Qwen2"});
+        served["results"]["prefill"] = json!({"energy_per_prompt_token_mj": 3.0, "prompt_tokens": 500,
+            "prefills": 2, "window_seconds": 5.0, "counter_joules": 1.5, "time_to_first_token_ms": 20.0});
+        served["results"]["requests"] = json!({"requests": 4, "passes": 2,
+            "energy_per_request_joules": 9.0, "prompt_tokens": 1000, "time_to_first_token_p90_ms": 30.0});
+        let dir = dir_of(
+            "prompt-sets",
+            &[
+                run(1, Some("s1"), "n", "candle"),
+                run(2, Some("s1"), "n", "candle"),
+                served,
+            ],
+        );
+        let agg = aggregate_anchors(&dir, true).unwrap();
+        assert_eq!((agg.prompt_sets, agg.invalid), (1, 0), "{agg:?}");
+        assert_eq!(q4k(&agg.rows)[0].n, 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

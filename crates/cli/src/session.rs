@@ -216,10 +216,15 @@ pub fn write_reports(
     Ok(MeasureResult { reports, measured })
 }
 
-/// A context run's default file stem carries its depth (`_c<depth>`); a named run keeps its name
-/// (`measure` appends the depth itself when one `--context` list names several).
+/// A context run's default file stem carries its depth (`_c<depth>`), a prompt-set run's
+/// `_prompts`; a named run keeps its name (`measure` appends the depth itself when one
+/// `--context` list names several).
 fn context_names(opts: &MeasureOptions, cfg: &ProtocolConfig) -> (Option<String>, String) {
-    let suffix = cfg.context.map(|d| format!("_c{d}")).unwrap_or_default();
+    let suffix = match (&cfg.prompts, cfg.context) {
+        (Some(_), _) => "_prompts".to_string(),
+        (None, Some(d)) => format!("_c{d}"),
+        (None, None) => String::new(),
+    };
     (opts.name.clone(), suffix)
 }
 

@@ -1062,6 +1062,80 @@ fn measure_context_without_a_gpu_writes_one_estimate_per_depth() {
     );
 }
 
+/// `--prompts` without a GPU: the committed set is read and named in the report, but nothing is
+/// estimated (the figure would include every prefill, which the estimator does not model); a bad
+/// set is refused at the edge naming the file and the field, and `--context` or `--tokens`
+/// beside it are refused by clap.
+#[test]
+fn measure_prompts_without_a_gpu_names_the_set_and_estimates_nothing() {
+    let dir = std::env::temp_dir().join(format!("qe-prompts-{}", std::process::id()));
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-1.5b",
+        "--precision",
+        "Q4_0",
+        "--gpu",
+        "H200",
+        "--prompts",
+        "data/prompts/prompt-set-v1.json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let path = dir.join("Qwen2-1.5B_Q4_0_b1_prompts.estimate.json");
+    let v = report::validate_str(&std::fs::read_to_string(&path).unwrap());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    let r = v.report.unwrap();
+    assert_eq!(r.results.basis, report::Basis::Unavailable);
+    assert_eq!(r.results.energy_per_token_mj, None);
+    assert!(r.results.note.unwrap().contains("does not model"));
+    let set = r.workload.prompt_set.unwrap();
+    assert_eq!(
+        (set.name.as_str(), set.prompts),
+        ("quantenergy-prompts-v1", 10)
+    );
+    assert_eq!((set.prompt_tokens, set.output_tokens), (13_912, 1_984));
+    // The longest request: 6 290 prompt tokens and 384 output tokens.
+    assert_eq!(r.workload.context_length, Some(6_674));
+    std::fs::remove_dir_all(&dir).ok();
+
+    let bad = std::env::temp_dir().join(format!("qe-bad-prompts-{}.json", std::process::id()));
+    std::fs::write(
+        &bad,
+        r#"{"name": "x", "license": "CC0-1.0", "token_counts": "q", "prompts": [
+            {"id": "a", "kind": "chat", "prompt_tokens": 0, "output_tokens": 4, "text": ""}]}"#,
+    )
+    .unwrap();
+    let o = qe(&[
+        "measure",
+        "--synthetic",
+        "qwen2-1.5b",
+        "--prompts",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("$.prompts[0].prompt_tokens: 0 is not in 1..=1048576"),
+        "{err}"
+    );
+    std::fs::remove_file(&bad).ok();
+    for other in [["--context", "1024"], ["--tokens", "64"]] {
+        let mut a = vec![
+            "measure",
+            "--synthetic",
+            "qwen2-1.5b",
+            "--prompts",
+            "data/prompts/prompt-set-v1.json",
+        ];
+        a.extend(other);
+        let o = qe(&a);
+        assert_eq!(o.status.code(), Some(2), "{other:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    }
+}
+
 /// An external server's size beyond what a report may say (the fuzz target `cli_args` found
 /// `--params-b 71048576` writing a report `validate` refused), or not a size: exit 2 naming
 /// `--params-b`, nothing written.

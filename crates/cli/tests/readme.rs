@@ -49,6 +49,10 @@ const EXPECTED: &[(&str, Expect)] = &[
         Expect::Runs,
     ),
     (
+        "measure --synthetic qwen2-1.5b --precision Q4_0 --prompts",
+        Expect::Runs,
+    ),
+    (
         "sweep data/measurements/h200/plan.toml",
         Expect::Skip("the H200 campaign: it would write into the repository's plan folder"),
     ),

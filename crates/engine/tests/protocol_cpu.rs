@@ -149,3 +149,47 @@ fn graph_engine_context_run_on_cpu_under_the_fake_meter() {
     let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
     assert!(v.errors.is_empty(), "{:?}", v.errors);
 }
+
+/// A prompt-set run through the graph engine on the CPU: each pass serves both requests (a fresh
+/// prefill of 24 or 40 tokens in one cache of 43, then 4 or 3 tokens from that depth), the
+/// prefills also alone in their own window, and the report validates with its requests.
+#[test]
+fn graph_engine_prompt_set_run_on_cpu_under_the_fake_meter() {
+    let shape = tiny_qwen2();
+    let m = meter();
+    let inner = CandleFactory::new(
+        WeightSource::Synthetic { shape, seed: 3 },
+        candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let mut f = engine::factory(meter::decoder::EngineKind::Graph, inner);
+    let set = meter::prompts::PromptSet::parse(
+        br#"{"name": "tiny", "license": "CC0-1.0", "token_counts": "none", "prompts": [
+            {"id": "a", "kind": "chat", "prompt_tokens": 24, "output_tokens": 4, "text": ""},
+            {"id": "b", "kind": "rag", "prompt_tokens": 40, "output_tokens": 3, "text": ""}]}"#,
+    )
+    .unwrap();
+    let mut c = short_protocol(&["Q4_0"]);
+    c.baseline = Some(p("F32"));
+    c.iterations = 2;
+    c.prompts = Some(set);
+    c.min_window_s = 0.0;
+    let out = run_ticking(&c, &m, f.as_mut());
+    for a in &out.arms {
+        let r = a
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", a.precision));
+        // 2 passes of 4 + 3 tokens; their prefills are not counted as output.
+        assert_eq!(r.tokens_generated, 14, "{}", a.precision);
+        let q = r.requests.as_ref().expect("a requests window");
+        assert_eq!((q.passes, q.requests, q.prompt_tokens), (2, 4, 128));
+        let pre = r.prefill.as_ref().expect("a prefill window");
+        assert_eq!((pre.prefills, pre.prompt_tokens), (2, 64));
+    }
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_0")).unwrap();
+    assert_eq!(rep.workload.context_length, Some(43));
+    assert_eq!(rep.results.requests.as_ref().unwrap().requests, 4);
+    let v = report::validate_str(&serde_json::to_string(&rep).unwrap());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+}

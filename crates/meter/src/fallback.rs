@@ -72,6 +72,18 @@ pub fn estimate_report(
 ) -> report::Report {
     let gpu = card.unwrap_or("no GPU detected").to_string();
     let mut rep = match card.and_then(report::arch_from_gpu_name) {
+        // Its figures are the requests' end to end, each prompt's prefill included: the
+        // estimator models the decode alone, so there is nothing to estimate.
+        _ if cfg.prompts.is_some() => {
+            let mut rep = no_card_report(&gpu, model_name, params_b, p, cfg);
+            rep.measurement.method = "none: nothing was run".into();
+            rep.results.note = Some(
+                "No estimate: a prompt-set run's energy per output token includes every prompt's \
+                 prefill, which the estimator does not model."
+                    .into(),
+            );
+            rep
+        }
         Some(arch) => {
             let input = analysis::EstimateInput {
                 arch,
@@ -88,6 +100,10 @@ pub fn estimate_report(
     };
     let note = rep.results.note.take().unwrap_or_default();
     rep.results.note = Some(format!("Not measured: {reason}. {note}"));
+    if let Some(set) = &cfg.prompts {
+        rep.workload.prompt_set = Some(set.report_ref());
+        rep.workload.context_length = Some(cfg.capacity() as u32);
+    }
     // A sweep's session labels every report its jobs write, estimates too (aggregate counts
     // and skips them per session).
     if let Some(s) = &cfg.session {
@@ -163,6 +179,7 @@ pub fn unmeasured_report(
             batch_size: batch as u32,
             context_length: Some(context as u32),
             context_depth: None,
+            prompt_set: None,
             extra: Default::default(),
         },
         measurement: report::Measurement {
@@ -185,6 +202,7 @@ pub fn unmeasured_report(
             basis: report::Basis::Unavailable,
             note: None,
             prefill: None,
+            requests: None,
             extra: Default::default(),
         },
         quality: None,

@@ -44,6 +44,7 @@ pub mod multi_meter;
 #[cfg(feature = "nvml")]
 pub mod nvml_meter;
 pub mod overhead;
+pub mod prompts;
 pub mod protocol;
 /// The weight-read arithmetic lives in `analysis` (pure); the meter fills it from what it loaded.
 pub use analysis::weight_reads as roofline;

@@ -84,12 +84,27 @@ pub struct ProtocolConfig {
     /// window can be off by several percent). Each window gets `iterations`, or as many more as
     /// the last timed warm-up says it takes to last this long (none without a warm-up).
     pub min_window_s: f64,
+    /// A prompt-set run: the set's requests served one after another (a fresh prefill of each
+    /// prompt, then its output tokens), as a server with one stream serves them. Each arm
+    /// measures a prefill window (every prompt's prefill, back to back) and a window of whole
+    /// requests; the report's figures are the requests' (end to end, per output token), the
+    /// prefill's beside them. Replaces `prompt_len` and `tokens`; never with `context`.
+    pub prompts: Option<crate::prompts::PromptSet>,
 }
 
 impl ProtocolConfig {
     /// The prompt each sequence is fed: the context depth, else `prompt_len`.
     pub fn prompt_tokens(&self) -> usize {
         self.context.unwrap_or(self.prompt_len)
+    }
+
+    /// The KV cache a sequence needs: the prompt and the tokens after it, or a prompt set's
+    /// longest request.
+    pub fn capacity(&self) -> usize {
+        match &self.prompts {
+            Some(set) => set.capacity(),
+            None => self.prompt_tokens() + self.tokens,
+        }
     }
 }
 
@@ -250,6 +265,7 @@ impl Default for ProtocolConfig {
             order: ArmOrder::Seeded,
             context: None,
             min_window_s: 5.0,
+            prompts: None,
         }
     }
 }
@@ -304,8 +320,11 @@ pub struct ArmMeasurement {
     pub served: Option<crate::served::Served>,
     /// The bytes of weights a decode step of this arm reads, where the engine can say.
     pub weight_bytes: Option<crate::roofline::DecodeWeightBytes>,
-    /// A context run's prefill window (the fields above are then its decode window's).
+    /// A context run's prefill window (the fields above are then its decode window's), or a
+    /// prompt-set run's (the fields above are then its requests').
     pub prefill: Option<PrefillWindow>,
+    /// A prompt-set run's window of whole requests, besides what the fields above say of it.
+    pub requests: Option<RequestsWindow>,
     /// How the GPU spent the (decode) window: busy share, throttling.
     pub activity: crate::meter::WindowActivity,
 }
@@ -326,6 +345,20 @@ pub struct PrefillWindow {
     pub trace_j: Option<f64>,
     /// Median time of one prefill (the time to the first token), s.
     pub ttft_s: f64,
+}
+
+/// A prompt-set run's window of whole requests (each a fresh prefill, then its output tokens):
+/// what the counts behind its energy are.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RequestsWindow {
+    /// Passes over the set in the window.
+    pub passes: usize,
+    /// Requests served (passes · prompts; each of `batch` sequences).
+    pub requests: usize,
+    /// Prompt tokens prefilled in the window (passes · the set's prompt tokens · batch).
+    pub prompt_tokens: u64,
+    /// The 90th percentile of the prefill window's times to the first token, s.
+    pub ttft_p90_s: f64,
 }
 
 impl PrefillWindow {
@@ -671,7 +704,7 @@ pub fn run(
     }
     // Pre-flight before anything is loaded.
     let free = meter.free_memory_bytes()?;
-    let context = cfg.prompt_tokens() + cfg.tokens;
+    let context = cfg.capacity();
     let limit = free as f64 * cfg.vram_fraction;
     let mut required = 0u64;
     for a in &arms {
@@ -828,9 +861,10 @@ fn run_arm(
             None => idle.before_load,
         },
     };
-    let w = match cfg.context {
-        Some(depth) => arm.context_windows(meter, &mut dec, depth)?,
-        None => arm.generation_window(meter, &mut dec)?,
+    let w = match (&cfg.prompts, cfg.context) {
+        (Some(set), _) => arm.prompt_set_windows(meter, &mut dec, set)?,
+        (None, Some(depth)) => arm.context_windows(meter, &mut dec, depth)?,
+        (None, None) => arm.generation_window(meter, &mut dec)?,
     };
     // After the windows closed: the energy figures never include this.
     let perplexity = perplexity.map(|(tokens, seq_len)| match tokens {
@@ -859,6 +893,7 @@ fn run_arm(
         served,
         weight_bytes,
         prefill: w.prefill,
+        requests: w.requests,
     })
 }
 
@@ -880,6 +915,7 @@ struct Windows {
     temp_start_c: Option<f64>,
     temp_end_c: Option<f64>,
     prefill: Option<PrefillWindow>,
+    requests: Option<RequestsWindow>,
 }
 
 type Dec = Box<dyn crate::decoder::Decoder>;
@@ -946,6 +982,7 @@ impl Arm<'_> {
             temp_start_c,
             temp_end_c: meter.temperature_c().ok(),
             prefill: None,
+            requests: None,
         })
     }
 
@@ -1015,6 +1052,94 @@ impl Arm<'_> {
                 counter_j: pw.counter_j,
                 trace_j: pw.trace.as_ref().and_then(Trace::energy_j),
                 ttft_s: ttft[ttft.len() / 2],
+            }),
+            requests: None,
+        })
+    }
+
+    /// A prompt-set arm: warm-up passes over the set (the last one's time sizes the windows), the
+    /// cooldown, the prefill window (every prompt's prefill, back to back, as many passes as fill
+    /// it), then the window of whole requests (each prompt prefilled afresh, then decoded from
+    /// its own depth for its output tokens), in the set's order. One cache of the set's capacity
+    /// serves every request, as a server's context window does.
+    fn prompt_set_windows(
+        &self,
+        meter: &mut dyn EnergyMeter,
+        dec: &mut Dec,
+        set: &crate::prompts::PromptSet,
+    ) -> Result<Windows, ArmFailure> {
+        let cfg = self.cfg;
+        let clock = self.clock;
+        let capacity = set.capacity();
+        let prefill = |dec: &mut Dec, len: usize| -> Result<f64, ArmFailure> {
+            let t = clock.now_s();
+            dec.prefill_prompt(cfg.batch, len, capacity)
+                .map_err(|e| self.failed(e))?;
+            dec.synchronize().map_err(sync_failure)?;
+            Ok(clock.now_s() - t)
+        };
+        let prefills = |dec: &mut Dec, ttft: &mut Vec<f64>| -> Result<(), ArmFailure> {
+            for p in &set.prompts {
+                ttft.push(prefill(dec, p.prompt_tokens as usize)?);
+            }
+            Ok(())
+        };
+        let pass = |dec: &mut Dec| -> Result<u64, ArmFailure> {
+            let mut n = 0;
+            for p in &set.prompts {
+                let depth = p.prompt_tokens as usize;
+                dec.prefill_prompt(cfg.batch, depth, capacity)
+                    .map_err(|e| self.failed(e))?;
+                n += dec
+                    .decode_at(depth, p.output_tokens as usize)
+                    .map_err(|e| self.failed(e))? as u64;
+            }
+            dec.synchronize().map_err(sync_failure)?;
+            Ok(n)
+        };
+        let mut once_s = f64::NAN;
+        for _ in 0..cfg.warmup.max(1) {
+            once_s = timed(clock, 1, 0.0, || pass(dec))?.1[0];
+        }
+        dec.reset_latency();
+        let passes = iterations_for(cfg.min_window_s, once_s, cfg.iterations);
+        let cooldown = self.cool_down(meter)?;
+        let trace_hz = cfg.trace.then_some(cfg.sample_hz);
+        let (mut ttft, pw) = metered_window(meter, clock, trace_hz, || {
+            let mut ttft = Vec::with_capacity(set.prompts.len());
+            while ttft.is_empty() || more_needed(&ttft, cfg.min_window_s) {
+                prefills(dec, &mut ttft)?;
+            }
+            Ok::<_, ArmFailure>(ttft)
+        })?;
+        let prefill_passes = ttft.len() / set.prompts.len();
+        let temp_start_c = meter.temperature_c().ok();
+        let ((tokens, iteration_s), window) = metered_window(meter, clock, trace_hz, || {
+            timed(clock, passes, cfg.min_window_s, || pass(dec))
+        })?;
+        ttft.sort_by(f64::total_cmp);
+        let batch = cfg.batch as u64;
+        let done = iteration_s.len();
+        Ok(Windows {
+            tokens,
+            iteration_s,
+            window,
+            cooldown,
+            temp_start_c,
+            temp_end_c: meter.temperature_c().ok(),
+            prefill: Some(PrefillWindow {
+                prefills: ttft.len(),
+                prompt_tokens: prefill_passes as u64 * set.prompt_tokens() * batch,
+                window_s: pw.seconds,
+                counter_j: pw.counter_j,
+                trace_j: pw.trace.as_ref().and_then(Trace::energy_j),
+                ttft_s: ttft[ttft.len() / 2],
+            }),
+            requests: Some(RequestsWindow {
+                passes: done,
+                requests: done * set.prompts.len(),
+                prompt_tokens: done as u64 * set.prompt_tokens() * batch,
+                ttft_p90_s: ttft[(ttft.len() * 9).div_ceil(10).max(1) - 1],
             }),
         })
     }

@@ -614,6 +614,7 @@ pub fn build_report(
             },
             note: Some(results_note(out, precision, &requested, baseline.as_ref())),
             prefill: ok.and_then(|a| prefill_block(a, base_ok)),
+            requests: ok.and_then(requests_block),
             extra: Default::default(),
         },
         quality: quality_block(
@@ -660,9 +661,14 @@ fn workload_block(
         params_b: Some(r(ctx.params_b, 4)),
         precision: precision.as_str().into(),
         batch_size: cfg.batch as u32,
-        context_length: Some((cfg.prompt_tokens() + cfg.tokens) as u32),
+        context_length: Some(cfg.capacity() as u32),
         context_depth: cfg.context.map(|d| d as u32),
-        extra: extra([("prompt_tokens", cfg.prompt_tokens().into())]),
+        prompt_set: cfg.prompts.as_ref().map(|set| set.report_ref()),
+        // A prompt set's prompts have their own lengths (`prompt_set`).
+        extra: match cfg.prompts {
+            Some(_) => Default::default(),
+            None => extra([("prompt_tokens", cfg.prompt_tokens().into())]),
+        },
     }
 }
 
@@ -673,13 +679,14 @@ fn measurement_block(cfg: &ProtocolConfig, ok: Option<&ArmMeasurement>) -> repor
         method: format!(
             "NVML energy counter (total_energy_consumption) over one device-synchronized window around all timed iterations; {} trace at {} Hz as cross-check{}",
             if cfg.trace { "POWER_INSTANT" } else { "no" }, cfg.sample_hz,
-            cfg.context.map(|d| format!(
-                "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill)",
-                cfg.tokens
-            )).unwrap_or_default()
+            workload_method(cfg)
         ) + &format!("; iterations are added until each window lasts at least {} s", cfg.min_window_s),
         sample_rate_hz: cfg.sample_hz.round() as i64,
-        tokens_per_run: Some(cfg.tokens as u64),
+        tokens_per_run: Some(
+            cfg.prompts
+                .as_ref()
+                .map_or(cfg.tokens as u64, |set| set.output_tokens()),
+        ),
         // Iterations are added until the window lasts min_window_s.
         iterations: Some(ok.map_or(cfg.iterations, |a| a.iteration_s.len()) as u64),
         warmup: Some(cfg.warmup as u64),
@@ -688,6 +695,40 @@ fn measurement_block(cfg: &ProtocolConfig, ok: Option<&ArmMeasurement>) -> repor
             "Decode iterations within one run, not independent trials: a single report is n=1 however high this is.".into(),
         )]),
     }
+}
+
+/// What a context or prompt-set run's windows hold, for `measurement.method`.
+fn workload_method(cfg: &ProtocolConfig) -> String {
+    match (&cfg.prompts, cfg.context) {
+        (Some(set), _) => format!(
+            "; prompt-set run ({}, {} requests): each iteration is one pass over the set, every request a fresh prefill of its prompt and then its output tokens, so the window's energy is the requests' end to end; every prompt's prefill, back to back, has its own window (results.prefill)",
+            set.name,
+            set.prompts.len()
+        ),
+        (None, Some(d)) => format!(
+            "; context run: the decode window holds decodes of {} tokens at depth {d}, each rewound there, and opens after an untimed prefill; the prefill has its own window (results.prefill)",
+            cfg.tokens
+        ),
+        (None, None) => String::new(),
+    }
+}
+
+/// A prompt-set arm's requests: their counts, energy per request, and the decode's share per
+/// output token (the window less its prompt tokens at the prefill window's rate).
+fn requests_block(a: &ArmMeasurement) -> Option<report::Requests> {
+    let q = a.requests.as_ref()?;
+    let p = a.prefill.as_ref()?;
+    let prefill_j = p.mj_per_prompt_token() * q.prompt_tokens as f64 / 1000.0;
+    let decode = (a.counter_j - prefill_j) * 1000.0 / a.tokens_generated.max(1) as f64;
+    Some(report::Requests {
+        requests: q.requests as u64,
+        passes: q.passes as u64,
+        energy_per_request_joules: sig(a.counter_j / q.requests.max(1) as f64, 4),
+        prompt_tokens: q.prompt_tokens,
+        decode_energy_per_token_mj: (decode > 0.0).then(|| sig(decode, 4)),
+        time_to_first_token_p90_ms: r(q.ttft_p90_s * 1e3, 3),
+        extra: Default::default(),
+    })
 }
 
 /// A context arm's prefill figures, beside the FP16 arm's of the same run.

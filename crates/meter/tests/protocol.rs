@@ -912,6 +912,96 @@ fn a_context_run_keeps_the_prefill_out_of_the_decode_window() {
     let v = report::validate_str(&text);
     assert!(v.errors.is_empty(), "{:?}", v.errors);
     assert!(rep.measurement.method.contains("depth 1000"));
+    let md = report::to_markdown(&rep);
+    assert!(
+        md.contains("| Workload | context run: the decode at depth 1000 (the prefill in a window of its own); prefill 30"),
+        "{md}"
+    );
+}
+
+/// A prompt-set run serves every request whole (a prefill, then its output tokens) in the
+/// requests' window, and every prefill alone in a window of its own. Two requests: 100 prompt
+/// tokens and 10 outputs, 400 and 20. At 300 W, 1 ms a prompt token and 8 ms a Q4_K step, a pass
+/// costs 150 J of prefill and 72 J of decode for 30 output tokens: 7 400 mJ a token end to end,
+/// 2 400 mJ the decode's share, 300 mJ a prompt token, 111 J a request.
+#[test]
+fn a_prompt_set_run_serves_whole_requests_and_measures_the_prefill_apart() {
+    let m = meter();
+    let mut f = FakeDecoderFactory::new(m.clone());
+    f.prefill_s_per_token = 0.001;
+    let set = meter::prompts::PromptSet::parse(
+        br#"{"name": "two", "license": "CC0-1.0", "token_counts": "words", "prompts": [
+            {"id": "a", "kind": "chat", "prompt_tokens": 100, "output_tokens": 10, "text": "a"},
+            {"id": "b", "kind": "rag", "prompt_tokens": 400, "output_tokens": 20, "text": "b"}]}"#,
+    )
+    .unwrap();
+    let c = ProtocolConfig {
+        prompts: Some(set.clone()),
+        min_window_s: 2.5,
+        ..short_protocol(&["Q4_K"])
+    };
+    let out = run(&c, &m, &mut f).unwrap();
+    let a = out.arm(p("Q4_K")).unwrap().outcome.as_ref().unwrap();
+    // Whole passes: 0.74 s each, so 4 make the 2.5 s window (3 iterations asked).
+    let q = a.requests.as_ref().unwrap();
+    assert_eq!((q.passes, q.requests), (4, 8));
+    assert_eq!(a.tokens_generated, 4 * 30);
+    assert_eq!(q.prompt_tokens, 4 * 500);
+    assert!((a.mj_per_token() - 7400.0).abs() < 40.0, "{a:?}");
+    // The prefill window: whole passes of both prefills (0.5 s a pass) until it lasts 2.5 s.
+    let pre = a.prefill.as_ref().unwrap();
+    assert!(pre.window_s >= 2.49 && pre.prefills >= 10, "{pre:?}");
+    assert_eq!(pre.prefills % 2, 0);
+    assert_eq!(pre.prompt_tokens, pre.prefills as u64 / 2 * 500);
+    assert!((pre.mj_per_prompt_token() - 300.0).abs() < 3.0, "{pre:?}");
+    // Half at 0.1 s, half at 0.4 s: the median (the upper one) and the 90th percentile are 0.4 s.
+    assert!((pre.ttft_s - 0.4).abs() < 0.02 && (q.ttft_p90_s - 0.4).abs() < 0.02);
+
+    let rep = build_report(&c, &out, &synthetic_context(), p("Q4_K")).unwrap();
+    let ps = rep.workload.prompt_set.as_ref().unwrap();
+    assert_eq!(
+        (ps.prompts, ps.prompt_tokens, ps.output_tokens),
+        (2, 500, 30)
+    );
+    assert_eq!(ps.sha256, set.sha256);
+    // The cache every request fits in; the run has no single depth.
+    assert_eq!(rep.workload.context_length, Some(420));
+    assert_eq!(rep.workload.context_depth, None);
+    assert_eq!(rep.measurement.tokens_per_run, Some(30));
+    let r = rep.results.requests.as_ref().unwrap();
+    assert!((r.energy_per_request_joules - 111.0).abs() < 0.6, "{r:?}");
+    let decode = r.decode_energy_per_token_mj.unwrap();
+    assert!((decode - 2400.0).abs() < 40.0, "{decode}");
+    // ΔE vs FP16 is the requests' end to end: F16 decodes at 10 ms, 8 000 mJ a token.
+    let d = rep.results.vs_fp16_energy_pct.unwrap();
+    assert!((d - (7400.0 / 8000.0 - 1.0) * 100.0).abs() < 0.5, "{d}");
+    assert!(rep
+        .measurement
+        .method
+        .contains("prompt-set run (two, 2 requests)"));
+    let md = report::to_markdown(&rep);
+    assert!(
+        md.contains(
+            "| Workload | prompt set two (2 requests, 500 prompt and 30 output tokens a pass)"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("J per request, decode's share 24"), "{md}");
+    let text = serde_json::to_string(&rep).unwrap();
+    let v = report::validate_str(&text);
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    // A requests count that is not whole passes is refused, naming the field.
+    let bad = text.replace("\"requests\":8", "\"requests\":7");
+    assert_ne!(bad, text);
+    let v = report::validate_str(&bad);
+    assert!(
+        v.errors
+            .iter()
+            .any(|e| e.path == "$.results.requests.requests"
+                && e.message.contains("4 passes × 2 prompts")),
+        "{:?}",
+        v.errors
+    );
 }
 
 /// Without phases (an engine that only generates whole), a context run fails the arm with

@@ -54,9 +54,9 @@ pub use schema::{schema_errors, schema_value};
 pub use semantic::{semantic_checks, DELTA_TOLERANCE_PCT, MAX_ROOFLINE_FRACTION, SCENARIOS};
 pub use types::{
     Arm, ArmPerplexity, ArmStatus, Basis, Cooldown, Corpus, Energy, Environment, Extra, GpuRef,
-    IterationEnergy, Latency, Measurement, ParseBasisError, Prefill, Preflight, Protocol, Quality,
-    Report, Results, Serving, ServingMode, Slurm, Stack, SystemUnderTest, TokenCount, WeightFile,
-    Weights, WeightsKind, Workload,
+    IterationEnergy, Latency, Measurement, ParseBasisError, Prefill, Preflight, PromptSetRef,
+    Protocol, Quality, Report, Requests, Results, Serving, ServingMode, Slurm, Stack,
+    SystemUnderTest, TokenCount, WeightFile, Weights, WeightsKind, Workload,
 };
 
 /// The report schema (draft-07), a superset of upstream ecocompute-energy/1.0 and /1.1.

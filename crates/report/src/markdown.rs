@@ -193,6 +193,7 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
     rows.push(("Parameters", params));
     rows.push(("Precision", esc(&w.precision)));
     rows.push(("Batch size", w.batch_size.to_string()));
+    rows.extend(workload_row(r));
     rows.push(("Energy per token", with_unit(res.energy_per_token_mj, "mJ")));
     rows.push((
         "FP16 energy per token",
@@ -230,6 +231,48 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
     }
     rows.push(("Schema", esc(&r.schema_version)));
     rows
+}
+
+/// What the figures are of, where it is not a whole generation after a short prompt: a context
+/// run's decode at its depth, or a prompt set's requests end to end; with the prefill's figures
+/// and, for a prompt set, the requests' counts.
+fn workload_row(r: &Report) -> Option<(&'static str, String)> {
+    let (w, res) = (&r.workload, &r.results);
+    let prefill = res.prefill.as_ref().map(|p| {
+        format!(
+            "; prefill {} mJ per prompt token, time to first token {} ms (median)",
+            num(Some(p.energy_per_prompt_token_mj)),
+            num(Some(p.time_to_first_token_ms))
+        )
+    });
+    let text = match (&w.prompt_set, w.context_depth) {
+        (Some(s), _) => {
+            let q = res.requests.as_ref().map(|q| {
+                format!(
+                    "; {} J per request, decode's share {} (derived), time to first token {} ms (p90)",
+                    num(Some(q.energy_per_request_joules)),
+                    with_unit(q.decode_energy_per_token_mj, "mJ per output token"),
+                    num(Some(q.time_to_first_token_p90_ms))
+                )
+            });
+            format!(
+                "prompt set {} ({} requests, {} prompt and {} output tokens a pass): energy per \
+                 token is the requests' end to end, each prompt's prefill included{}{}",
+                esc(&s.name),
+                s.prompts,
+                s.prompt_tokens,
+                s.output_tokens,
+                prefill.unwrap_or_default(),
+                q.unwrap_or_default()
+            )
+        }
+        (None, Some(d)) => format!(
+            "context run: the decode at depth {d} (the prefill in a window of its own){}",
+            prefill.unwrap_or_default()
+        ),
+        (None, None) => return None,
+    };
+    Some(("Workload", text))
 }
 
 /// The report's own arm's weight bytes per token and HBM roofline fraction, or

@@ -85,7 +85,51 @@ pub fn semantic_checks(r: &Report) -> (Vec<Issue>, Vec<Issue>) {
     check_blocks(r, &mut o);
     check_quality(r, &mut o);
     check_validity(r, &mut o);
+    check_prompt_set(r, &mut o);
     (o.errors, o.warnings)
+}
+
+/// A prompt-set run's blocks agree: no context depth beside the set, and a measured one has its
+/// prefill window and its requests, whose count is whole passes over the set.
+fn check_prompt_set(r: &Report, o: &mut Out) {
+    let Some(set) = &r.workload.prompt_set else {
+        if r.results.requests.is_some() {
+            o.error(
+                "$.results.requests",
+                "present without $.workload.prompt_set; expected both or neither",
+            );
+        }
+        return;
+    };
+    if r.workload.context_depth.is_some() {
+        o.error(
+            "$.workload.context_depth",
+            "present beside $.workload.prompt_set; a run serves a prompt set or decodes at one depth, not both",
+        );
+    }
+    if r.results.basis != Basis::Measured {
+        return;
+    }
+    if r.results.prefill.is_none() {
+        o.error(
+            "$.results.prefill",
+            "missing; a measured prompt-set run has its prefill window",
+        );
+    }
+    match &r.results.requests {
+        None => o.error(
+            "$.results.requests",
+            "missing; a measured prompt-set run has its requests' window",
+        ),
+        Some(q) if q.requests != q.passes * u64::from(set.prompts) => o.error(
+            "$.results.requests.requests",
+            format!(
+                "{} is not {} passes × {} prompts; expected whole passes over the set",
+                q.requests, q.passes, set.prompts
+            ),
+        ),
+        Some(_) => {}
+    }
 }
 
 /// A `validity` block must be what the report's own fields give: a hand-edited "valid" over a

@@ -116,6 +116,30 @@ pub struct Workload {
     /// `results.prefill`). Absent: each timed iteration was a whole generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_depth: Option<u32>,
+    /// `$.workload.prompt_set`: a prompt-set run's requests (its figures are then the
+    /// requests', end to end, the prefill's in `results.prefill`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_set: Option<PromptSetRef>,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `$.workload.prompt_set`: which prompt set a run served, one pass of it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PromptSetRef {
+    /// The set's name.
+    pub name: String,
+    /// SHA-256 of the set's file: runs compare only over the same set.
+    pub sha256: String,
+    /// Requests in one pass.
+    pub prompts: u32,
+    /// Prompt tokens of one pass (per sequence).
+    pub prompt_tokens: u64,
+    /// Output tokens of one pass (per sequence).
+    pub output_tokens: u64,
+    /// The tokenizer the lengths are counted in.
+    pub token_counts: String,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,
@@ -175,6 +199,33 @@ pub struct Results {
     /// `$.results.prefill`: a context run's prefill, measured in a window of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill: Option<Prefill>,
+    /// `$.results.requests`: a prompt-set run's window of whole requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Requests>,
+    /// Every other field of this object, kept as is.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `$.results.requests`: a prompt-set run's whole requests (each a fresh prefill, then its output
+/// tokens), whose window the other results describe end to end.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Requests {
+    /// Requests served in the window.
+    pub requests: u64,
+    /// Passes over the set in the window.
+    pub passes: u64,
+    /// Counter energy per request, J.
+    pub energy_per_request_joules: f64,
+    /// Prompt tokens prefilled in the window.
+    pub prompt_tokens: u64,
+    /// The decode's share, mJ per output token: the window's energy less its prompt tokens at
+    /// the prefill window's energy per prompt token. Derived from two windows, not measured
+    /// alone; `None` where that difference is not positive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_energy_per_token_mj: Option<f64>,
+    /// The 90th percentile of the prefill window's times to the first token, ms.
+    pub time_to_first_token_p90_ms: f64,
     /// Every other field of this object, kept as is.
     #[serde(flatten)]
     pub extra: Extra,

@@ -112,10 +112,10 @@ pub enum ServerError {
         /// The finish reason, if any.
         finish: String,
     },
-    /// A context run on the server path needs llama.cpp's `/completion`: token-id prompts, and an
-    /// answer that says how many prompt tokens it evaluated.
+    /// A context or prompt-set run on the server path needs llama.cpp's `/completion`: token-id
+    /// prompts, and an answer that says how many prompt tokens it evaluated.
     #[error(
-        "--context on the server path needs `--api llama` (llama.cpp's /completion), not {0}: its \
+        "--context and --prompts on the server path need `--api llama` (llama.cpp's /completion), not {0}: its \
          prompts are token ids and its answers say how many prompt tokens it evaluated, so a decode \
          request that did not reuse the cached prompt fails the arm instead of hiding a prefill in \
          the decode window"

@@ -49,10 +49,12 @@ impl ServerRun {
         }
     }
 
-    /// A context run needs llama.cpp's /completion ([`ServerError::ContextNeedsLlamaApi`]):
-    /// refused before any server is started or asked, and before any estimate is written.
+    /// A context or prompt-set run needs llama.cpp's /completion
+    /// ([`ServerError::ContextNeedsLlamaApi`]): refused before any server is started or asked,
+    /// and before any estimate is written.
     fn check_api(&self) -> Result<()> {
-        if self.protocol.context.is_some() && self.server.api != crate::Api::Llama {
+        let phases = self.protocol.context.is_some() || self.protocol.prompts.is_some();
+        if phases && self.server.api != crate::Api::Llama {
             return Err(ServerError::ContextNeedsLlamaApi(
                 self.server.api.path().into(),
             ));

@@ -51,12 +51,14 @@ pub fn run(a: &AggregateArgs) -> Result<()> {
     if agg.rows.is_empty() {
         bail!(
             "{}: no measured run with a baseline arm to pool: {} valid report(s) — {} estimate(s), \
-             which are never pooled into a measured row, {} failed — {} flagged arm(s) left out \
-             (--include-flagged pools them) and {} file(s) that are not valid reports",
+             which are never pooled into a measured row, {} failed, {} prompt-set run(s), whose \
+             figures are whole requests' and never pooled with decodes — {} flagged arm(s) left \
+             out (--include-flagged pools them) and {} file(s) that are not valid reports",
             a.dir.display(),
             agg.reports,
             agg.estimates,
             agg.failed,
+            agg.prompt_sets,
             agg.flagged_left_out,
             agg.invalid
         );
@@ -66,6 +68,13 @@ pub fn run(a: &AggregateArgs) -> Result<()> {
             "note: left out {} measured arm(s) whose window's validity is flagged \
              (quantenergy validate says why; --include-flagged pools them, named in each row's note)",
             agg.flagged_left_out
+        );
+    }
+    if agg.prompt_sets > 0 {
+        eprintln!(
+            "note: left out {} prompt-set report(s): their energy per output token is whole \
+             requests' (each prompt's prefill included), the rows' a decode's",
+            agg.prompt_sets
         );
     }
     if agg.estimates + agg.failed + agg.invalid > 0 {

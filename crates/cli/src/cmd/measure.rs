@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use meter::decoder::EngineKind;
 use meter::fallback::MeasureResult;
+use meter::prompts::PromptSet;
 use meter::protocol::{ArmOrder, CooldownConfig, PerplexityConfig, ProtocolConfig};
 use report::Precision;
 use server::run::ServerRun;
@@ -163,6 +164,13 @@ pub struct MeasureArgs {
     /// and an answer that evaluated the prompt again fails the arm.
     #[arg(long, value_delimiter = ',', value_parser = count::<1, { 1 << 20 }>)]
     pub context: Vec<usize>,
+    /// A prompt set (e.g. `data/prompts/prompt-set-v1.json`): its requests served one after
+    /// another, each a fresh prefill of its prompt and then its output tokens, as one stream of a
+    /// deployment. The report's figures are the requests' end to end (energy per output token,
+    /// per request); every prompt's prefill, back to back, has its own window (`results.prefill`).
+    /// Replaces `--prompt-len` and `--tokens`; the graph engine, or a server through `--api llama`.
+    #[arg(long, value_parser = parse_prompt_set, conflicts_with_all = ["context", "prompt_len", "tokens"])]
+    pub prompts: Option<PromptSet>,
     /// The shortest energy window, s (the H200's energy counter moves in ≈ 100 ms steps, so a
     /// 2.5 s window can be off by several percent): iterations are added, as the last warm-up's
     /// time says, until each window lasts this long. Reports under 5 s are flagged short_window.
@@ -193,6 +201,12 @@ pub(crate) fn count<const MIN: usize, const MAX: usize>(s: &str) -> Result<usize
     } else {
         Err(format!("{n} is outside {MIN}..={MAX}"))
     }
+}
+
+/// `--prompts`: the file read and checked here, once; its errors name the file and the field.
+fn parse_prompt_set(s: &str) -> Result<PromptSet, String> {
+    let bytes = std::fs::read(s).map_err(|e| format!("{s}: {e}"))?;
+    PromptSet::parse(&bytes).map_err(|e| format!("{s}: {e}"))
 }
 
 /// `--min-window-s`: 0 (no stretching) to an hour.
@@ -293,6 +307,7 @@ impl MeasureArgs {
                 None => ArmOrder::Seeded,
             },
             min_window_s: self.min_window_s,
+            prompts: self.prompts.clone(),
             ..ProtocolConfig::default()
         }
     }
@@ -314,10 +329,11 @@ pub fn run(args: &MeasureArgs) -> Result<u8> {
             Ok(server::run::run_served(&r, &server_gpus(args))?)
         })?
     } else {
-        if !args.context.is_empty() && args.engine == EngineKind::Eager {
+        if (!args.context.is_empty() || args.prompts.is_some()) && args.engine == EngineKind::Eager
+        {
             anyhow::bail!(
-                "--context needs the graph engine: the eager engine cannot decode at a fixed \
-                 depth without its prefill"
+                "--context and --prompts need the graph engine: the eager engine cannot decode \
+                 at a fixed depth without its prefill"
             );
         }
         let mut opts = args.options();

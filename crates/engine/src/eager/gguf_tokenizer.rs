@@ -9,11 +9,18 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::SplitDelimiterBehavior;
 use tokenizers::{AddedToken, Tokenizer};
 
 /// llama.cpp's token type of a control token (`<|im_start|>`, `<|endoftext|>`): matched whole in
 /// the text, never split by the BPE.
 const CONTROL: i32 = 3;
+
+/// Qwen2's pre-tokenizer regex (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_QWEN2; the Hugging Face
+/// tokenizer.json's `Split` pattern): contractions, letters with one leading non-letter, each
+/// digit alone, punctuation runs, newlines, spaces.
+const QWEN2_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Why a GGUF's embedded tokenizer cannot be rebuilt.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -26,7 +33,7 @@ pub enum GgufTokenizerError {
     Model(String),
     /// A pre-tokenizer whose splitting rules are not rebuilt here.
     #[error(
-        "its pre-tokenizer is {0:?}; only \"smollm\" and \"gpt2\" are rebuilt \
+        "its pre-tokenizer is {0:?}; only \"smollm\", \"gpt2\" and \"qwen2\" are rebuilt \
          (their rules match llama.cpp's)"
     )]
     PreTokenizer(String),
@@ -93,6 +100,19 @@ pub fn from_gguf(ct: &Content) -> Result<(Tokenizer, String), GgufTokenizerError
         // llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_SMOLLM: every digit alone, then GPT-2's regex.
         "smollm" => Sequence::new(vec![Digits::new(true).into(), byte_level.into()]),
         "gpt2" => Sequence::new(vec![byte_level.into()]),
+        // As Qwen2's tokenizer.json: the regex splits, byte-level maps without a regex of its own.
+        "qwen2" => {
+            let split = Split::new(
+                SplitPattern::Regex(QWEN2_SPLIT.into()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|e| GgufTokenizerError::Build(e.to_string()))?;
+            Sequence::new(vec![
+                split.into(),
+                ByteLevel::new(false, false, false).into(),
+            ])
+        }
         other => return Err(GgufTokenizerError::PreTokenizer(other.into())),
     };
     let tokens = strings(ct, "tokenizer.ggml.tokens")?;
