@@ -202,7 +202,10 @@ impl Client {
             }
         }
         rec.total_s = sent.elapsed().as_secs_f64();
-        if rec.chunks == 0 {
+        // A token the server generated but streams no text for (a control token, which random
+        // weights can pick) still counts where its usage says so; a stream with neither is an
+        // answer with no token at all.
+        if rec.chunks == 0 && rec.usage.unwrap_or(0) == 0 {
             return Err(ServerError::NoTokens);
         }
         if let Some(u) = rec.usage {

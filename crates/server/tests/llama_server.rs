@@ -251,6 +251,45 @@ fn llama_server_arms_are_measured_with_latency_and_identity() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A prompt-set run on the server path: every request prefills its prompt afresh and decodes
+/// from it out of the server's cache (a request that evaluated its prompt again would fail the
+/// arm), whole passes of the set, the prefills also in their own window; the reports validate.
+#[test]
+#[ignore = "needs a CPU llama-server build (QE_LLAMA_SERVER): ./dev test builds it and runs these"]
+fn a_prompt_set_run_serves_each_request_from_its_own_prefill() {
+    let _one = one_server_at_a_time();
+    let server = llama_server();
+    let out = out_dir("prompts");
+    let cmd = format!(
+        "{} -m {{model}} --port {{port}} -c 512 -t 2 -np 1",
+        server.display()
+    );
+    let mut cfg = protocol(16, 1);
+    cfg.prompts = Some(
+        meter::prompts::PromptSet::parse(
+            br#"{"name": "two", "license": "CC0-1.0", "token_counts": "none", "prompts": [
+                {"id": "a", "kind": "chat", "prompt_tokens": 40, "output_tokens": 6, "text": ""},
+                {"id": "b", "kind": "rag", "prompt_tokens": 200, "output_tokens": 4, "text": ""}]}"#,
+        )
+        .unwrap(),
+    );
+    let models = vec![
+        model(Precision::Fp16, "F16"),
+        model(Precision::Q4_0, "Q4_0"),
+    ];
+    let r = run(cmd, models, Api::Llama, cfg, &out);
+    let res = measured_and_valid(&r, 2);
+    for (_, rep) in &res.reports {
+        let q = rep.results.requests.as_ref().expect("a requests window");
+        assert!(q.passes >= 3 && q.requests == 2 * q.passes, "{q:?}");
+        assert_eq!(q.prompt_tokens, 240 * q.passes);
+        assert_eq!(rep.results.tokens_generated, Some(10 * q.passes));
+        let p = rep.results.prefill.as_ref().expect("a prefill window");
+        assert_eq!(p.prompt_tokens, p.prefills / 2 * 240);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// A context run on the server path: the prefill window's requests evaluate the whole prompt
 /// afresh, the decode window's reuse it from the server's cache (llama.cpp's own account:
 /// `timings.prompt_n` of a cached request is a token or two, of a fresh one the whole prompt),
