@@ -6,12 +6,12 @@
 //! table is one line with exactly three unescaped `|` (no report text can add a cell, a row or
 //! break out of the table); each finding is one list line; no `<`, `>` or `@` appears outside
 //! the `<details>` wrapper; the JSON block's fence is longer than any backtick run inside it and
-//! its content parses back to the report's JSON. On `stack_summary`: one line, no control
-//! characters.
+//! its content parses back to the report's JSON. On `stack_summary` and `workload_summary`: one
+//! line, no control characters.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use report::{stack_summary, to_markdown, Report};
+use report::{stack_summary, to_markdown, workload_summary, Report};
 
 /// `|` not preceded by an odd number of backslashes.
 fn unescaped_pipes(line: &str) -> usize {
@@ -96,6 +96,12 @@ fuzz_target!(|data: &[u8]| {
         assert!(
             !line.chars().any(char::is_control),
             "stack summary is not one plain line: {line:?}"
+        );
+    }
+    if let Some(line) = workload_summary(&r) {
+        assert!(
+            !line.chars().any(char::is_control),
+            "workload summary is not one plain line: {line:?}"
         );
     }
 });

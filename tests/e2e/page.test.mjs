@@ -198,6 +198,50 @@ test('dropping both upstream examples (synthetic drop event with DataTransfer) s
   await context.close();
 });
 
+test('a context report says its depth; a prompt-set report says what its ΔE is and is not drawn on the decode curves', async () => {
+  const { page, problems, context } = await openPage(browser);
+  await page.goto(`${server.url}?tab=run`);
+  await painted(page, 'overlay-canvas');
+  const file = path.join(
+    path.dirname(DIST),
+    'data/measurements/h200/engine/context-2026-12-04-s23/campaign/graph/qwen2-1.5b-graph-r1_c4096_Q4_0.json',
+  );
+  await page.setInputFiles('#file-input', [file]);
+  await entriesText(page, 1);
+  assert.match(
+    await page.locator('#entries .workload').innerText(),
+    /^Workload: context run: the decode at depth 4096 \(the prefill in a window of its own\); prefill 19\.29 mJ per prompt token/,
+  );
+  assert.equal(await page.locator('#entries .share-link').count(), 1);
+  // The same run as a prompt set's would report it: whole requests, the prefill apart.
+  const served = JSON.parse(fs.readFileSync(file, 'utf8'));
+  delete served.workload.context_depth;
+  served.workload.prompt_set = {
+    name: 'quantenergy-prompts-v1', sha256: 'ab'.repeat(32), prompts: 10,
+    prompt_tokens: 13912, output_tokens: 1984, token_counts: 'Qwen2',
+  };
+  served.results.requests = {
+    requests: 20, passes: 2, energy_per_request_joules: 120.5, prompt_tokens: 27824,
+    decode_energy_per_token_mj: 480.1, time_to_first_token_p90_ms: 410.0,
+  };
+  await page.click('#entries button.small');
+  await page.waitForFunction(() => document.querySelectorAll('#entries > li').length === 0);
+  await page.setInputFiles('#file-input', {
+    name: 'prompt-set.json',
+    mimeType: 'application/json',
+    buffer: Buffer.from(JSON.stringify(served)),
+  });
+  const text = await entriesText(page, 1);
+  assert.match(text, /not drawn: a prompt-set run's ΔE is whole requests' \(each prompt's prefill included\)/);
+  assert.match(
+    await page.locator('#entries .workload').innerText(),
+    /prompt set quantenergy-prompts-v1 \(10 requests, 13912 prompt and 1984 output tokens a pass\).*120\.5 J per request, decode's share 480\.1 mJ per output token \(derived\)/,
+  );
+  assert.equal(await page.locator('#entries .share-link').count(), 0);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('a malformed file shows an error naming the field', async () => {
   const { page, context } = await openPage(browser);
   await page.goto(`${server.url}?tab=run`);

@@ -46,7 +46,7 @@ use serde_json::Value;
 
 pub use arch::{arch_from_gpu_name, Arch, ParseArchError};
 pub use guard::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_STRING_BYTES};
-pub use markdown::{quality_line, stack_summary, to_markdown};
+pub use markdown::{quality_line, stack_summary, to_markdown, workload_summary};
 pub use params::{guess_params_b, MAX_PARAMS_B};
 pub use precision::{ParsePrecisionError, Precision};
 #[cfg(feature = "schema")]

@@ -233,10 +233,14 @@ fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
     rows
 }
 
+fn workload_row(r: &Report) -> Option<(&'static str, String)> {
+    workload_summary(r).map(|t| ("Workload", esc_long(&t)))
+}
+
 /// What the figures are of, where it is not a whole generation after a short prompt: a context
 /// run's decode at its depth, or a prompt set's requests end to end; with the prefill's figures
-/// and, for a prompt set, the requests' counts.
-fn workload_row(r: &Report) -> Option<(&'static str, String)> {
+/// and, for a prompt set, the requests' counts. Plain text, one line.
+pub fn workload_summary(r: &Report) -> Option<String> {
     let (w, res) = (&r.workload, &r.results);
     let prefill = res.prefill.as_ref().map(|p| {
         format!(
@@ -258,7 +262,7 @@ fn workload_row(r: &Report) -> Option<(&'static str, String)> {
             format!(
                 "prompt set {} ({} requests, {} prompt and {} output tokens a pass): energy per \
                  token is the requests' end to end, each prompt's prefill included{}{}",
-                esc(&s.name),
+                plain_line(s.name.clone()),
                 s.prompts,
                 s.prompt_tokens,
                 s.output_tokens,
@@ -272,7 +276,7 @@ fn workload_row(r: &Report) -> Option<(&'static str, String)> {
         ),
         (None, None) => return None,
     };
-    Some(("Workload", text))
+    Some(text)
 }
 
 /// The report's own arm's weight bytes per token and HBM roofline fraction, or
