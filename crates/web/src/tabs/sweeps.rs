@@ -133,24 +133,8 @@ fn energy_cell(h: &mut String, c: Option<SweepCell>) {
 /// `index.html` by the pre-render hook): this module only shows the card's `<template>`, which
 /// keeps the analysis and markup out of the page's wasm.
 pub fn context_runs(gpu: RwSignal<String>) -> impl IntoView {
-    context_template(
+    crate::context_card::shown(
         move || crate::context_card::template_id(&gpu.get(), None),
         "context-runs",
     )
-}
-
-/// The `<template>` whose id `template` gives, as a card with the DOM id `id`; nothing where the
-/// page holds no such template (a card or model without context runs).
-pub fn context_template(
-    template: impl Fn() -> String + Send + Sync + 'static,
-    id: &'static str,
-) -> impl IntoView {
-    move || {
-        // The pre-render has no document: the page's module shows the template once it runs.
-        if cfg!(not(target_arch = "wasm32")) {
-            return None;
-        }
-        let html = document().get_element_by_id(&template())?.inner_html();
-        (!html.is_empty()).then(|| view! { <div class="card" id=id inner_html=html></div> })
-    }
 }

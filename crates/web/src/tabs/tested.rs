@@ -771,7 +771,7 @@ fn EnergyCard() -> impl IntoView {
 #[component]
 fn ContextCard() -> impl IntoView {
     let st = expect_context::<crate::AppState>().tested;
-    super::sweeps::context_template(
+    crate::context_card::shown(
         move || crate::context_card::template_id(&st.gpu.get(), Some(&st.model.get())),
         "tested-context-runs",
     )
