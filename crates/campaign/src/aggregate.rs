@@ -184,6 +184,10 @@ pub struct AnchorRow {
     /// A context run's depth: tokens in the KV cache when the timed decode starts (`None`: the
     /// protocol's short prompt).
     pub context_depth: Option<u32>,
+    /// A prompt-set run's set (name and the start of its SHA-256): the energies are then whole
+    /// requests' per output token, each prompt's prefill included. Such rows never become
+    /// anchors lines ([`Aggregation::prompt_set_rows`]).
+    pub prompt_set: Option<String>,
     /// Mean counter energy per token, mJ.
     pub energy_mj: f64,
     /// Mean of the same runs' FP16 arms, mJ per token.
@@ -618,9 +622,10 @@ pub fn markdown_table(rows: &[AnchorRow], targets: &CampaignTargets) -> String {
                 None => format!("{d:+.1}"),
             }
         };
-        let model = match r.context_depth {
-            Some(d) => format!("{} (context {d})", r.model),
-            None => r.model.clone(),
+        let model = match (&r.prompt_set, r.context_depth) {
+            (Some(set), _) => format!("{} (prompt set {set}, end to end)", r.model),
+            (None, Some(d)) => format!("{} (context {d})", r.model),
+            (None, None) => r.model.clone(),
         };
         let _ = writeln!(
             out,
@@ -678,6 +683,9 @@ struct ConfigKey {
     /// A context run's depth (`workload.context_depth`): decodes at different depths are different
     /// configurations. `None`: the protocol's short prompt.
     context: Option<u32>,
+    /// A prompt-set run's set, as its name and the start of its SHA-256: only runs over the same
+    /// file pool.
+    prompt_set: Option<String>,
 }
 
 /// Card, architecture and size of a model, from the first report that names it.
@@ -830,6 +838,11 @@ fn run_arms(rep: &report::Report, arms: &mut Vec<RunArm>, include_flagged: bool)
             precision,
             batch,
             context: rep.workload.context_depth,
+            prompt_set: rep
+                .workload
+                .prompt_set
+                .as_ref()
+                .map(|p| format!("{} ({})", p.name, p.sha256.get(..12).unwrap_or(&p.sha256))),
         };
         let own_prefill = (arm.precision == rep.workload.precision)
             .then(|| {
@@ -897,9 +910,13 @@ pub struct Aggregation {
     pub invalid: usize,
     /// Measured arms left out because their window's validity is flagged.
     pub flagged_left_out: usize,
-    /// Measured prompt-set reports, never pooled into a row: their figures are whole requests'
-    /// (each prompt's prefill included), where every row holds a decode's.
+    /// Measured prompt-set reports. Their runs pool into [`Aggregation::prompt_set_rows`], never
+    /// into `rows`: their figures are whole requests' (each prompt's prefill included), where
+    /// every anchors row holds a decode's.
     pub prompt_sets: usize,
+    /// The prompt-set runs' rows, one per (session, stack, model, precision, batch, set): for the
+    /// Markdown table, never for anchors lines.
+    pub prompt_set_rows: Vec<AnchorRow>,
 }
 
 /// Aggregate the measured reports of a directory: one row per (session, stack, model,
@@ -914,11 +931,9 @@ pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregatio
     let (mut estimates, mut failed, mut prompt_sets) = (0, 0, 0);
     for (_, rep) in &reports {
         match kind_of(rep) {
-            ReportKind::MeasuredRun if rep.workload.prompt_set.is_some() => {
-                prompt_sets += 1;
-                continue;
+            ReportKind::MeasuredRun => {
+                prompt_sets += usize::from(rep.workload.prompt_set.is_some())
             }
-            ReportKind::MeasuredRun => {}
             ReportKind::Estimate => {
                 estimates += 1;
                 continue;
@@ -950,11 +965,13 @@ pub fn aggregate_anchors(dir: &Path, include_flagged: bool) -> Result<Aggregatio
     for key in &keys {
         check_one_build(key, &arms)?;
     }
+    let (prompt_set_rows, rows): (Vec<AnchorRow>, Vec<AnchorRow>) = keys
+        .into_iter()
+        .filter_map(|key| row_of(&key, &arms, &meta))
+        .partition(|r| r.prompt_set.is_some());
     Ok(Aggregation {
-        rows: keys
-            .into_iter()
-            .filter_map(|key| row_of(&key, &arms, &meta))
-            .collect(),
+        rows,
+        prompt_set_rows,
         reports: reports.len(),
         estimates,
         failed,
@@ -1031,6 +1048,7 @@ fn row_of(key: &ConfigKey, arms: &[RunArm], meta: &[(String, ModelMeta)]) -> Opt
         precision: key.precision,
         batch: key.batch,
         context_depth: key.context,
+        prompt_set: key.prompt_set.clone(),
         energy_mj: mean(&e),
         fp16_mj: mean(&fp16),
         tok_s: mean(&these.iter().map(|a| a.tok_s).collect::<Vec<_>>()),
@@ -1448,7 +1466,7 @@ mod tests {
     }
 
     #[test]
-    fn prompt_set_runs_are_never_pooled_with_decodes() {
+    fn prompt_set_runs_pool_apart_from_decodes() {
         let mut served = run(3, Some("s1"), "n", "candle");
         served["workload"]["prompt_set"] = json!({"name": "set", "sha256": "ab".repeat(32),
             "prompts": 2, "prompt_tokens": 500, "output_tokens": 30, "token_counts": "Qwen2"});
@@ -1467,6 +1485,15 @@ mod tests {
         let agg = aggregate_anchors(&dir, true).unwrap();
         assert_eq!((agg.prompt_sets, agg.invalid), (1, 0), "{agg:?}");
         assert_eq!(q4k(&agg.rows)[0].n, 2);
+        // The prompt-set run is a row of its own, for the table only.
+        let set = q4k(&agg.prompt_set_rows);
+        assert_eq!((set.len(), set[0].n), (1, 1));
+        assert_eq!(set[0].prompt_set.as_deref(), Some("set (abababababab)"));
+        let table = markdown_table(&agg.prompt_set_rows, &CampaignTargets::default());
+        assert!(
+            table.contains("(prompt set set (abababababab), end to end)"),
+            "{table}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -48,11 +48,11 @@ pub struct AggregateArgs {
 /// Print the rows (or the table).
 pub fn run(a: &AggregateArgs) -> Result<()> {
     let agg = aggregate_anchors(&a.dir, a.include_flagged)?;
-    if agg.rows.is_empty() {
+    if agg.rows.is_empty() && agg.prompt_set_rows.is_empty() {
         bail!(
             "{}: no measured run with a baseline arm to pool: {} valid report(s) — {} estimate(s), \
-             which are never pooled into a measured row, {} failed, {} prompt-set run(s), whose \
-             figures are whole requests' and never pooled with decodes — {} flagged arm(s) left \
+             which are never pooled into a measured row, {} failed, {} prompt-set report(s) \
+             (tabled apart by --markdown) — {} flagged arm(s) left \
              out (--include-flagged pools them) and {} file(s) that are not valid reports",
             a.dir.display(),
             agg.reports,
@@ -70,11 +70,13 @@ pub fn run(a: &AggregateArgs) -> Result<()> {
             agg.flagged_left_out
         );
     }
-    if agg.prompt_sets > 0 {
+    if agg.prompt_sets > 0 && !a.markdown {
         eprintln!(
-            "note: left out {} prompt-set report(s): their energy per output token is whole \
-             requests' (each prompt's prefill included), the rows' a decode's",
-            agg.prompt_sets
+            "note: {} prompt-set report(s) pooled into {} row(s) that never become anchors lines \
+             (their energy per output token is whole requests', each prompt's prefill included): \
+             --markdown tables them",
+            agg.prompt_sets,
+            agg.prompt_set_rows.len()
         );
     }
     if agg.estimates + agg.failed + agg.invalid > 0 {
@@ -85,8 +87,23 @@ pub fn run(a: &AggregateArgs) -> Result<()> {
     }
     let targets = CampaignTargets::default();
     if a.markdown {
-        print!("{}", markdown_table(&agg.rows, &targets));
+        if !agg.rows.is_empty() {
+            print!("{}", markdown_table(&agg.rows, &targets));
+        }
+        if !agg.prompt_set_rows.is_empty() {
+            print!(
+                "\nPrompt-set runs (energy per output token of whole requests, each prompt's \
+                 prefill included):\n\n{}",
+                markdown_table(&agg.prompt_set_rows, &targets)
+            );
+        }
         return Ok(());
+    }
+    if agg.rows.is_empty() {
+        bail!(
+            "{}: only prompt-set runs, which never become anchors lines: --markdown tables them",
+            a.dir.display()
+        );
     }
     let prov = Provenance {
         stack: a.stack.clone(),
