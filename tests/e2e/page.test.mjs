@@ -232,7 +232,7 @@ test('a context report says its depth; a prompt-set report says what its ΔE is 
     buffer: Buffer.from(JSON.stringify(served)),
   });
   const text = await entriesText(page, 1);
-  assert.match(text, /not drawn: a prompt-set run's ΔE is whole requests' \(each prompt's prefill included\)/);
+  assert.match(text, /No point to draw\.\s*Not drawn: a prompt-set run's ΔE is whole requests' \(each prompt's prefill included\)/);
   assert.match(
     await page.locator('#entries .workload').innerText(),
     /prompt set quantenergy-prompts-v1 \(10 requests, 13912 prompt and 1984 output tokens a pass\).*120\.5 J per request, decode's share 480\.1 mJ per output token \(derived\)/,
@@ -666,7 +666,7 @@ test('the Tested tab shows the picked model\'s context runs, and none for a mode
   await page.goto(`${server.url}?tab=tested&gpu=H200&model=Qwen2-1.5B`);
   const card = page.locator('#tested-context-runs');
   await card.waitFor();
-  assert.match(await card.locator('.card-title').innerText(), /^Qwen2-1\.5B on the H200: ΔE along the context, measured/);
+  assert.match(await card.locator('.card-title').textContent(), /^Qwen2-1\.5B on the H200: ΔE along the context, measured/);
   // The same three stacks as the Optimize tab's card, and only this model's.
   assert.equal(await card.locator('.sweep').count(), 3);
   assert.deepEqual(await card.locator('.sweep').nth(0).locator('tbody th').allInnerTexts(), ['16 (anchor)', '1024', '4096', '4096', '16384']);

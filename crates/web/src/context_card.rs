@@ -22,17 +22,15 @@ pub fn template_id(gpu: &str, model: Option<&str>) -> String {
 /// The `<template>` whose id `template` gives, as a card with the DOM id `id`; nothing where the
 /// page holds no such template (a card or model without context runs). In the landing module too:
 /// the Tested tab shows its model's card.
-pub fn shown(
-    template: impl Fn() -> String + Send + Sync + 'static,
-    id: &'static str,
-) -> impl leptos::IntoView {
+pub fn shown(template: leptos::prelude::Signal<String>, id: &'static str) -> impl leptos::IntoView {
     use leptos::prelude::*;
+    // One concrete closure for both tabs: a generic one would be rendered twice into the wasm.
     move || {
         // The pre-render has no document: the page's module shows the template once it runs.
         if cfg!(not(target_arch = "wasm32")) {
             return None;
         }
-        let html = document().get_element_by_id(&template())?.inner_html();
+        let html = document().get_element_by_id(&template.get())?.inner_html();
         (!html.is_empty()).then(|| view! { <div class="card" id=id inner_html=html></div> })
     }
 }

@@ -159,8 +159,8 @@ pub fn check_here(text: &str) -> Checked {
         .as_ref()
         .filter(|r| valid && r.workload.prompt_set.is_some())
         .map(|_| {
-            "not drawn: a prompt-set run's ΔE is whole requests' (each prompt's prefill \
-             included), not the decode the curves are fitted to"
+            "a prompt-set run's ΔE is whole requests' (each prompt's prefill included), not \
+             the decode the curves are fitted to"
                 .to_string()
         });
     let drawn = valid && not_drawn.is_none();

@@ -703,10 +703,8 @@ fn EntryCard(e: Entry) -> impl IntoView {
                 let md = c.markdown.clone().unwrap_or_default();
                 let warnings = c.warnings.clone();
                 view! {
-                    {match c.not_drawn.clone() {
-                        Some(why) => view! { <p class="fine not-drawn">{why}</p> }.into_any(),
-                        None => view! { <PointSummary p=point.clone() subject=subject.clone() warnings=warnings/> }.into_any(),
-                    }}
+                    <PointSummary p=point.clone() subject=subject.clone() warnings=warnings/>
+                    {c.not_drawn.clone().map(|w| view! { <p class="fine not-drawn">"Not drawn: "{w}</p> })}
                     {c.workload.clone().map(|w| view! { <p class="fine workload">"Workload: "{w}</p> })}
                     {c.stack.clone().map(|s| view! { <p class="fine stack-line">"Stack: "{s}</p> })}
                     {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}

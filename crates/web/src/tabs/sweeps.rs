@@ -134,7 +134,7 @@ fn energy_cell(h: &mut String, c: Option<SweepCell>) {
 /// keeps the analysis and markup out of the page's wasm.
 pub fn context_runs(gpu: RwSignal<String>) -> impl IntoView {
     crate::context_card::shown(
-        move || crate::context_card::template_id(&gpu.get(), None),
+        Signal::derive(move || crate::context_card::template_id(&gpu.get(), None)),
         "context-runs",
     )
 }

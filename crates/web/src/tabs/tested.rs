@@ -772,7 +772,9 @@ fn EnergyCard() -> impl IntoView {
 fn ContextCard() -> impl IntoView {
     let st = expect_context::<crate::AppState>().tested;
     crate::context_card::shown(
-        move || crate::context_card::template_id(&st.gpu.get(), Some(&st.model.get())),
+        Signal::derive(move || {
+            crate::context_card::template_id(&st.gpu.get(), Some(&st.model.get()))
+        }),
         "tested-context-runs",
     )
 }
