@@ -48,14 +48,6 @@ pub struct Checked {
     /// The software stack that ran it, in one line (engine, version, server, latency).
     #[serde(default)]
     pub stack: Option<String>,
-    /// What its figures are of, where not a whole generation after a short prompt: a context
-    /// run's decode at its depth, a prompt set's requests end to end (valid reports only).
-    #[serde(default)]
-    pub workload: Option<String>,
-    /// Why a valid report has no point on the decode curves (a prompt-set run's ΔE is whole
-    /// requests', each prompt's prefill included).
-    #[serde(default)]
-    pub not_drawn: Option<String>,
     /// A measured report's windows against the validity rules (`report::validity::assess`): the
     /// verdict and a line per flag (valid measured reports only).
     #[serde(default)]
@@ -79,8 +71,6 @@ impl Checked {
             markdown: None,
             quality: None,
             stack: None,
-            workload: None,
-            not_drawn: None,
             validity: None,
             engine: engine.into(),
         }
@@ -153,17 +143,12 @@ pub fn check_here(text: &str) -> Checked {
             .collect()
     };
     let valid = v.is_valid();
-    // The curves are fitted to decodes: a prompt set's end-to-end ΔE is another quantity.
-    let not_drawn = v
-        .report
-        .as_ref()
-        .filter(|r| valid && r.workload.prompt_set.is_some())
-        .map(|_| {
-            "a prompt-set run's ΔE is whole requests' (each prompt's prefill included), not \
-             the decode the curves are fitted to"
-                .to_string()
-        });
-    let drawn = valid && not_drawn.is_none();
+    // The curves are fitted to decodes: a prompt set's end-to-end ΔE is another quantity, so
+    // such a report has no point (its Markdown's Workload row says what its figures are).
+    let drawn = valid
+        && v.report
+            .as_ref()
+            .is_some_and(|r| r.workload.prompt_set.is_none());
     let point = v
         .report
         .as_ref()
@@ -174,11 +159,7 @@ pub fn check_here(text: &str) -> Checked {
         .as_ref()
         .filter(|_| drawn)
         .map(analysis::compare::Subject::from_report);
-    let workload = v
-        .report
-        .as_ref()
-        .filter(|_| valid)
-        .and_then(report::workload_summary);
+
     let markdown = v.report.as_ref().filter(|_| valid).map(report::to_markdown);
     let quality = v
         .report
@@ -205,8 +186,6 @@ pub fn check_here(text: &str) -> Checked {
         markdown,
         quality,
         stack,
-        workload,
-        not_drawn,
         validity,
         engine: if cfg!(feature = "schema") {
             "schema".into()

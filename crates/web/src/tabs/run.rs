@@ -704,8 +704,6 @@ fn EntryCard(e: Entry) -> impl IntoView {
                 let warnings = c.warnings.clone();
                 view! {
                     <PointSummary p=point.clone() subject=subject.clone() warnings=warnings/>
-                    {c.not_drawn.clone().map(|w| view! { <p class="fine not-drawn">"Not drawn: "{w}</p> })}
-                    {c.workload.clone().map(|w| view! { <p class="fine workload">"Workload: "{w}</p> })}
                     {c.stack.clone().map(|s| view! { <p class="fine stack-line">"Stack: "{s}</p> })}
                     {c.quality.clone().map(|q| view! { <p class="fine quality">"Quality (perplexity): "{q}</p> })}
                     {c.validity.clone().map(|v| view! {

@@ -768,6 +768,7 @@ fn EnergyCard() -> impl IntoView {
 /// The picked model's context runs on the picked card, where it has some: the bars above decode
 /// after a 16-token prompt, these once the depth's tokens are in the KV cache (pre-rendered, as
 /// the Optimize tab's card).
+#[cfg(not(feature = "landing"))]
 #[component]
 fn ContextCard() -> impl IntoView {
     let st = expect_context::<crate::AppState>().tested;
@@ -777,6 +778,20 @@ fn ContextCard() -> impl IntoView {
         }),
         "tested-context-runs",
     )
+}
+
+/// The landing module holds no context card (its rendering would cost the first load): where
+/// the picked model has one, it hands the page over to the full module, which shows it.
+#[cfg(feature = "landing")]
+#[component]
+fn ContextCard() -> impl IntoView {
+    let st = expect_context::<crate::AppState>().tested;
+    move || {
+        let id = crate::context_card::template_id(&st.gpu.get(), Some(&st.model.get()));
+        if cfg!(target_arch = "wasm32") && document().get_element_by_id(&id).is_some() {
+            crate::hand_over("tested");
+        }
+    }
 }
 
 /// The picked card's real-vs-synthetic pairs that concern the picked model (as the real model
