@@ -81,12 +81,13 @@ try {
           console.log(`${path.relative(ROOT, file)} ${(fs.statSync(file).size / 1024).toFixed(0)} KB`);
         }
       }
-      // Cards alone, in all four: the H200's measured batch sweeps and context runs (Optimize) and
-      // the real model beside its synthetic twin (Tested models).
+      // Cards alone, in all four: the H200's measured batch sweeps and context runs (Optimize),
+      // the real model beside its synthetic twin and a model's context runs (Tested models).
       for (const [name, q, sel] of [
         ['optimize-h200-sweeps', '?tab=optimize&gpu=H200&model=Qwen2-7B&objective=min-energy', '#batch-sweeps'],
         ['optimize-h200-context', '?tab=optimize&gpu=H200&model=Qwen2-1.5B&objective=min-energy', '#context-runs'],
         ['tested-h200-synthetic', '?tab=tested&gpu=H200&model=SmolLM2-135M-Instruct', '#synthetic-card'],
+        ['tested-h200-context', '?tab=tested&gpu=H200&model=Qwen2-1.5B', '#tested-context-runs'],
       ]) {
         if (only && !`${name}-${device}-${scheme}`.includes(only)) continue;
         await page.goto(server.url + q);
