@@ -362,6 +362,20 @@ pub struct RequestsWindow {
 }
 
 impl PrefillWindow {
+    /// The window `pw` of prefills whose times to the first token are `ttft` (sorted here, for
+    /// the median and the percentiles read from it after), `prompt_tokens` fed in all.
+    fn of(ttft: &mut [f64], prompt_tokens: u64, pw: &Metered) -> PrefillWindow {
+        ttft.sort_by(f64::total_cmp);
+        PrefillWindow {
+            prefills: ttft.len(),
+            prompt_tokens,
+            window_s: pw.seconds,
+            counter_j: pw.counter_j,
+            trace_j: pw.trace.as_ref().and_then(Trace::energy_j),
+            ttft_s: ttft[ttft.len() / 2],
+        }
+    }
+
     /// Counter energy per prompt token, mJ.
     pub fn mj_per_prompt_token(&self) -> f64 {
         self.counter_j * 1000.0 / self.prompt_tokens as f64
@@ -928,6 +942,16 @@ impl Arm<'_> {
         }
     }
 
+    /// One prefill of `len` tokens into a fresh cache of `capacity`, timed on a synchronized
+    /// device: the time to the first token, s.
+    fn timed_prefill(&self, dec: &mut Dec, len: usize, capacity: usize) -> Result<f64, ArmFailure> {
+        let t = self.clock.now_s();
+        dec.prefill_prompt(self.cfg.batch, len, capacity)
+            .map_err(|e| self.failed(e))?;
+        dec.synchronize().map_err(sync_failure)?;
+        Ok(self.clock.now_s() - t)
+    }
+
     fn cool_down(&self, meter: &mut dyn EnergyMeter) -> Result<CooldownResult, ArmFailure> {
         let (w, c) = self.idle;
         Ok(cool_down(
@@ -998,13 +1022,7 @@ impl Arm<'_> {
         let cfg = self.cfg;
         let clock = self.clock;
         let capacity = depth + cfg.tokens;
-        let prefill = |dec: &mut Dec| -> Result<f64, ArmFailure> {
-            let t = clock.now_s();
-            dec.prefill_prompt(cfg.batch, depth, capacity)
-                .map_err(|e| self.failed(e))?;
-            dec.synchronize().map_err(sync_failure)?;
-            Ok(clock.now_s() - t)
-        };
+        let prefill = |dec: &mut Dec| self.timed_prefill(dec, depth, capacity);
         let decode = |dec: &mut Dec| -> Result<u64, ArmFailure> {
             let n = dec
                 .decode_at(depth, cfg.tokens)
@@ -1031,13 +1049,12 @@ impl Arm<'_> {
             }
             Ok::<_, ArmFailure>(ttft)
         })?;
-        let prefills = ttft.len();
+        let prompt_tokens = (ttft.len() * cfg.batch * depth) as u64;
         prefill(dec)?;
         let temp_start_c = meter.temperature_c().ok();
         let ((tokens, iteration_s), window) = metered_window(meter, clock, trace_hz, || {
             timed(clock, decodes, cfg.min_window_s, || decode(dec))
         })?;
-        ttft.sort_by(f64::total_cmp);
         Ok(Windows {
             tokens,
             iteration_s,
@@ -1045,14 +1062,7 @@ impl Arm<'_> {
             cooldown,
             temp_start_c,
             temp_end_c: meter.temperature_c().ok(),
-            prefill: Some(PrefillWindow {
-                prefills,
-                prompt_tokens: (prefills * cfg.batch * depth) as u64,
-                window_s: pw.seconds,
-                counter_j: pw.counter_j,
-                trace_j: pw.trace.as_ref().and_then(Trace::energy_j),
-                ttft_s: ttft[ttft.len() / 2],
-            }),
+            prefill: Some(PrefillWindow::of(&mut ttft, prompt_tokens, &pw)),
             requests: None,
         })
     }
@@ -1071,13 +1081,7 @@ impl Arm<'_> {
         let cfg = self.cfg;
         let clock = self.clock;
         let capacity = set.capacity();
-        let prefill = |dec: &mut Dec, len: usize| -> Result<f64, ArmFailure> {
-            let t = clock.now_s();
-            dec.prefill_prompt(cfg.batch, len, capacity)
-                .map_err(|e| self.failed(e))?;
-            dec.synchronize().map_err(sync_failure)?;
-            Ok(clock.now_s() - t)
-        };
+        let prefill = |dec: &mut Dec, len: usize| self.timed_prefill(dec, len, capacity);
         let prefills = |dec: &mut Dec, ttft: &mut Vec<f64>| -> Result<(), ArmFailure> {
             for p in &set.prompts {
                 ttft.push(prefill(dec, p.prompt_tokens as usize)?);
@@ -1117,9 +1121,13 @@ impl Arm<'_> {
         let ((tokens, iteration_s), window) = metered_window(meter, clock, trace_hz, || {
             timed(clock, passes, cfg.min_window_s, || pass(dec))
         })?;
-        ttft.sort_by(f64::total_cmp);
         let batch = cfg.batch as u64;
         let done = iteration_s.len();
+        let prefill = PrefillWindow::of(
+            &mut ttft,
+            prefill_passes as u64 * set.prompt_tokens() * batch,
+            &pw,
+        );
         Ok(Windows {
             tokens,
             iteration_s,
@@ -1127,14 +1135,7 @@ impl Arm<'_> {
             cooldown,
             temp_start_c,
             temp_end_c: meter.temperature_c().ok(),
-            prefill: Some(PrefillWindow {
-                prefills: ttft.len(),
-                prompt_tokens: prefill_passes as u64 * set.prompt_tokens() * batch,
-                window_s: pw.seconds,
-                counter_j: pw.counter_j,
-                trace_j: pw.trace.as_ref().and_then(Trace::energy_j),
-                ttft_s: ttft[ttft.len() / 2],
-            }),
+            prefill: Some(prefill),
             requests: Some(RequestsWindow {
                 passes: done,
                 requests: done * set.prompts.len(),
