@@ -205,6 +205,13 @@ __device__ __forceinline__ float ld_l2(const float* p) {
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 }
+// Four of them, 16-byte aligned.
+__device__ __forceinline__ float4 ld_l2_v4(const float* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
 template <int C> __device__ __forceinline__ void put_raw(void* row, unsigned int i, float v) {
     if (C == 0) ((float*)row)[i] = v;
     else ((unsigned short*)row)[i] = C == 1 ? f2h(v) : f2b(v);
@@ -296,6 +303,9 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[h][j] = 0.0f;
     for (unsigned int c0 = t_begin; c0 < t_end; c0 += PC) {
+        // Passes of the chunk that hold a position (block-uniform): a short share skips the rest
+        // of the U passes' arithmetic, whose rows are zeros and whose weights would be 0.
+        unsigned int live = (t_end - c0 + RS - 1) / RS;
         if (c0 != t_begin) {
 #pragma unroll
             for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, c0 + r + u * RS, t_end, a.own, hd, e, kown);
@@ -311,6 +321,7 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
                 float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
                 for (int u = 0; u < U; u++) {
+                    if (u >= live) break;
                     float s = 0.0f;
 #pragma unroll
                     for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
@@ -325,10 +336,11 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         // Online softmax, one warp per head: the chunk's max, its weights, the running sum.
         if (warp < g) {
             float mx = NEG_INF;
-            for (unsigned int t = lane; t < PC; t += 32) mx = fmaxf(mx, sc[warp * PC + t]);
+            unsigned int slots = live < U ? live * RS : PC;
+            for (unsigned int t = lane; t < slots; t += 32) mx = fmaxf(mx, sc[warp * PC + t]);
             mx = warp_max(mx);
             float m_old = ms[warp], mn = fmaxf(m_old, mx), sum = 0.0f;
-            for (unsigned int t = lane; t < PC; t += 32) {
+            for (unsigned int t = lane; t < slots; t += 32) {
                 float p = expf(sc[warp * PC + t] - mn);
                 sc[warp * PC + t] = p;
                 sum += p;
@@ -350,6 +362,7 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
                 for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
 #pragma unroll
                 for (int u = 0; u < U; u++) {
+                    if (u >= live) break;
                     float p = sc[h * PC + r + u * RS];
 #pragma unroll
                     for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
@@ -358,25 +371,48 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         }
         __syncthreads();
     }
-    // Each head's row: the slots' partials summed, then this block's share of it:
-    // [max, sum, ·V row (hd)] at part[((bi · nh + head) · splits + sp) · (hd + 2)].
+    // Each head's share: the row slots' partials summed (the slots of a warp by shuffles, the
+    // warps through `red`, HR heads a round), then [·V row (hd)] at rows[(bi · nh + head) · splits
+    // + sp] and [max, sum] at ml[the same], the two arrays apart so rows stay 16-byte aligned.
+    constexpr int W = NS / 32, HR = 32 / L;
+    static_assert(HR * 8 * L == NS, "a round's heads × hd is one element a thread");
     unsigned int h0 = blockIdx.x * g;
+    unsigned long long hs0 = ((unsigned long long)bi * nh + h0) * splits;
+    float* rows = part;
+    float* ml = part + (unsigned long long)b * nh * splits * hd;
 #pragma unroll
-    for (int h = 0; h < GQ; h++) {
-        if (h < g) {
+    for (int hr = 0; hr < GQ; hr += HR) {
+        if (hr < (int)g) {
 #pragma unroll
-            for (int j = 0; j < 8; j++) red[r * hd + e + j] = acc[h][j];
-            __syncthreads();
-            unsigned long long hb = ((unsigned long long)bi * nh + h0 + h) * splits * (hd + 2);
-            float* share = part + hb + (unsigned long long)sp * (hd + 2);
-            if (tid < hd) {
-                float o = 0.0f;
-                for (unsigned int j = 0; j < RS; j++) o += red[j * hd + tid];
-                share[2 + tid] = o;
+            for (int k = 0; k < HR; k++) {
+                if (hr + k < GQ && hr + k < (int)g) {
+                    float s[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        s[j] = acc[hr + k < GQ ? hr + k : 0][j];
+#pragma unroll
+                        for (int o = L; o < 32; o <<= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+                    }
+                    if (lane < L) {
+                        float4* dst = (float4*)(red + (k * W + warp) * hd + e);
+                        dst[0] = make_float4(s[0], s[1], s[2], s[3]);
+                        dst[1] = make_float4(s[4], s[5], s[6], s[7]);
+                    }
+                }
             }
-            if (tid == 0) {
-                share[0] = ms[h];
-                share[1] = ls[h];
+            __syncthreads();
+            // HR · hd = NS: a thread per (head of the round, element).
+            unsigned int k = tid / hd, d = tid % hd, h = hr + k;
+            if (h < g) {
+                float o = 0.0f;
+#pragma unroll
+                for (int w = 0; w < W; w++) o += red[(k * W + w) * hd + d];
+                unsigned long long hs = hs0 + (unsigned long long)h * splits + sp;
+                rows[hs * hd + d] = o;
+                if (d == 0) {
+                    ml[2 * hs] = ms[h];
+                    ml[2 * hs + 1] = ls[h];
+                }
             }
             __syncthreads();
         }
@@ -390,20 +426,19 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
     if (!last) return;
     __threadfence();
     // Combine. Each head's share weights exp(m_j − max) (0 for a share with no positions) into
-    // `red` and its total sum into `ls`, one warp a head; then every (head, element) sums the
-    // shares' ·V rows, their loads independent (L2: the shares are other blocks' writes).
+    // `red` and its total sum into `ls`, one warp a head.
     if (warp < g) {
-        const float* hp = part + ((unsigned long long)bi * nh + h0 + warp) * splits * (hd + 2);
+        const float* hm = ml + 2 * (hs0 + (unsigned long long)warp * splits);
         float* w = red + warp * 256;
         float mm = NEG_INF;
         for (unsigned int j = lane; j < splits; j += 32) {
-            w[j] = ld_l2(hp + j * (hd + 2));
+            w[j] = ld_l2(hm + 2 * j);
             mm = fmaxf(mm, w[j]);
         }
         mm = warp_max(mm);
         float ll = 0.0f;
         for (unsigned int j = lane; j < splits; j += 32) {
-            float lj = ld_l2(hp + j * (hd + 2) + 1);
+            float lj = ld_l2(hm + 2 * j + 1);
             w[j] = lj > 0.0f ? expf(w[j] - mm) : 0.0f;
             ll += lj * w[j];
         }
@@ -411,17 +446,39 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         if (lane == 0) ls[warp] = ll;
     }
     __syncthreads();
+    // Every 4 elements of a head sum the shares' ·V rows, CB 16-byte loads in flight at a time
+    // (the combine is one block's work while the others have finished: its latency is the
+    // launch's tail), into qs; then each element is stored with its Q8_1 block.
+    constexpr int CB = 16;
+    for (unsigned int i = tid * 4; i < g * hd; i += NS * 4) {
+        unsigned int h = i / hd, d = i % hd;
+        const float* hp = rows + (hs0 + (unsigned long long)h * splits) * hd + d;
+        const float* w = red + h * 256;
+        float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (unsigned int j0 = 0; j0 < splits; j0 += CB) {
+            float4 x[CB];
+#pragma unroll
+            for (int j = 0; j < CB; j++)
+                x[j] = j0 + j < splits ? ld_l2_v4(hp + (unsigned long long)(j0 + j) * hd)
+                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int j = 0; j < CB; j++) {
+                float wj = j0 + j < splits ? w[j0 + j] : 0.0f;
+                o.x += x[j].x * wj;
+                o.y += x[j].y * wj;
+                o.z += x[j].z * wj;
+                o.w += x[j].w * wj;
+            }
+        }
+        float l = ls[h];
+        *(float4*)(qs + i) = make_float4(o.x / l, o.y / l, o.z / l, o.w / l);
+    }
+    __syncthreads();
     // g · hd is whole warps (hd ≥ 64), and a warp's 32 elements are one Q8_1 block of one head.
     for (unsigned int i = tid; i < g * hd; i += NS) {
-        unsigned int h = i / hd, d = i % hd;
-        const float* hp = part + ((unsigned long long)bi * nh + h0 + h) * splits * (hd + 2) + 2 + d;
-        const float* w = red + h * 256;
-        float oo = 0.0f;
-        for (unsigned int j = 0; j < splits; j++) oo += ld_l2(hp + j * (hd + 2)) * w[j];
-        float val = oo / ls[h];
-        unsigned long long o = ((unsigned long long)bi * nh + h0 + h) * hd + d;
-        st<A>(out, o, val);
-        if (q8) q8_put(q8, o / 32, rnd<A>(val));
+        unsigned long long o = ((unsigned long long)bi * nh + h0) * hd + i;
+        st<A>(out, o, qs[i]);
+        if (q8) q8_put(q8, o / 32, rnd<A>(qs[i]));
     }
     if (tid == 0) *count = 0;
 }

@@ -7,7 +7,7 @@
 
 use crate::ops::kv::{AddU32, KvWrite};
 use crate::ops::{
-    q8, AddRmsNorm, AttnSplit, CausalSoftmax, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
+    q8, AddRmsNorm, ArgMax, AttnSplit, CausalSoftmax, DecodeAttn, Gemv, RopeKv, RopeStep, SwiGlu,
 };
 use crate::testing::{attn_dims, rand, AttnCase};
 use crate::Result;
@@ -180,6 +180,7 @@ pub fn run(dev: &Device, scope: Scope, each: &mut dyn FnMut(&OpCheck)) -> Result
     gemv(&mut c)?;
     kv_write(&mut c)?;
     causal_softmax(&mut c)?;
+    argmax(&mut c)?;
     Ok(c.out)
 }
 
@@ -476,6 +477,25 @@ fn kv_write(c: &mut Checks) -> Result<()> {
     Ok(())
 }
 
+/// The device's argmax picks the CPU's index in every row, ties (frequent in BF16 at a vocabulary's
+/// size) to the lowest; `rel_err` is the share of rows that differ.
+fn argmax(c: &mut Checks) -> Result<()> {
+    for (rows, n) in c.shapes(
+        &[(1usize, 37usize), (3, 1000), (1, 151_936), (4, 32_000)],
+        2,
+    ) {
+        for dt in FLOATS {
+            let x = (rand(&[rows, n], n as u64)? * 10.0)?.to_dtype(dt)?;
+            let want = x.apply_op1_no_bwd(&ArgMax)?.to_vec2::<u32>()?;
+            let got = c.to_dev(&x)?.apply_op1_no_bwd(&ArgMax)?.to_vec2::<u32>()?;
+            let differ = want.iter().zip(&got).filter(|(w, g)| w != g).count();
+            let r = differ as f32 / rows as f32;
+            c.push("argmax", &format!("{rows}×{n}"), name(dt).into(), r, 0.0);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,6 +523,7 @@ mod tests {
             "gemv",
             "kv_write",
             "add_u32",
+            "argmax",
         ] {
             assert!(all.iter().any(|c| c.op == op), "{op}");
         }

@@ -1038,9 +1038,9 @@ pub static FOLD_KV: crate::switch::Switch = crate::switch::Switch::new("QE_FOLD_
 /// Whether quantized projections may read fused ops' Q8_1 blocks (`QE_Q8=0` turns it off).
 pub static Q8: crate::switch::Switch = crate::switch::Switch::new("QE_Q8", true);
 
-/// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device.
+/// Greedy argmax of `logits` (batch, vocab) → (batch, 1) u32, on the device ([`ArgMax`]).
 pub fn argmax(logits: &Tensor) -> Result<Tensor> {
-    Ok(logits.argmax_keepdim(D::Minus1)?)
+    Ok(logits.contiguous()?.apply_op1_no_bwd(&crate::ops::ArgMax)?)
 }
 
 #[cfg(test)]

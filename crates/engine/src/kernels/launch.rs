@@ -39,6 +39,7 @@ pub fn kernel_names() -> Vec<String> {
         v.push(format!("swiglu_{a}"));
         v.push(format!("causal_softmax_{a}"));
         v.push(format!("add_rms_norm_{a}"));
+        v.push(format!("argmax_{a}"));
         if a != "f32" {
             v.push(format!("gemv_{a}"));
         }

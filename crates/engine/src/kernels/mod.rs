@@ -9,7 +9,7 @@
 pub mod launch;
 
 /// Every kernel file, in the order the module holds them, with its text.
-pub const FILES: [(&str, &str); 9] = [
+pub const FILES: [(&str, &str); 10] = [
     ("common.cuh", include_str!("../../kernels/common.cuh")),
     ("rotary.cuh", include_str!("../../kernels/rotary.cuh")),
     ("rope.cu", include_str!("../../kernels/rope.cu")),
@@ -19,6 +19,7 @@ pub const FILES: [(&str, &str); 9] = [
     ("gemv.cu", include_str!("../../kernels/gemv.cu")),
     ("kv.cu", include_str!("../../kernels/kv.cu")),
     ("softmax.cu", include_str!("../../kernels/softmax.cu")),
+    ("argmax.cu", include_str!("../../kernels/argmax.cu")),
 ];
 
 /// The preprocessor lines the loader resolves itself: NVRTC has no files to read.

@@ -14,6 +14,7 @@
 //! * [`CausalSoftmax`] — the prefill's attention scores scaled, masked by position and softmaxed
 //!   in one pass (candle's ops wrote the scores three more times);
 //! * [`SwiGlu`] — silu(gate)·up from the fused gate|up matmul's output;
+//! * [`ArgMax`] — greedy sampling: the next token from the logits, a block per row;
 //! * [`AddRmsNorm`] — residual add and the following RMSNorm: one output (2, ..) holding the sum
 //!   and the normed sum;
 //! * with `q8`, the norm, attention and SwiGLU also append the Q8_1 blocks of what the next
@@ -25,6 +26,7 @@
 //! A layer's cache is one flat tensor in the cache dtype, `[K (b, nkv, ctx, hd) | V (same) | qkv
 //! bias ((nh + 2·nkv)·hd), if any]` (see [`AttnDims`]), so the bias travels with the target.
 
+pub mod argmax;
 pub mod attention;
 mod common;
 pub mod gemv;
@@ -37,6 +39,7 @@ pub mod swiglu;
 #[cfg(test)]
 mod tests;
 
+pub use argmax::ArgMax;
 pub use attention::{AttnSplit, DecodeAttn, ATTN_ONE_BLOCK, ATTN_SPLIT_FROM};
 pub use gemv::{Gemv, GEMV};
 pub use norm::{AddRmsNorm, NORM_THREADS};

@@ -534,3 +534,43 @@ fn causal_softmax_matches_scale_mask_and_softmax() {
     let e = att.apply_op2_no_bwd(&p, &bad).unwrap_err().to_string();
     assert!(e.contains("multiple of 2 queries"), "{e}");
 }
+
+/// ArgMax on the CPU: candle's argmax wherever the maximum is unique, in every float dtype and
+/// per row; ties go to the lowest index, NaN never wins, and a row of no number gives 0.
+#[test]
+fn argmax_picks_the_first_largest_value_of_each_row() {
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let x = rand(&[3, 1000], 7).to_dtype(dt).unwrap();
+        let got = x.apply_op1_no_bwd(&ArgMax).unwrap();
+        let want = x.argmax_keepdim(D::Minus1).unwrap();
+        assert_eq!(got.dims(), &[3, 1]);
+        assert_eq!(
+            got.to_vec2::<u32>().unwrap(),
+            want.to_vec2::<u32>().unwrap(),
+            "{dt:?}"
+        );
+    }
+    let nan = f32::NAN;
+    let rows = [
+        (vec![1.0, 5.0, 2.0, 5.0], 1),
+        (vec![nan, -3.0, nan, -1.0], 3),
+        (vec![nan, nan], 0),
+        (vec![f32::NEG_INFINITY; 3], 0),
+        (vec![f32::NEG_INFINITY, f32::INFINITY, f32::INFINITY], 1),
+    ];
+    for (row, want) in rows {
+        let n = row.len();
+        let t = Tensor::from_vec(row.clone(), (1, n), &Device::Cpu).unwrap();
+        let got = t
+            .apply_op1_no_bwd(&ArgMax)
+            .unwrap()
+            .to_vec2::<u32>()
+            .unwrap();
+        assert_eq!(got, vec![vec![want]], "{row:?}");
+    }
+    let err = Tensor::zeros((2, 0), DType::F32, &Device::Cpu)
+        .unwrap()
+        .apply_op1_no_bwd(&ArgMax)
+        .unwrap_err();
+    assert!(err.to_string().contains("argmax"), "{err}");
+}
