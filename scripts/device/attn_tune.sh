@@ -4,8 +4,9 @@
 # a depth, then llama-bench at the same depths and its prefill rate at the longest.
 #   bash scripts/device/attn_tune.sh SHAPE FORMATS DEPTHS SETTING...
 #     e.g. attn_tune.sh qwen2-1.5b Q4_0,Q4_K 1024,4096,16384 default QE_ATTN_MIN_POSITIONS=128
-# The setting `base` runs another build of the meter, .ship/quantenergy-base.xz (a kernel change
-# against the commit before it, in one sitting). LLAMA_TARGETS (llama-bench) picks what llama.cpp
+# A setting is `default` (the carried meter), VAR=VALUE for it, or NAME, another build of the meter
+# carried as .ship/quantenergy-NAME.xz (`base`: the commit before a kernel change, in one sitting),
+# optionally NAME+VAR=VALUE. LLAMA_TARGETS (llama-bench) picks what llama.cpp
 # builds (add llama-server for a campaign in the same call). OPS=1 first checks every op against its
 # CPU reference (engine-check --ops) while llama.cpp builds. Carry .ship/quantenergy.gz and
 # .ship/llama.cpp.tar.xz. Everything comes back as $OUT/tune.tgz.
@@ -21,7 +22,10 @@ say() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 bundle() { (cd /tmp && tar czf "$OUT/tune.tgz" tune); }
 trap bundle EXIT
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee "$R/gpu.txt"
-[ -f .ship/quantenergy-base.xz ] && xz -dc .ship/quantenergy-base.xz > /tmp/qe/base && chmod +x /tmp/qe/base
+for x in .ship/quantenergy-*.xz; do
+  [ -f "$x" ] || continue
+  n=${x#.ship/quantenergy-}; n=${n%.xz}; xz -dc "$x" > "/tmp/qe/$n" && chmod +x "/tmp/qe/$n"
+done
 (SHAPES="$SHAPE" FORMATS="${FORMATS//,/ }" OUT="$R/prep" WORK=/tmp/peers LLAMA_TARGETS=${LLAMA_TARGETS:-llama-bench} \
   bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
 prep=$!
@@ -34,7 +38,8 @@ for d in ${DEPTHS//,/ }; do
   for s in "$@"; do
     [ $(( $(date +%s) - T0 )) -gt "${BUDGET_S:-420}" ] && { say "budget spent: $s at $d not run"; continue; }
     env=""; bin=$QE
-    case $s in default) ;; base) bin=/tmp/qe/base ;; *) env=$s ;; esac
+    b=${s%%+*}; [ "$b" = "$s" ] || env=${s#*+}
+    case $b in default) ;; *=*) env=$b ;; *) bin=/tmp/qe/$b ;; esac
     say "$SHAPE $FORMATS depth $d: $s"
     timeout 120 env $env "$bin" engine-check --synthetic "$SHAPE" --precision "$FORMATS" --prompt-len "$d" \
       --tokens 256 --timing-runs 3 --graph-only --json "$R/ours-$s-$d.json" > "$R/ours-$s-$d.log" 2>&1

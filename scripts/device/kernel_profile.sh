@@ -40,8 +40,8 @@ profile() {
   say "ncu: $tag"
   local filter=(); [ -n "${KFILTER:-}" ] && filter=(-k "regex:$KFILTER")
   timeout 300 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    "${filter[@]}" --launch-skip "${SKIP:-4000}" --launch-count "${COUNT:-600}" --csv --log-file "$R/ncu-$tag.log" \
-    "$@" > "$R/ncu-$tag.csv" 2> "$R/ncu-$tag.err"
+    "${filter[@]}" --launch-skip "${SKIP:-4000}" --launch-count "${COUNT:-600}" --csv --log-file "$R/ncu-$tag.csv" \
+    "$@" > "$R/ncu-$tag.out" 2> "$R/ncu-$tag.err"
   echo "rc $?" >> "$R/ncu-$tag.err"
   [ "${DETAIL:-0}" = 1 ] || return 0
   # The full sections of one attention launch well inside the decode (either side's kernel name).
