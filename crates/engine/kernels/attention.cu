@@ -257,6 +257,71 @@ template <int A, int C> __device__ __forceinline__ void group_q(const AttnHead& 
     }
     __syncthreads();
 }
+// One chunk's arithmetic: the scores of every head of the group at the chunk's first NP passes
+// of RS positions (the L lanes of a slot sum), the online softmax (a warp per head: the chunk's
+// max, its weights, the running sum), and the heads' ·V partials. NP is a constant, so the passes
+// unroll with no branch between them and their shuffle sums overlap.
+template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(const Row8<C> (&k)[U],
+        const Row8<C> (&v)[U], float (&acc)[GQ][8], const float* qs, float* sc, float* ms,
+        float* ls, float* al, unsigned int g, unsigned int hd, unsigned int e, unsigned int r,
+        unsigned int c0, unsigned int t_end, float scale) {
+    constexpr int RS = NS / L, PC = U * RS;
+    unsigned int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        if (h < g) {
+            const float4* qp = (const float4*)(qs + h * hd + e);
+            float4 q0 = qp[0], q1 = qp[1];
+            float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+            for (int u = 0; u < NP; u++) {
+                float s = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
+#pragma unroll
+                for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+                unsigned int t = r + u * RS;
+                if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
+            }
+        }
+    }
+    __syncthreads();
+    if (warp < g) {
+        float mx = NEG_INF;
+#pragma unroll
+        for (unsigned int t = lane; t < NP * RS; t += 32) mx = fmaxf(mx, sc[warp * PC + t]);
+        mx = warp_max(mx);
+        float m_old = ms[warp], mn = fmaxf(m_old, mx), sum = 0.0f;
+#pragma unroll
+        for (unsigned int t = lane; t < NP * RS; t += 32) {
+            float p = expf(sc[warp * PC + t] - mn);
+            sc[warp * PC + t] = p;
+            sum += p;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) {
+            float alpha = expf(m_old - mn);
+            al[warp] = alpha;
+            ls[warp] = ls[warp] * alpha + sum;
+            ms[warp] = mn;
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < GQ; h++) {
+        if (h < g) {
+            float alpha = al[h];
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+#pragma unroll
+            for (int u = 0; u < NP; u++) {
+                float p = sc[h * PC + r + u * RS];
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
+            }
+        }
+    }
+}
 // L lanes hold a position's row, 8 elements each (L = hd / 8); RS = NS / L row slots; a chunk is
 // U passes of the slots (PC positions), their K and V rows loaded before any arithmetic. U = 6
 // makes a chunk hold a block's share at the splits the engine picks up to ≈ 96 · 132 / nkv
@@ -306,68 +371,25 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         // Passes of the chunk that hold a position (block-uniform): a short share skips the rest
         // of the U passes' arithmetic, whose rows are zeros and whose weights would be 0.
         unsigned int live = (t_end - c0 + RS - 1) / RS;
+        static_assert(U <= 8, "QE_CHUNK cases cover up to 8 passes");
         if (c0 != t_begin) {
 #pragma unroll
             for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, c0 + r + u * RS, t_end, a.own, hd, e, kown);
 #pragma unroll
             for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, c0 + r + u * RS, t_end, a.own, hd, e, vown);
         }
-        // Scores of every head of the group at the U positions; the L lanes of a slot sum.
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            if (h < g) {
-                const float4* qp = (const float4*)(qs + h * hd + e);
-                float4 q0 = qp[0], q1 = qp[1];
-                float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    if (u >= live) break;
-                    float s = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
-#pragma unroll
-                    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                    unsigned int t = r + u * RS;
-                    if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
-                }
-            }
-        }
-        __syncthreads();
-        // Online softmax, one warp per head: the chunk's max, its weights, the running sum.
-        if (warp < g) {
-            float mx = NEG_INF;
-            unsigned int slots = live < U ? live * RS : PC;
-            for (unsigned int t = lane; t < slots; t += 32) mx = fmaxf(mx, sc[warp * PC + t]);
-            mx = warp_max(mx);
-            float m_old = ms[warp], mn = fmaxf(m_old, mx), sum = 0.0f;
-            for (unsigned int t = lane; t < slots; t += 32) {
-                float p = expf(sc[warp * PC + t] - mn);
-                sc[warp * PC + t] = p;
-                sum += p;
-            }
-            sum = warp_sum(sum);
-            if (lane == 0) {
-                float alpha = expf(m_old - mn);
-                al[warp] = alpha;
-                ls[warp] = ls[warp] * alpha + sum;
-                ms[warp] = mn;
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            if (h < g) {
-                float alpha = al[h];
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    if (u >= live) break;
-                    float p = sc[h * PC + r + u * RS];
-#pragma unroll
-                    for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
-                }
-            }
+        // The chunk's arithmetic over its live passes, a version per count so that none of them
+        // branches inside: a `break` between passes serialized their shuffle sums (the H200's 16 k
+        // decode lost 4.6 µs a layer to it).
+        switch (live < U ? live : U) {
+#define QE_CHUNK(np)                                                                          \
+    case np:                                                                                  \
+        chunk<C, L, U, np < U ? np : U>(k, v, acc, qs, sc, ms, ls, al, g, hd, e, r, c0, t_end, \
+                                        scale);                                               \
+        break;
+            QE_CHUNK(1) QE_CHUNK(2) QE_CHUNK(3) QE_CHUNK(4) QE_CHUNK(5) QE_CHUNK(6)
+            QE_CHUNK(7) QE_CHUNK(8)
+#undef QE_CHUNK
         }
         __syncthreads();
     }
