@@ -3,6 +3,7 @@
 
   make_gguf.py --shape qwen2-0.5b --out X.gguf                  F16 (then `llama-quantize --pure`)
   make_gguf.py --shape qwen2-0.5b --type Q4_K --out X.gguf      random *valid* quantized blocks directly
+  make_gguf.py --shape qwen2-0.5b --type BF16 --out X.gguf      BF16 weights (the same value range)
 
 Tensors and metadata are what convert_hf_to_gguf.py writes for a Qwen2 (or Llama: TinyLlama, the
 family column of data/models.csv) checkpoint: 2-D weights in the file type, norms and (Qwen2 only) q/k/v
@@ -73,7 +74,7 @@ def tensor_list(s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", required=True)
-    ap.add_argument("--type", default="F16", choices=["F16", "Q8_0", "Q4_0", "Q4_K"])
+    ap.add_argument("--type", default="F16", choices=["F16", "BF16", "Q8_0", "Q4_0", "Q4_K"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models-csv")
@@ -104,7 +105,8 @@ def main():
     tokens += [f"[PAD{i}]" for i in range(len(tokens), s["vocab"])]
     ttypes += [int(gguf.TokenType.UNUSED)] * n_pad
 
-    ftype = {"F16": gguf.LlamaFileType.MOSTLY_F16, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    ftype = {"F16": gguf.LlamaFileType.MOSTLY_F16, "BF16": gguf.LlamaFileType.MOSTLY_BF16,
+             "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
              "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M}[a.type]
     tmp = a.out + ".part"
     w = gguf.GGUFWriter(tmp, arch)
@@ -124,7 +126,7 @@ def main():
         w.add_rope_dimension_count(s["head_dim"])
     w.add_layer_norm_rms_eps(s["rms_eps"])
     w.add_file_type(int(ftype))
-    if a.type != "F16":
+    if a.type not in ("F16", "BF16"):
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_tokenizer_model(field("tokenizer.ggml.model"))
     if field("tokenizer.ggml.pre") is not None:
@@ -149,8 +151,8 @@ def main():
     for name, shp, is_mat in tensor_list(s):
         if not is_mat:
             typ = "F32"
-        elif a.type == "F16":
-            typ = "F16"
+        elif a.type in ("F16", "BF16"):
+            typ = a.type
         else:
             typ = a.type
             bs = gguf.GGML_QUANT_SIZES[QT[typ]][0]
@@ -183,6 +185,11 @@ def main():
             u &= np.uint16(0x87FF)   # keep sign, low exponent bit, mantissa
             u |= np.uint16(0x2000)   # exponent field 8 or 9: |w| in [2^-7, 2^-5)
             arr = u.view(np.float16)
+        elif typ == "BF16":
+            u = np.frombuffer(rng.bytes(int(np.prod(shp)) * 2), dtype=np.uint16).reshape(shp).copy()
+            u &= np.uint16(0x80FF)   # keep sign, low exponent bit, mantissa
+            u |= np.uint16(0x3C00)   # exponent field 120 or 121: |w| in [2^-7, 2^-5)
+            arr = u.view(np.uint8).reshape(shp[0], -1)
         else:
             bs, ts = gguf.GGML_QUANT_SIZES[QT[typ]]
             nblk = shp[0] * (shp[1] // bs)
