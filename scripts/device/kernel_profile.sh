@@ -9,7 +9,8 @@
 # VAR=VALUE for the carried meter. Needs llama.cpp's tree (.ship/llama.cpp.tar.xz) for llama-bench;
 # LLAMA=0 skips it, OURS=0 profiles llama-bench alone (the folder keeps earlier runs). KFILTER (a
 # regex) profiles only the kernels it names: at long depths the prefill's launches are too many to
-# skip by count. DETAIL=1 adds one attention launch of each side under `--set full` (memory
+# skip by count (llama.cpp decodes a 16 k GQA cache with its tensor-core kernel, not
+# `flash_attn_ext_vec`: filter on `flash_attn` and skip past the prefill's launches). DETAIL=1 adds one attention launch of each side under `--set full` (memory
 # throughput, occupancy, stall reasons). Everything comes back as $OUT/profile.tgz, a folder per
 # shape, format and depth (several calls in one sitting add up), with a summary table per run.
 set -uo pipefail
