@@ -326,7 +326,14 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
 // U passes of the slots (PC positions), their K and V rows loaded before any arithmetic. U = 6
 // makes a chunk hold a block's share at the splits the engine picks up to ≈ 96 · 132 / nkv
 // positions (6 k at two KV heads), so most blocks wait on memory once.
+// QE_ATTN_U and QE_ATTN_BLOCKS_PER_SM (the split blocks' `__launch_bounds__`) come from the engine's
+// knobs of the same names (`kernels::source`); these are their defaults, for nvcc's build check.
+#ifndef QE_ATTN_U
 #define QE_ATTN_U 6
+#endif
+#ifndef QE_ATTN_BLOCKS_PER_SM
+#define QE_ATTN_BLOCKS_PER_SM 1
+#endif
 template <int A, int C, int L> __device__ void decode_attn_group(void* out, const void* qkv,
         void* buf, const float* step, unsigned int b, unsigned int nh, unsigned int nkv,
         unsigned int hd, unsigned int ctx, int bias, int inter, float scale, void* q8, int fold,
@@ -371,26 +378,20 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         // Passes of the chunk that hold a position (block-uniform): a short share skips the rest
         // of the U passes' arithmetic, whose rows are zeros and whose weights would be 0.
         unsigned int live = (t_end - c0 + RS - 1) / RS;
-        static_assert(U <= 8, "QE_CHUNK cases cover up to 8 passes");
         if (c0 != t_begin) {
 #pragma unroll
             for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, c0 + r + u * RS, t_end, a.own, hd, e, kown);
 #pragma unroll
             for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, c0 + r + u * RS, t_end, a.own, hd, e, vown);
         }
-        // The chunk's arithmetic over its live passes, a version per count so that none of them
-        // branches inside: a `break` between passes serialized their shuffle sums (the H200's 16 k
-        // decode lost 4.6 µs a layer to it).
-        switch (live < U ? live : U) {
-#define QE_CHUNK(np)                                                                          \
-    case np:                                                                                  \
-        chunk<C, L, U, np < U ? np : U>(k, v, acc, qs, sc, ms, ls, al, g, hd, e, r, c0, t_end, \
-                                        scale);                                               \
-        break;
-            QE_CHUNK(1) QE_CHUNK(2) QE_CHUNK(3) QE_CHUNK(4) QE_CHUNK(5) QE_CHUNK(6)
-            QE_CHUNK(7) QE_CHUNK(8)
-#undef QE_CHUNK
-        }
+        // The chunk's arithmetic over its first two passes when no more hold a position (a
+        // short share: 1 k positions over 34 splits), else over all U. Each version has no branch
+        // between its passes: a `break` there serialized their shuffle sums (the H200's 16 k
+        // decode lost 4.6 µs a layer to it), and a version per count tripled the module's PTX.
+        if (live <= 2)
+            chunk<C, L, U, 2 < U ? 2 : U>(k, v, acc, qs, sc, ms, ls, al, g, hd, e, r, c0, t_end, scale);
+        else
+            chunk<C, L, U, U>(k, v, acc, qs, sc, ms, ls, al, g, hd, e, r, c0, t_end, scale);
         __syncthreads();
     }
     // Each head's share: the row slots' partials summed (the slots of a warp by shuffles, the
@@ -524,15 +525,15 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         decode_attn<ac, cc>(out, qkv, (void*)buf, step, b, nh, nkv, hd, ctx, bias, inter,     \
                             scale, q8, fold);                                                 \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(NS, 1)                                      \
+    extern "C" __global__ void __launch_bounds__(NS, QE_ATTN_BLOCKS_PER_SM)                  \
             decode_attn_split64_##a##_##c(QE_DECODE_ATTN_GROUP_ARGS) {                        \
         QE_DECODE_ATTN_GROUP_CALL(ac, cc, 8);                                                 \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(NS, 1)                                      \
+    extern "C" __global__ void __launch_bounds__(NS, QE_ATTN_BLOCKS_PER_SM)                  \
             decode_attn_split128_##a##_##c(QE_DECODE_ATTN_GROUP_ARGS) {                       \
         QE_DECODE_ATTN_GROUP_CALL(ac, cc, 16);                                                \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(NS, 1)                                      \
+    extern "C" __global__ void __launch_bounds__(NS, QE_ATTN_BLOCKS_PER_SM)                  \
             decode_attn_split256_##a##_##c(QE_DECODE_ATTN_GROUP_ARGS) {                       \
         QE_DECODE_ATTN_GROUP_CALL(ac, cc, 32);                                                \
     }

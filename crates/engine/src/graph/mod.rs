@@ -75,6 +75,8 @@ impl GraphFactory {
                 &crate::ops::ATTN_SPLIT_FROM,
                 &crate::ops::attention::ATTN_TARGET_BLOCKS,
                 &crate::ops::attention::ATTN_MIN_POSITIONS,
+                &crate::ops::attention::ATTN_PASSES,
+                &crate::ops::attention::ATTN_BLOCKS_PER_SM,
                 &static_model::PREFILL_DEQUANT_ROWS,
             ] {
                 if let Some(k) = knob.label() {

@@ -26,15 +26,26 @@ pub const FILES: [(&str, &str); 10] = [
 const INCLUDE: &str = "#include";
 const PRAGMA_ONCE: &str = "#pragma once";
 
-/// The whole module's source: the constants, then every `.cu` file with its headers inlined once
-/// (`#pragma once` is for `nvcc`; here a header already inlined is skipped).
+/// The whole module's source: the constants, the kernels' tuning knobs, then every `.cu` file with
+/// its headers inlined once (`#pragma once` is for `nvcc`; here a header already inlined is
+/// skipped).
 pub fn source() -> String {
     assemble().0
 }
 
+/// The `#define`s of the knobs compiled into the kernels (the environment is read once).
+fn tuning() -> String {
+    use crate::ops::attention::{ATTN_BLOCKS_PER_SM, ATTN_PASSES};
+    format!(
+        "#define QE_ATTN_U {}\n#define QE_ATTN_BLOCKS_PER_SM {}\n",
+        ATTN_PASSES.get(),
+        ATTN_BLOCKS_PER_SM.get()
+    )
+}
+
 /// [`source`], and the files in the order it inlined them (each once).
 fn assemble() -> (String, Vec<&'static str>) {
-    let mut out = launch::prelude();
+    let mut out = launch::prelude() + &tuning();
     let mut seen: Vec<&'static str> = Vec::new();
     for (name, _) in FILES.iter().filter(|(n, _)| n.ends_with(".cu")) {
         inline(name, &mut seen, &mut out);
@@ -131,6 +142,19 @@ mod tests {
             .collect()
     }
 
+    /// The kernels' tuning knobs are defined ahead of the files, at their defaults when unset.
+    #[test]
+    fn the_source_defines_the_tuning_knobs() {
+        let s = source();
+        for line in ["#define QE_ATTN_U 6\n", "#define QE_ATTN_BLOCKS_PER_SM 1\n"] {
+            let at = s.find(line).unwrap_or_else(|| panic!("{line}"));
+            assert!(
+                at < s.find("extern \"C\"").unwrap(),
+                "{line} after a kernel"
+            );
+        }
+    }
+
     /// Every file is inlined once (a header where the first file that includes it names it), and
     /// no include or `#pragma once` line is left for NVRTC (which has no files to read).
     #[test]
@@ -143,7 +167,8 @@ mod tests {
         inlined.sort_unstable();
         assert_eq!(inlined, names, "every file exactly once");
         let copied: usize = order.iter().map(|n| body(n).len()).sum();
-        assert_eq!(s.len(), launch::prelude().len() + copied, "no file twice");
+        let head = launch::prelude().len() + tuning().len();
+        assert_eq!(s.len(), head + copied, "no file twice");
         let left = s
             .lines()
             .filter(|l| l.trim_start().starts_with(INCLUDE) || l.trim() == PRAGMA_ONCE);

@@ -106,6 +106,16 @@ pub static ATTN_MIN_POSITIONS: crate::switch::Knob = crate::switch::Knob::new(
     &[32, 64, 128, 256, 512],
 );
 
+/// Passes of row slots in a split block's chunk (`QE_ATTN_U`, 6): more keeps more rows in flight
+/// and more registers. Compiled into the kernels ([`crate::kernels::source`]), for tuning on the card.
+pub static ATTN_PASSES: crate::switch::Knob = crate::switch::Knob::new("QE_ATTN_U", 6, &[4, 6, 8]);
+
+/// Split blocks an SM holds (`QE_ATTN_BLOCKS_PER_SM`, 1): 2 caps the kernel at 128 registers a
+/// thread so that one block's loads overlap another's arithmetic; pair it with
+/// `QE_ATTN_TARGET_BLOCKS=264`. Compiled into the kernels, for tuning on the card.
+pub static ATTN_BLOCKS_PER_SM: crate::switch::Knob =
+    crate::switch::Knob::new("QE_ATTN_BLOCKS_PER_SM", 1, &[1, 2]);
+
 /// Force the one-block-per-query-head kernel on the GPU (`QE_ATTN_ONE_BLOCK=1`), to compare it
 /// with the split kernel; off.
 pub static ATTN_ONE_BLOCK: crate::switch::Switch =
