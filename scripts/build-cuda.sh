@@ -49,4 +49,6 @@ mkdir -p .ship
 strip -o .ship/quantenergy target/cuda/release/quantenergy
 # gzip, not zstd: the GPU machine has gunzip but no zstd.
 gzip -f -9 .ship/quantenergy
+# scripts/device/env.sh takes .ship/quantenergy.xz before this file: an older one must not shadow it.
+rm -f .ship/quantenergy.xz
 ls -la .ship/
