@@ -9,6 +9,18 @@ __device__ __forceinline__ bool beats(float v, unsigned int i, float best, unsig
     return v > best || (v == best && i < at);
 }
 
+// The warp's best (value, index), in every lane.
+__device__ __forceinline__ void warp_best(float& best, unsigned int& at) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        unsigned int oi = __shfl_xor_sync(0xffffffffu, at, o);
+        if (beats(ov, oi, best, at)) {
+            best = ov;
+            at = oi;
+        }
+    }
+}
+
 template <int A> __device__ void argmax_rows(unsigned int* out, const void* x, unsigned int n) {
     __shared__ float wv[32];
     __shared__ unsigned int wi[32];
@@ -33,14 +45,7 @@ template <int A> __device__ void argmax_rows(unsigned int* out, const void* x, u
             }
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        unsigned int oi = __shfl_xor_sync(0xffffffffu, at, o);
-        if (beats(ov, oi, best, at)) {
-            best = ov;
-            at = oi;
-        }
-    }
+    warp_best(best, at);
     if (lane == 0) {
         wv[warp] = best;
         wi[warp] = at;
@@ -50,14 +55,7 @@ template <int A> __device__ void argmax_rows(unsigned int* out, const void* x, u
     unsigned int nw = blockDim.x >> 5;
     best = lane < nw ? wv[lane] : NEG_INF;
     at = lane < nw ? wi[lane] : 0xffffffffu;
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        unsigned int oi = __shfl_xor_sync(0xffffffffu, at, o);
-        if (beats(ov, oi, best, at)) {
-            best = ov;
-            at = oi;
-        }
-    }
+    warp_best(best, at);
     if (lane == 0) out[blockIdx.x] = at == 0xffffffffu ? 0u : at;
 }
 
