@@ -6,7 +6,7 @@
 #     e.g. attn_tune.sh qwen2-1.5b Q4_0,Q4_K 1024,4096,16384 default QE_ATTN_MIN_POSITIONS=128
 # A setting is `default` (the carried meter), VAR=VALUE for it, or NAME, another build of the meter
 # carried as .ship/quantenergy-NAME.xz (`base`: the commit before a kernel change, in one sitting),
-# optionally NAME+VAR=VALUE. LLAMA_TARGETS (llama-bench) picks what llama.cpp
+# each optionally with variables joined by `+` (`default+QE_ATTN_U=4+QE_ATTN_BLOCKS_PER_SM=2`). LLAMA_TARGETS (llama-bench) picks what llama.cpp
 # builds (add llama-server for a campaign in the same call). OPS=1 first checks every op against its
 # CPU reference (engine-check --ops) while llama.cpp builds. Carry .ship/quantenergy.gz and
 # .ship/llama.cpp.tar.xz. Everything comes back as $OUT/tune.tgz.
@@ -39,7 +39,8 @@ for d in ${DEPTHS//,/ }; do
     [ $(( $(date +%s) - T0 )) -gt "${BUDGET_S:-420}" ] && { say "budget spent: $s at $d not run"; continue; }
     env=""; bin=$QE
     b=${s%%+*}; [ "$b" = "$s" ] || env=${s#*+}
-    case $b in default) ;; *=*) env=$b ;; *) bin=/tmp/qe/$b ;; esac
+    case $b in default) ;; *=*) env=$s ;; *) bin=/tmp/qe/$b ;; esac
+    env=${env//+/ }
     say "$SHAPE $FORMATS depth $d: $s"
     timeout 120 env $env "$bin" engine-check --synthetic "$SHAPE" --precision "$FORMATS" --prompt-len "$d" \
       --tokens 256 --timing-runs 3 --graph-only --json "$R/ours-$s-$d.json" > "$R/ours-$s-$d.log" 2>&1
