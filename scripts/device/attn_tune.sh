@@ -22,10 +22,7 @@ say() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 bundle() { (cd /tmp && tar czf "$OUT/tune.tgz" tune); }
 trap bundle EXIT
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee "$R/gpu.txt"
-for x in .ship/quantenergy-*.xz; do
-  [ -f "$x" ] || continue
-  n=${x#.ship/quantenergy-}; n=${n%.xz}; xz -dc "$x" > "/tmp/qe/$n" && chmod +x "/tmp/qe/$n"
-done
+unpack_builds
 (SHAPES="$SHAPE" FORMATS="${FORMATS//,/ }" OUT="$R/prep" WORK=/tmp/peers LLAMA_TARGETS=${LLAMA_TARGETS:-llama-bench} \
   bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
 prep=$!
@@ -37,10 +34,7 @@ fi
 for d in ${DEPTHS//,/ }; do
   for s in "$@"; do
     [ $(( $(date +%s) - T0 )) -gt "${BUDGET_S:-420}" ] && { say "budget spent: $s at $d not run"; continue; }
-    env=""; bin=$QE
-    b=${s%%+*}; [ "$b" = "$s" ] || env=${s#*+}
-    case $b in default) ;; *=*) env=$s ;; *) bin=/tmp/qe/$b ;; esac
-    env=${env//+/ }
+    setting "$s"
     say "$SHAPE $FORMATS depth $d: $s"
     timeout 120 env $env "$bin" engine-check --synthetic "$SHAPE" --precision "$FORMATS" --prompt-len "$d" \
       --tokens 256 --timing-runs 3 --graph-only --json "$R/ours-$s-$d.json" > "$R/ours-$s-$d.log" 2>&1

@@ -33,3 +33,22 @@ prune_ggufs() {
     [ -n "$keep" ] || rm -f "$f"
   done
 }
+
+# Other builds of the meter carried as .ship/quantenergy-NAME.xz, unpacked to /tmp/qe/NAME.
+unpack_builds() {
+  local x n
+  for x in .ship/quantenergy-*.xz; do
+    [ -f "$x" ] || continue
+    n=${x#.ship/quantenergy-}; n=${n%.xz}; xz -dc "$x" > "/tmp/qe/$n" && chmod +x "/tmp/qe/$n"
+  done
+}
+
+# A run's setting into $bin and $env: `default` (the carried meter), VAR=VALUE for it, or NAME (an
+# unpacked build), each optionally with variables joined by `+` (`base+QE_ATTN_U=4+QE_FOLD_KV=0`).
+setting() {
+  local s=$1 b=${1%%+*}
+  env=""; bin=$QE
+  [ "$b" = "$s" ] || env=${s#*+}
+  case $b in default) ;; *=*) env=$s ;; *) bin=/tmp/qe/$b ;; esac
+  env=${env//+/ }
+}

@@ -5,8 +5,8 @@
 # llama-bench's at a depth, this says which kernels: the whole-step A/B cannot.
 #   bash scripts/device/kernel_profile.sh SHAPE FORMAT DEPTH [SETTING...]
 #     e.g. kernel_profile.sh qwen2-1.5b Q4_0 1024 default base QE_ATTN_MIN_POSITIONS=64
-# SETTING: `default` (the carried meter), `base` (.ship/quantenergy-base.xz, another build), or
-# VAR=VALUE for the carried meter. Needs llama.cpp's tree (.ship/llama.cpp.tar.xz) for llama-bench;
+# SETTING: as attn_tune.sh's (scripts/device/env.sh `setting`): `default` (the carried meter), `base`
+# (.ship/quantenergy-base.xz, another build) or VAR=VALUE, joined by `+`. Needs llama.cpp's tree (.ship/llama.cpp.tar.xz) for llama-bench;
 # LLAMA=0 skips it, OURS=0 profiles llama-bench alone (the folder keeps earlier runs). KFILTER (a
 # regex) profiles only the kernels it names: at long depths the prefill's launches are too many to
 # skip by count (llama.cpp decodes a 16 k GQA cache with its tensor-core kernel, not
@@ -28,7 +28,7 @@ trap bundle EXIT
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu on this machine" >&2; exit 1; }
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | tee "$R/gpu.txt"
-[ -f .ship/quantenergy-base.xz ] && xz -dc .ship/quantenergy-base.xz > /tmp/qe/base && chmod +x /tmp/qe/base
+unpack_builds
 if [ "${LLAMA:-1}" = 1 ]; then
   (SHAPES="$SHAPE" FORMATS="$FORMAT" OUT="$R/prep" WORK=/tmp/peers LLAMA_TARGETS=llama-bench \
     bash scripts/peers/server_campaign.sh prep > "$R/prep.log" 2>&1; echo "prep rc $?" >> "$R/prep.log") &
@@ -53,8 +53,7 @@ profile() {
 }
 [ "${OURS:-1}" = 1 ] || set --
 for s in "$@"; do
-  env=""; bin=$QE
-  case $s in default) ;; base) bin=/tmp/qe/base ;; *) env=$s ;; esac
+  setting "$s"
   profile "ours-$s" env $env "$bin" engine-check --synthetic "$SHAPE" --precision "$FORMAT" \
     --prompt-len "$DEPTH" --tokens 64 --timing-runs 1 --graph-only
   bundle
