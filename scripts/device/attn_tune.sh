@@ -15,6 +15,8 @@ cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 SHAPE=${1:?shape} FORMATS=${2:?formats} DEPTHS=${3:?depths}
 shift 3
+# An engine-check's time: 7 B at 16 k took about 40 s a format (session 26); 120 s in all cut off two.
+nformats=$(tr ',' '\n' <<< "$FORMATS" | wc -l)
 T0=$(date +%s)
 R=/tmp/tune; rm -rf "$R"; mkdir -p "$R"
 exec > >(tee -a "$OUT/tune.log") 2>&1
@@ -36,7 +38,7 @@ for d in ${DEPTHS//,/ }; do
     [ $(( $(date +%s) - T0 )) -gt "${BUDGET_S:-420}" ] && { say "budget spent: $s at $d not run"; continue; }
     setting "$s"
     say "$SHAPE $FORMATS depth $d: $s"
-    timeout 120 env $env "$bin" engine-check --synthetic "$SHAPE" --precision "$FORMATS" --prompt-len "$d" \
+    timeout $(( 60 + 50 * nformats )) env $env "$bin" engine-check --synthetic "$SHAPE" --precision "$FORMATS" --prompt-len "$d" \
       --tokens 256 --timing-runs 3 --graph-only --json "$R/ours-$s-$d.json" > "$R/ours-$s-$d.log" 2>&1
     echo "rc $?" >> "$R/ours-$s-$d.log"; grep -E "depth|^rc" "$R/ours-$s-$d.log"
   done

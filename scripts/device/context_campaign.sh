@@ -10,9 +10,11 @@
 #     e.g. run qwen2-1.5b F16,Q8_0,Q4_0 16,1024,4096,16384 1
 #     DEPTHS `prompts`: the committed prompt set (data/prompts/prompt-set-v1.json) instead, its
 #     requests end to end (`measure --prompts`), the server's context window 8 192.
-# STACKS (default "graph llama llama-kvq8") picks stacks; SESSION names the session (default
-# h200-context-2026-12). Carry .ship/quantenergy.gz and .ship/llama.cpp.tar.xz. Results: $OUT/campaign.tgz
-# (reports, logs, the GPU), bundled after every run, so a call stopped at its limit keeps them.
+# STACKS (default "graph llama llama-kvq8") picks stacks. SESSION names the sessions (default
+# h200-context-DAY-CARD, the day and the card's UUID: each sitting's stacks are sessions of their
+# own, and the repeats of one sitting, made over several calls, share one). Carry
+# .ship/quantenergy.gz and .ship/llama.cpp.tar.xz. Results: $OUT/campaign.tgz (reports, logs, the
+# GPU), bundled after every run, so a call stopped at its limit keeps them.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -33,6 +35,8 @@ case "$phase" in
   run)
     DEPTHS=${1:?depths}; shift
     nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee -a "$R/gpu.txt"
+    uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+    SESSION=${SESSION:-h200-context-$(date -u +%Y-%m-%d)-${uuid:4:8}}
     BIN=/tmp/peers/llama-build-cuda/bin
     last=${DEPTHS##*,}
     workload=(--context "$DEPTHS")
@@ -49,7 +53,7 @@ case "$phase" in
         esac
         say "$stack r$r: $SHAPE $FORMATS at $DEPTHS"
         "$QE" measure "${args[@]}" "${workload[@]}" --min-window-s 5 --cooldown-max-s 8 \
-          --session "${SESSION:-h200-context-2026-12}-$stack" --order-seed 41 --order-repeat "$r" \
+          --session "$SESSION-$stack" --order-seed 41 --order-repeat "$r" \
           --out "$R/$stack" --name "$SHAPE-$stack-r$r" > "$R/$stack-r$r.log" 2>&1
         echo "rc $?" >> "$R/$stack-r$r.log"; grep -E "mJ/token|^rc|rror" "$R/$stack-r$r.log" | head -8
         stop_llama_servers

@@ -633,26 +633,26 @@ test('the H200 context runs: ΔE along the context per stack, the context model 
   await page.goto(`${server.url}?tab=optimize&gpu=H200&model=Qwen2-1.5B`);
   const card = page.locator('#context-runs');
   await card.waitFor();
-  // Three stacks of Qwen2-1.5B Q4_0: the graph engine (its short-prompt anchor; 1 k, 4 k and 16 k
-  // in one run, 4 k in three runs of another session), llama-server and llama-server with a q8_0
-  // KV cache (4 k and 16 k, three runs each).
+  // Three stacks of Qwen2-1.5B Q4_0: the graph engine (its short-prompt anchor; 1 k and 16 k in
+  // three runs of one session, 4 k in three runs of another), llama-server (1 k and 16 k) and
+  // llama-server with a q8_0 KV cache (4 k and 16 k), three runs each.
   assert.equal(await card.locator('.sweep').count(), 3);
   const graph = card.locator('.sweep').nth(0);
-  assert.deepEqual(await graph.locator('tbody th').allInnerTexts(), ['16 (anchor)', '1024', '4096', '4096', '16384']);
-  assert.deepEqual(await graph.locator('tbody td:nth-child(2)').allInnerTexts(), ['3', '1', '3', '1', '1']);
-  // The anchor is what the model is fitted to. 4 k, three runs: −30.2 % ± 3 (3.1), model −29.1 %.
-  // 16 k, one run: −24.4 % (no interval), model −24.2 %, prefill 44.2 vs 17.4 mJ a prompt token (44.25 shown to one decimal).
+  assert.deepEqual(await graph.locator('tbody th').allInnerTexts(), ['16 (anchor)', '1024', '4096', '16384']);
+  assert.deepEqual(await graph.locator('tbody td:nth-child(2)').allInnerTexts(), ['3', '3', '3', '3']);
+  // The anchor is what the model is fitted to. 4 k: −30.2 % ± 3 (3.1), model −29.1 %. 16 k:
+  // −25.6 % ± 3 (2.6), model −24.2 %, prefill 43.0 vs 17.0 mJ a prompt token (+152 %).
   assert.equal(await graph.locator('tbody tr').nth(0).locator('td').nth(3).innerText(), 'fitted');
   const mid = graph.locator('tbody tr').nth(2);
   assert.match(await mid.locator('.delta').innerText(), /^−30\.2 %/);
   assert.match(await mid.innerText(), /−30\.2 % ±3\s/);
   assert.match(await mid.innerText(), /−29\.1 %\t\+1\.1/);
-  const deep = graph.locator('tbody tr').nth(4);
-  assert.match(await deep.locator('.delta').innerText(), /^−24\.4 %/);
-  assert.match(await deep.innerText(), /one run: no interval/);
-  assert.match(await deep.innerText(), /−24\.2 %/);
-  assert.match(await deep.innerText(), /44\.2 vs 17\.4/);
-  assert.match(await graph.locator('.sweep-lede').innerText(), /off by at most 3\.2 points/);
+  const deep = graph.locator('tbody tr').nth(3);
+  assert.match(await deep.locator('.delta').innerText(), /^−25\.6 %/);
+  assert.match(await deep.innerText(), /−25\.6 % ±3\s/);
+  assert.match(await deep.innerText(), /−24\.2 %\t\+1\.4/);
+  assert.match(await deep.innerText(), /43\.0 vs 17\.0/);
+  assert.match(await graph.locator('.sweep-lede').innerText(), /off by at most 1\.4 points/);
   const kv = card.locator('.sweep').nth(2);
   assert.match(await kv.locator('.stack-name').innerText(), /KV cache q8_0/);
   assert.match(await kv.innerText(), /knows nothing of this stack's quantized one/);
@@ -675,8 +675,9 @@ test('the Tested tab shows the picked model\'s context runs, and none for a mode
   assert.match(await card.locator('.card-title').textContent(), /^Qwen2-1\.5B on the H200: ΔE along the context, measured/);
   // The same three stacks as the Optimize tab's card, and only this model's.
   assert.equal(await card.locator('.sweep').count(), 3);
-  assert.deepEqual(await card.locator('.sweep').nth(0).locator('tbody th').allInnerTexts(), ['16 (anchor)', '1024', '4096', '4096', '16384']);
-  assert.match(await card.locator('.sweep').nth(1).innerText(), /−53\.0 %/);
+  assert.deepEqual(await card.locator('.sweep').nth(0).locator('tbody th').allInnerTexts(), ['16 (anchor)', '1024', '4096', '16384']);
+  // llama-server at 1 k: (459.25 − 1026.20) / 1026.20 = −55.2 %.
+  assert.match(await card.locator('.sweep').nth(1).innerText(), /−55\.2 %/);
   // Qwen2-7B has no context runs on this card: no card.
   await page.selectOption('#model-select', 'Qwen2-7B');
   await page.waitForFunction(() => !document.querySelector('#tested-context-runs'));

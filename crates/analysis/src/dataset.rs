@@ -607,6 +607,30 @@ mod tests {
             .all(|a| a.delta_pct().is_some()));
     }
 
+    /// No two of our rows share a session, card, model, stack, format, batch and depth: a row's
+    /// FP16 partner is found by those, so two sittings that reused one session name would pair
+    /// one sitting's arm with the other's FP16 (another card).
+    #[test]
+    fn our_rows_each_have_their_own_key() {
+        let d = Dataset::embedded();
+        let ours: Vec<&Anchor> = d
+            .anchors
+            .iter()
+            .chain(&d.context)
+            .filter(|a| a.source.starts_with("quantenergy data/measurements"))
+            .collect();
+        assert!(ours.len() > 100, "{}", ours.len());
+        for (i, a) in ours.iter().enumerate() {
+            let twin = ours[i + 1..].iter().find(|o| {
+                (&o.gpu, &o.session, &o.model, &o.stack, &o.power_accounting)
+                    == (&a.gpu, &a.session, &a.model, &a.stack, &a.power_accounting)
+                    && (o.precision, &o.precision_variant, o.batch, o.context_depth)
+                        == (a.precision, &a.precision_variant, a.batch, a.context_depth)
+            });
+            assert!(twin.is_none(), "two rows of session {}: {a:?}", a.session);
+        }
+    }
+
     #[test]
     fn delta_interval_from_run_to_run_spread() {
         let row = |e: f64, n: u32, cv: Option<f64>| Anchor {

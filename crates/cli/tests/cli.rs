@@ -408,15 +408,22 @@ fn anchors_h200_rows_are_exactly_what_aggregate_makes_of_the_raw_reports() {
         );
         fresh.extend(rows);
     }
-    // The context runs: session 22's three runs at depth 4 096 (their reports name no session),
-    // then the campaign's stacks, each folder a session of its own. Checks of the context model.
+    // The context runs, each folder a session of its own; checks of the context model. Session
+    // 22's three runs at depth 4 096 (their reports name no session); session 26's graph engine
+    // and llama-server at 1 k / 16 k (n = 3, one build, one card); session 23's llama-server with
+    // the q8_0 KV cache at 4 k / 16 k (n = 3). Raw data only: session 23's graph engine (n = 1, an
+    // older kernel) and llama-server, whose reports carry the session name session 26's llama-server
+    // carries, and session 26's q8_0-cache arm (n = 1).
     let ctx = "data/measurements/h200/engine/context-2026-12-04";
-    let measure = format!("{ctx}/measure");
-    let mut context_dirs: Vec<(String, Option<&str>)> =
-        vec![(measure, Some("h200-context-2026-12-04-measure"))];
-    for stack in ["graph", "llama", "llama-kvq8"] {
-        context_dirs.push((format!("{ctx}-s23/campaign/{stack}"), None));
-    }
+    let context_dirs = [
+        (
+            format!("{ctx}/measure"),
+            Some("h200-context-2026-12-04-measure"),
+        ),
+        (format!("{ctx}-s26/campaign/graph"), None),
+        (format!("{ctx}-s26/campaign/llama"), None),
+        (format!("{ctx}-s23/campaign/llama-kvq8"), None),
+    ];
     for (dir, session) in &context_dirs {
         let mut args = vec!["aggregate", dir.as_str(), "--include-flagged"];
         if let Some(s) = session {
