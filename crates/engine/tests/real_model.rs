@@ -487,3 +487,66 @@ fn graph_decode_after_a_prefill_matches_a_prefill_position_by_position() {
     }
     eprintln!("worst over {decoded} decoded positions: {worst:.5}");
 }
+
+/// Kullback–Leibler divergence KL(p ‖ q) of two log-probability rows, nats.
+fn kl(p: &[f32], q: &[f32]) -> f64 {
+    p.iter()
+        .zip(q)
+        .map(|(&lp, &lq)| f64::from(lp.exp()) * f64::from(lp - lq))
+        .sum()
+}
+
+/// The prefill's attention in F16 (`QE_PREFILL_F16_ATTN`: the scale folded into q, scores and
+/// probabilities in F16) on real weights, where the question is whether it changes the answer.
+/// For Q8_0 and Q4_0, over prefixes of the corpus, each prefilled afresh, the next-token
+/// distribution of three numerics: the CPU reference (F32 cache, F32 scores), the GPU's F16
+/// cache with F32 scores, and the GPU's F16 cache with F16 scores. Every perturbation of these
+/// quantized models flips some 8-bit activation roundings downstream, so the F16 cache alone
+/// moves the distribution by 0.01–0.03 nats; the F16 scores must stay of that order (within 2×
+/// of it). The format's own weights, against the F16 file's, are printed beside them: Q4_0's
+/// move it by about 1 nat. (Q4_K, whose Q5_0 / Q6_K rows are slow on the CPU, was run once by
+/// hand; docs/MEASUREMENTS.md has its figures.)
+#[test]
+#[ignore = "needs the SmolLM2 GGUFs: ./dev test"]
+fn f16_prefill_scores_move_the_next_token_about_as_much_as_the_f16_cache() {
+    const PREFIXES: usize = 8;
+    let corpus = std::fs::read_to_string(corpus_path()).expect("the corpus");
+    let next = |format: &str, precision: Precision, f16_cache: bool, f16_scores: bool| {
+        let mut factory = GraphFactory {
+            inner: CandleFactory::new(WeightSource::Gguf(vec![model_file(format)]), Device::Cpu)
+                .expect("factory"),
+        };
+        let (ids, _) = factory.tokens_of(&corpus).expect("our tokenizer");
+        let mut g = factory.load_graph(precision).expect("graph arm");
+        g.model.set_cache_numerics(f16_cache, f16_scores);
+        assert_eq!(g.model.prefill_scores_in_f16(), f16_scores);
+        let step = (ids.len() - 64) / PREFIXES;
+        (0..PREFIXES)
+            .map(|i| {
+                let s = &ids[..64 + i * step];
+                g.ensure_state(1, s.len() + 1).expect("state");
+                let t = candle_core::Tensor::from_vec(s.to_vec(), (1, s.len()), &Device::Cpu)
+                    .expect("ids");
+                log_softmax(&g.prefill(&t).expect("prefill"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mean_kl = |a: &[Vec<f32>], b: &[Vec<f32>]| {
+        a.iter().zip(b).map(|(p, q)| kl(p, q)).sum::<f64>() / a.len() as f64
+    };
+    let weights_f16 = next("F16", Precision::Fp16, false, false);
+    eprintln!("format  KL(ref‖F16 cache)  KL(F16 cache‖+F16 scores)  KL(F16 weights‖format), mean nats over {PREFIXES} prefixes");
+    for (format, precision) in [("Q8_0", Precision::Q8_0), ("Q4_0", Precision::Q4_0)] {
+        let reference = next(format, precision, false, false);
+        let gpu_default = next(format, precision, true, false);
+        let f16_scores = next(format, precision, true, true);
+        let cache = mean_kl(&reference, &gpu_default);
+        let scores = mean_kl(&gpu_default, &f16_scores);
+        let weights = mean_kl(&weights_f16, &reference);
+        eprintln!("{format}  {cache:.2e}  {scores:.2e}  {weights:.2e}");
+        assert!(
+            scores <= 2.0 * cache,
+            "{format}: F16 scores move the next token by {scores:.2e} nats, the F16 cache by {cache:.2e}"
+        );
+    }
+}

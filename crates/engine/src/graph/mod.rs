@@ -463,7 +463,7 @@ impl Decoder for GraphDecoder {
             "op by op (no CUDA graph on the CPU)"
         };
         let scores = if self.model.prefill_scores_in_f16() {
-            ", prefill scores in F16 (QE_PREFILL_F16_ATTN=1)"
+            ", prefill scores in F16"
         } else {
             ""
         };

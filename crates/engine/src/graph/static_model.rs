@@ -699,6 +699,14 @@ impl StaticModel {
         }
     }
 
+    /// The GPU's attention numerics on any device, so a check on the CPU can hold them against
+    /// the CPU's: GGUF arms' F16 cache, and the prefill's scores in F16 or not (what
+    /// [`PREFILL_F16_ATTN`] picks). Before the first decode state, which takes the cache's dtype.
+    pub fn set_cache_numerics(&mut self, f16_cache: bool, f16_scores: bool) {
+        self.f16_cache = f16_cache;
+        self.f16_scores = f16_scores;
+    }
+
     /// Whether the prefill's attention scores are F16 (tensor cores) where the arm's own
     /// attention dtype is F32: a GGUF arm with the F16 cache and [`PREFILL_F16_ATTN`] on.
     pub fn prefill_scores_in_f16(&self) -> bool {
@@ -963,7 +971,7 @@ impl StaticModel {
         // share a KV head become g·s rows of one matmul against it.
         let g = nh / nkv;
         let scale = 1f64 / (hd as f64).sqrt();
-        // GGUF arms' F16 cache, with `QE_PREFILL_F16_ATTN=1`: scores on tensor cores in F16, the
+        // GGUF arms' F16 cache (unless `QE_PREFILL_F16_ATTN=0`): scores on tensor cores in F16, the
         // scale folded into q first (in F32) so the scores' F16 rounding stays small; else the
         // attention dtype (F32 for GGUF: the eager models' numerics).
         let (ad, q, score_scale) = if self.prefill_scores_in_f16() {
@@ -1026,10 +1034,12 @@ fn blocks_of(y: Tensor, q8: bool, dims: &[usize]) -> Result<(Tensor, Blocks)> {
 pub static UNFUSED: crate::switch::Switch = crate::switch::Switch::new("QE_GRAPH_UNFUSED", false);
 
 /// Whether GGUF arms with the F16 cache compute the prefill's attention in F16 on tensor cores
-/// (`QE_PREFILL_F16_ATTN=1`; off: F32, as the eager models). For the A/B on the card: at 16 k
-/// prompt tokens the F32 attention left the 4-bit arms' prefill at 0.45–0.50× llama.cpp's.
+/// (`QE_PREFILL_F16_ATTN`; on: `0` keeps the F32 scores of the eager models). At 16 k prompt
+/// tokens on the H200 the F32 attention left the 4-bit arms' prefill at 0.45–0.51× llama.cpp's,
+/// the F16 one at 0.86–1.03×; on SmolLM2's real weights the F16 scores move the next-token
+/// distribution by about as much as the F16 cache does (`real_model.rs`).
 pub static PREFILL_F16_ATTN: crate::switch::Switch =
-    crate::switch::Switch::new("QE_PREFILL_F16_ATTN", false);
+    crate::switch::Switch::new("QE_PREFILL_F16_ATTN", true);
 
 /// Whether the GPU's decode attention writes the K/V cache itself ([`DecodeAttn::fold_kv`];
 /// `QE_FOLD_KV=0` turns it off).

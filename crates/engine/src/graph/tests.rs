@@ -315,7 +315,7 @@ fn the_f16_cache_holds_the_f32_caches_values_rounded() {
     }
 }
 
-/// The opt-in F16 prefill attention of GGUF arms with the F16 cache (`QE_PREFILL_F16_ATTN`):
+/// The F16 prefill attention of GGUF arms with the F16 cache (`QE_PREFILL_F16_ATTN`, on the GPU):
 /// the scale folded into q, scores and probabilities in F16. Its prefill logits stay within
 /// F16's rounding of the F32 attention's over the same cache (seen ≤ 1.2e-2 on these tiny random
 /// models, whose logits move 1.5e-2 with the cache's rounding alone), and a scale applied twice
