@@ -8,7 +8,8 @@
 # carried as .ship/quantenergy-NAME.xz (`base`: the commit before a kernel change, in one sitting),
 # each optionally with variables joined by `+` (`default+QE_ATTN_U=4+QE_ATTN_BLOCKS_PER_SM=2`). LLAMA_TARGETS (llama-bench) picks what llama.cpp
 # builds (add llama-server for a campaign in the same call). OPS=1 first checks every op against its
-# CPU reference (engine-check --ops) while llama.cpp builds. Carry .ship/quantenergy.gz and
+# CPU reference (engine-check --ops) while llama.cpp builds, under OPS_ENV's variables if given
+# (`OPS_ENV="QE_ATTN_PREFETCH=1"`: a kernel knob's variant). Carry .ship/quantenergy.gz and
 # .ship/llama.cpp.tar.xz. Everything comes back as $OUT/tune.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +31,7 @@ unpack_builds
 prep=$!
 if [ "${OPS:-0}" = 1 ]; then
   say "engine-check --ops"
-  timeout 200 "$QE" engine-check --ops > "$R/ops.log" 2>&1; echo "rc $?" >> "$R/ops.log"
+  timeout 200 env ${OPS_ENV:-} "$QE" engine-check --ops > "$R/ops.log" 2>&1; echo "rc $?" >> "$R/ops.log"
   grep -ciE "outside|differ" "$R/ops.log"; tail -2 "$R/ops.log"
 fi
 for d in ${DEPTHS//,/ }; do

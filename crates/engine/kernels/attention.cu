@@ -334,6 +334,12 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
 #ifndef QE_ATTN_BLOCKS_PER_SM
 #define QE_ATTN_BLOCKS_PER_SM 1
 #endif
+// QE_ATTN_PREFETCH 1: a share of several chunks loads the next chunk's rows into a second set of
+// registers before this chunk's arithmetic, so its memory wait overlaps the arithmetic instead of
+// following it (a block holds its SM alone: nothing else hides the wait). 48 more registers.
+#ifndef QE_ATTN_PREFETCH
+#define QE_ATTN_PREFETCH 0
+#endif
 template <int A, int C, int L> __device__ void decode_attn_group(void* out, const void* qkv,
         void* buf, const float* step, unsigned int b, unsigned int nh, unsigned int nkv,
         unsigned int hd, unsigned int ctx, int bias, int inter, float scale, void* q8, int fold,
@@ -374,11 +380,19 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
     for (int h = 0; h < GQ; h++)
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[h][j] = 0.0f;
+    // The next chunk's rows (QE_ATTN_PREFETCH, half caches: an F32 cache's second set spills).
+    constexpr bool PF = QE_ATTN_PREFETCH && C != 0;
+    Row8<C> kn[U], vn[U];
     for (unsigned int c0 = t_begin; c0 < t_end; c0 += PC) {
         // Passes of the chunk that hold a position (block-uniform): a short share skips the rest
         // of the U passes' arithmetic, whose rows are zeros and whose weights would be 0.
-        unsigned int live = (t_end - c0 + RS - 1) / RS;
-        if (c0 != t_begin) {
+        unsigned int live = (t_end - c0 + RS - 1) / RS, c1 = c0 + PC;
+        if (PF && c1 < t_end) {
+#pragma unroll
+            for (int u = 0; u < U; u++) kn[u] = row8<C>(buf, a.kb, c1 + r + u * RS, t_end, a.own, hd, e, kown);
+#pragma unroll
+            for (int u = 0; u < U; u++) vn[u] = row8<C>(buf, a.vb, c1 + r + u * RS, t_end, a.own, hd, e, vown);
+        } else if (!PF && c0 != t_begin) {
 #pragma unroll
             for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, c0 + r + u * RS, t_end, a.own, hd, e, kown);
 #pragma unroll
@@ -393,6 +407,13 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         else
             chunk<C, L, U, U>(k, v, acc, qs, sc, ms, ls, al, g, hd, e, r, c0, t_end, scale);
         __syncthreads();
+        if (PF && c1 < t_end) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                k[u] = kn[u];
+                v[u] = vn[u];
+            }
+        }
     }
     // Each head's share: the row slots' partials summed (the slots of a warp by shuffles, the
     // warps through `red`, HR heads a round), then [·V row (hd)] at rows[(bi · nh + head) · splits

@@ -203,7 +203,7 @@ fn rope_step(c: &mut Checks) -> Result<()> {
     Ok(())
 }
 
-const ATTN_CASES: [AttnCase; 12] = [
+const ATTN_CASES: [AttnCase; 13] = [
     (1, 4, 4, 8, 5, 0, false),
     (3, 6, 2, 16, 9, 5, false),
     (2, 4, 1, 32, 7, 3, true),
@@ -219,6 +219,8 @@ const ATTN_CASES: [AttnCase; 12] = [
     (2, 8, 8, 256, 70, 69, false),
     (4, 12, 2, 128, 4200, 4150, false),
     (1, 16, 1, 64, 50, 49, false),
+    // 7 B at 16 k: 33 splits of ≈ 500 positions, six chunks a share (QE_ATTN_PREFETCH's case).
+    (1, 28, 4, 128, 16400, 16390, false),
 ];
 
 /// RopeKv + DecodeAttn of one case on the device, four ways (unfused, KV write folded into the

@@ -77,6 +77,7 @@ impl GraphFactory {
                 &crate::ops::attention::ATTN_MIN_POSITIONS,
                 &crate::ops::attention::ATTN_PASSES,
                 &crate::ops::attention::ATTN_BLOCKS_PER_SM,
+                &crate::ops::attention::ATTN_PREFETCH,
                 &static_model::PREFILL_DEQUANT_ROWS,
             ] {
                 if let Some(k) = knob.label() {

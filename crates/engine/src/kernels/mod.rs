@@ -35,11 +35,12 @@ pub fn source() -> String {
 
 /// The `#define`s of the knobs compiled into the kernels (the environment is read once).
 fn tuning() -> String {
-    use crate::ops::attention::{ATTN_BLOCKS_PER_SM, ATTN_PASSES};
+    use crate::ops::attention::{ATTN_BLOCKS_PER_SM, ATTN_PASSES, ATTN_PREFETCH};
     format!(
-        "#define QE_ATTN_U {}\n#define QE_ATTN_BLOCKS_PER_SM {}\n",
+        "#define QE_ATTN_U {}\n#define QE_ATTN_BLOCKS_PER_SM {}\n#define QE_ATTN_PREFETCH {}\n",
         ATTN_PASSES.get(),
-        ATTN_BLOCKS_PER_SM.get()
+        ATTN_BLOCKS_PER_SM.get(),
+        ATTN_PREFETCH.get()
     )
 }
 
@@ -146,7 +147,11 @@ mod tests {
     #[test]
     fn the_source_defines_the_tuning_knobs() {
         let s = source();
-        for line in ["#define QE_ATTN_U 6\n", "#define QE_ATTN_BLOCKS_PER_SM 1\n"] {
+        for line in [
+            "#define QE_ATTN_U 6\n",
+            "#define QE_ATTN_BLOCKS_PER_SM 1\n",
+            "#define QE_ATTN_PREFETCH 0\n",
+        ] {
             let at = s.find(line).unwrap_or_else(|| panic!("{line}"));
             assert!(
                 at < s.find("extern \"C\"").unwrap(),

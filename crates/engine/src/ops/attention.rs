@@ -116,6 +116,13 @@ pub static ATTN_PASSES: crate::switch::Knob = crate::switch::Knob::new("QE_ATTN_
 pub static ATTN_BLOCKS_PER_SM: crate::switch::Knob =
     crate::switch::Knob::new("QE_ATTN_BLOCKS_PER_SM", 1, &[1, 2]);
 
+/// Whether a split block loads its next chunk's rows while it works on this one
+/// (`QE_ATTN_PREFETCH`, 0): a long share's memory wait then overlaps its arithmetic. Compiled into
+/// the kernels, for the A/B on the card (7 B's 16 k decode, where the attention moves the cache at
+/// ≈ 1.1 TB/s, half of llama.cpp's rate).
+pub static ATTN_PREFETCH: crate::switch::Knob =
+    crate::switch::Knob::new("QE_ATTN_PREFETCH", 0, &[0, 1]);
+
 /// Force the one-block-per-query-head kernel on the GPU (`QE_ATTN_ONE_BLOCK=1`), to compare it
 /// with the split kernel; off.
 pub static ATTN_ONE_BLOCK: crate::switch::Switch =
