@@ -257,6 +257,12 @@ template <int A, int C> __device__ __forceinline__ void group_q(const AttnHead& 
     }
     __syncthreads();
 }
+// QE_ATTN_HOIST 1: a chunk converts each K and V row from the cache's type once for the whole
+// group, where the default converts it again for every head (nvcc left 1 068 HADD2 conversions
+// beside 1 171 FFMAs in the F16 kernel): the same sums in the same order, so the same results.
+#ifndef QE_ATTN_HOIST
+#define QE_ATTN_HOIST 0
+#endif
 // One chunk's arithmetic: the scores of every head of the group at the chunk's first NP passes
 // of RS positions (the L lanes of a slot sum), the online softmax (a warp per head: the chunk's
 // max, its weights, the running sum), and the heads' ·V partials. NP is a constant, so the passes
@@ -267,21 +273,47 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
         unsigned int c0, unsigned int t_end, float scale) {
     constexpr int RS = NS / L, PC = U * RS;
     unsigned int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (QE_ATTN_HOIST) {
+        // Each K row converted to float once, for all heads (passes outside, heads inside; each
+        // head's q row read from shared memory again).
 #pragma unroll
-    for (int h = 0; h < GQ; h++) {
-        if (h < g) {
-            const float4* qp = (const float4*)(qs + h * hd + e);
-            float4 q0 = qp[0], q1 = qp[1];
-            float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        for (int u = 0; u < NP; u++) {
+            float kf[8];
 #pragma unroll
-            for (int u = 0; u < NP; u++) {
-                float s = 0.0f;
+            for (int j = 0; j < 8; j++) kf[j] = at<C>(k[u], j);
 #pragma unroll
-                for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
+            for (int h = 0; h < GQ; h++) {
+                if (h < g) {
+                    const float4* qp = (const float4*)(qs + h * hd + e);
+                    float4 q0 = qp[0], q1 = qp[1];
+                    float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+                    float s = 0.0f;
 #pragma unroll
-                for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                unsigned int t = r + u * RS;
-                if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
+                    for (int j = 0; j < 8; j++) s += q[j] * kf[j];
+#pragma unroll
+                    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+                    unsigned int t = r + u * RS;
+                    if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int h = 0; h < GQ; h++) {
+            if (h < g) {
+                const float4* qp = (const float4*)(qs + h * hd + e);
+                float4 q0 = qp[0], q1 = qp[1];
+                float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+                for (int u = 0; u < NP; u++) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
+#pragma unroll
+                    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+                    unsigned int t = r + u * RS;
+                    if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
+                }
             }
         }
     }
@@ -307,17 +339,43 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
         }
     }
     __syncthreads();
+    if (QE_ATTN_HOIST) {
+        // The same sums in the same order, each V row converted once for all heads.
 #pragma unroll
-    for (int h = 0; h < GQ; h++) {
-        if (h < g) {
-            float alpha = al[h];
+        for (int h = 0; h < GQ; h++) {
+            if (h < g) {
+                float alpha = al[h];
 #pragma unroll
-            for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+                for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+            }
+        }
 #pragma unroll
-            for (int u = 0; u < NP; u++) {
-                float p = sc[h * PC + r + u * RS];
+        for (int u = 0; u < NP; u++) {
+            float vf[8];
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
+            for (int j = 0; j < 8; j++) vf[j] = at<C>(v[u], j);
+#pragma unroll
+            for (int h = 0; h < GQ; h++) {
+                if (h < g) {
+                    float p = sc[h * PC + r + u * RS];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[h][j] += p * vf[j];
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int h = 0; h < GQ; h++) {
+            if (h < g) {
+                float alpha = al[h];
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+#pragma unroll
+                for (int u = 0; u < NP; u++) {
+                    float p = sc[h * PC + r + u * RS];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
+                }
             }
         }
     }

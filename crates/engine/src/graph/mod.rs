@@ -78,6 +78,7 @@ impl GraphFactory {
                 &crate::ops::attention::ATTN_PASSES,
                 &crate::ops::attention::ATTN_BLOCKS_PER_SM,
                 &crate::ops::attention::ATTN_PREFETCH,
+                &crate::ops::attention::ATTN_HOIST,
                 &static_model::PREFILL_DEQUANT_ROWS,
             ] {
                 if let Some(k) = knob.label() {

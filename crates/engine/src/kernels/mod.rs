@@ -35,12 +35,14 @@ pub fn source() -> String {
 
 /// The `#define`s of the knobs compiled into the kernels (the environment is read once).
 fn tuning() -> String {
-    use crate::ops::attention::{ATTN_BLOCKS_PER_SM, ATTN_PASSES, ATTN_PREFETCH};
+    use crate::ops::attention::{ATTN_BLOCKS_PER_SM, ATTN_HOIST, ATTN_PASSES, ATTN_PREFETCH};
     format!(
-        "#define QE_ATTN_U {}\n#define QE_ATTN_BLOCKS_PER_SM {}\n#define QE_ATTN_PREFETCH {}\n",
+        "#define QE_ATTN_U {}\n#define QE_ATTN_BLOCKS_PER_SM {}\n#define QE_ATTN_PREFETCH {}\n\
+         #define QE_ATTN_HOIST {}\n",
         ATTN_PASSES.get(),
         ATTN_BLOCKS_PER_SM.get(),
-        ATTN_PREFETCH.get()
+        ATTN_PREFETCH.get(),
+        ATTN_HOIST.get()
     )
 }
 
@@ -151,6 +153,7 @@ mod tests {
             "#define QE_ATTN_U 6\n",
             "#define QE_ATTN_BLOCKS_PER_SM 1\n",
             "#define QE_ATTN_PREFETCH 0\n",
+            "#define QE_ATTN_HOIST 0\n",
         ] {
             let at = s.find(line).unwrap_or_else(|| panic!("{line}"));
             assert!(

@@ -123,6 +123,11 @@ pub static ATTN_BLOCKS_PER_SM: crate::switch::Knob =
 pub static ATTN_PREFETCH: crate::switch::Knob =
     crate::switch::Knob::new("QE_ATTN_PREFETCH", 0, &[0, 1]);
 
+/// Whether a split block converts each K and V row from the cache's type once for its whole
+/// query group (`QE_ATTN_HOIST`, 0), not once a head: the same sums in the same order, a sixth
+/// of the conversions. Compiled into the kernels, for the A/B on the card.
+pub static ATTN_HOIST: crate::switch::Knob = crate::switch::Knob::new("QE_ATTN_HOIST", 0, &[0, 1]);
+
 /// Force the one-block-per-query-head kernel on the GPU (`QE_ATTN_ONE_BLOCK=1`), to compare it
 /// with the split kernel; off.
 pub static ATTN_ONE_BLOCK: crate::switch::Switch =
