@@ -263,6 +263,35 @@ template <int A, int C> __device__ __forceinline__ void group_q(const AttnHead& 
 #ifndef QE_ATTN_HOIST
 #define QE_ATTN_HOIST 0
 #endif
+// Element j of a row: converted from the cache's type (a loaded row), or as converted already.
+template <int C> __device__ __forceinline__ float el(const Row8<C>& x, int j) { return at<C>(x, j); }
+__device__ __forceinline__ float el(const float (&f)[8], int j) { return f[j]; }
+// A loaded row's 8 elements as floats.
+template <int C> __device__ __forceinline__ void row_floats(const Row8<C>& x, float (&f)[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) f[j] = at<C>(x, j);
+}
+// Head h's 8 elements of its q row, from shared memory.
+__device__ __forceinline__ void q_row(const float* qs, int h, unsigned int hd, unsigned int e, float (&q)[8]) {
+    const float4* qp = (const float4*)(qs + h * hd + e);
+    float4 q0 = qp[0], q1 = qp[1];
+    q[0] = q0.x, q[1] = q0.y, q[2] = q0.z, q[3] = q0.w, q[4] = q1.x, q[5] = q1.y, q[6] = q1.z, q[7] = q1.w;
+}
+// q · row summed over a slot's L lanes, stored as slot position t's score (−inf past the share).
+template <int L, class Row> __device__ __forceinline__ void put_score(const float (&q)[8], const Row& row,
+        float* sc_h, unsigned int t, unsigned int e, unsigned int c0, unsigned int t_end, float scale) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) s += q[j] * el(row, j);
+#pragma unroll
+    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (e == 0) sc_h[t] = c0 + t < t_end ? s * scale : NEG_INF;
+}
+// A head's ·V partial plus weight p times the row.
+template <class Row> __device__ __forceinline__ void add_pv(float (&acc)[8], float p, const Row& row) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j] += p * el(row, j);
+}
 // One chunk's arithmetic: the scores of every head of the group at the chunk's first NP passes
 // of RS positions (the L lanes of a slot sum), the online softmax (a warp per head: the chunk's
 // max, its weights, the running sum), and the heads' ·V partials. NP is a constant, so the passes
@@ -273,27 +302,17 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
         unsigned int c0, unsigned int t_end, float scale) {
     constexpr int RS = NS / L, PC = U * RS;
     unsigned int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float q[8], f[8];
     if (QE_ATTN_HOIST) {
-        // Each K row converted to float once, for all heads (passes outside, heads inside; each
-        // head's q row read from shared memory again).
+        // Passes outside, heads inside: each K row converted once, each q row read again.
 #pragma unroll
         for (int u = 0; u < NP; u++) {
-            float kf[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) kf[j] = at<C>(k[u], j);
+            row_floats<C>(k[u], f);
 #pragma unroll
             for (int h = 0; h < GQ; h++) {
                 if (h < g) {
-                    const float4* qp = (const float4*)(qs + h * hd + e);
-                    float4 q0 = qp[0], q1 = qp[1];
-                    float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-                    float s = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 8; j++) s += q[j] * kf[j];
-#pragma unroll
-                    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                    unsigned int t = r + u * RS;
-                    if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
+                    q_row(qs, h, hd, e, q);
+                    put_score<L>(q, f, sc + h * PC, r + u * RS, e, c0, t_end, scale);
                 }
             }
         }
@@ -301,19 +320,9 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
 #pragma unroll
         for (int h = 0; h < GQ; h++) {
             if (h < g) {
-                const float4* qp = (const float4*)(qs + h * hd + e);
-                float4 q0 = qp[0], q1 = qp[1];
-                float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+                q_row(qs, h, hd, e, q);
 #pragma unroll
-                for (int u = 0; u < NP; u++) {
-                    float s = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 8; j++) s += q[j] * at<C>(k[u], j);
-#pragma unroll
-                    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                    unsigned int t = r + u * RS;
-                    if (e == 0) sc[h * PC + t] = c0 + t < t_end ? s * scale : NEG_INF;
-                }
+                for (int u = 0; u < NP; u++) put_score<L>(q, k[u], sc + h * PC, r + u * RS, e, c0, t_end, scale);
             }
         }
     }
@@ -339,44 +348,27 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
         }
     }
     __syncthreads();
-    if (QE_ATTN_HOIST) {
-        // The same sums in the same order, each V row converted once for all heads.
+    // Each head's ·V partials, rescaled by alpha, plus the passes' p · V rows in pass order; the
+    // hoisted order converts each V row once and makes the same sums in the same order.
 #pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            if (h < g) {
-                float alpha = al[h];
+    for (int h = 0; h < GQ; h++) {
+        if (h < g) {
+            float alpha = al[h];
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+            for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
+            if (!QE_ATTN_HOIST) {
+#pragma unroll
+                for (int u = 0; u < NP; u++) add_pv(acc[h], sc[h * PC + r + u * RS], v[u]);
             }
         }
+    }
+    if (QE_ATTN_HOIST) {
 #pragma unroll
         for (int u = 0; u < NP; u++) {
-            float vf[8];
+            row_floats<C>(v[u], f);
 #pragma unroll
-            for (int j = 0; j < 8; j++) vf[j] = at<C>(v[u], j);
-#pragma unroll
-            for (int h = 0; h < GQ; h++) {
-                if (h < g) {
-                    float p = sc[h * PC + r + u * RS];
-#pragma unroll
-                    for (int j = 0; j < 8; j++) acc[h][j] += p * vf[j];
-                }
-            }
-        }
-    } else {
-#pragma unroll
-        for (int h = 0; h < GQ; h++) {
-            if (h < g) {
-                float alpha = al[h];
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc[h][j] *= alpha;
-#pragma unroll
-                for (int u = 0; u < NP; u++) {
-                    float p = sc[h * PC + r + u * RS];
-#pragma unroll
-                    for (int j = 0; j < 8; j++) acc[h][j] += p * at<C>(v[u], j);
-                }
-            }
+            for (int h = 0; h < GQ; h++)
+                if (h < g) add_pv(acc[h], sc[h * PC + r + u * RS], f);
         }
     }
 }
@@ -398,6 +390,15 @@ template <int C, int L, int U, int NP> __device__ __forceinline__ void chunk(con
 #ifndef QE_ATTN_PREFETCH
 #define QE_ATTN_PREFETCH 0
 #endif
+// A chunk's K and V rows of this thread's slot: positions t0 + u · RS of its U passes.
+template <int C, int U, int RS> __device__ __forceinline__ void chunk_rows(Row8<C> (&k)[U], Row8<C> (&v)[U],
+        const void* buf, const AttnHead& a, unsigned int t0, unsigned int t_end, unsigned int own,
+        unsigned int hd, unsigned int e, const unsigned int* kown, const unsigned int* vown) {
+#pragma unroll
+    for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, t0 + u * RS, t_end, own, hd, e, kown);
+#pragma unroll
+    for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, t0 + u * RS, t_end, own, hd, e, vown);
+}
 template <int A, int C, int L> __device__ void decode_attn_group(void* out, const void* qkv,
         void* buf, const float* step, unsigned int b, unsigned int nh, unsigned int nkv,
         unsigned int hd, unsigned int ctx, int bias, int inter, float scale, void* q8, int fold,
@@ -417,10 +418,7 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
     // The first chunk's rows are in flight while the q rows are computed; the block's own row
     // (being written by split 0) is read from shared memory once group_q has put it there.
     Row8<C> k[U], v[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, t_begin + r + u * RS, t_end, 0xffffffffu, hd, e, kown);
-#pragma unroll
-    for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, t_begin + r + u * RS, t_end, 0xffffffffu, hd, e, vown);
+    chunk_rows<C, U, RS>(k, v, buf, a, t_begin + r, t_end, 0xffffffffu, hd, e, kown, vown);
     group_q<A, C>(a, qkv, buf, step, b, nh, nkv, hd, ctx, bias, inter, sp == 0, qs, kown, vown);
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -445,17 +443,10 @@ template <int A, int C, int L> __device__ void decode_attn_group(void* out, cons
         // Passes of the chunk that hold a position (block-uniform): a short share skips the rest
         // of the U passes' arithmetic, whose rows are zeros and whose weights would be 0.
         unsigned int live = (t_end - c0 + RS - 1) / RS, c1 = c0 + PC;
-        if (PF && c1 < t_end) {
-#pragma unroll
-            for (int u = 0; u < U; u++) kn[u] = row8<C>(buf, a.kb, c1 + r + u * RS, t_end, a.own, hd, e, kown);
-#pragma unroll
-            for (int u = 0; u < U; u++) vn[u] = row8<C>(buf, a.vb, c1 + r + u * RS, t_end, a.own, hd, e, vown);
-        } else if (!PF && c0 != t_begin) {
-#pragma unroll
-            for (int u = 0; u < U; u++) k[u] = row8<C>(buf, a.kb, c0 + r + u * RS, t_end, a.own, hd, e, kown);
-#pragma unroll
-            for (int u = 0; u < U; u++) v[u] = row8<C>(buf, a.vb, c0 + r + u * RS, t_end, a.own, hd, e, vown);
-        }
+        if (PF && c1 < t_end)
+            chunk_rows<C, U, RS>(kn, vn, buf, a, c1 + r, t_end, a.own, hd, e, kown, vown);
+        else if (!PF && c0 != t_begin)
+            chunk_rows<C, U, RS>(k, v, buf, a, c0 + r, t_end, a.own, hd, e, kown, vown);
         // The chunk's arithmetic over its first two passes when no more hold a position (a
         // short share: 1 k positions over 34 splits), else over all U. Each version has no branch
         // between its passes: a `break` there serialized their shuffle sums (the H200's 16 k
