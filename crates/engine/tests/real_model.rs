@@ -502,7 +502,7 @@ fn kl(p: &[f32], q: &[f32]) -> f64 {
 /// distribution of three numerics: the CPU reference (F32 cache, F32 scores), the GPU's F16
 /// cache with F32 scores, and the GPU's F16 cache with F16 scores. Every perturbation of these
 /// quantized models flips some 8-bit activation roundings downstream, so the F16 cache alone
-/// moves the distribution by 0.01–0.03 nats; the F16 scores must stay of that order (within 2×
+/// moves the distribution by 0.008–0.03 nats; the F16 scores must stay of that order (within 2×
 /// of it). The format's own weights, against the F16 file's, are printed beside them: Q4_0's
 /// move it by about 1 nat. (Q4_K, whose Q5_0 / Q6_K rows are slow on the CPU, was run once by
 /// hand; docs/MEASUREMENTS.md has its figures.)
