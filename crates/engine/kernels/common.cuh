@@ -10,6 +10,10 @@
     X(f32, 0, f32, 0) X(f32, 0, f16, 1) X(f32, 0, bf16, 2) \
     X(f16, 1, f32, 0) X(f16, 1, f16, 1) X(f16, 1, bf16, 2) \
     X(bf16, 2, f32, 0) X(bf16, 2, f16, 1) X(bf16, 2, bf16, 2)
+// The pairs with a half cache (F16, BF16): the tensor-core kernels'.
+#define QE_FOR_HALF_CACHE_PAIRS(X) \
+    X(f32, 0, f16, 1) X(f32, 0, bf16, 2) X(f16, 1, f16, 1) X(f16, 1, bf16, 2) \
+    X(bf16, 2, f16, 1) X(bf16, 2, bf16, 2)
 #define QE_FOR_DTYPES(X) X(f32, 0) X(f16, 1) X(bf16, 2)
 #define QE_FOR_HALF_DTYPES(X) X(f16, 1) X(bf16, 2)
 

@@ -116,6 +116,9 @@ struct Checks<'a> {
     dev: &'a Device,
     /// Only the small shapes ([`Scope::Small`]).
     small: bool,
+    /// The device runs the tensor-core attention, checked beside the CUDA-core kernel whatever
+    /// `QE_ATTN_MMA` says.
+    tensor_cores: bool,
     out: Vec<OpCheck>,
     each: &'a mut dyn FnMut(&OpCheck),
 }
@@ -158,6 +161,7 @@ pub fn run(dev: &Device, scope: Scope, each: &mut dyn FnMut(&OpCheck)) -> Result
     let mut c = Checks {
         dev,
         small: scope == Scope::Small,
+        tensor_cores: AttnSplit::device_has_tensor_cores(dev)?,
         out: Vec::new(),
         each,
     };
@@ -269,22 +273,30 @@ fn attention(
 
     // The split kernel as the engine sizes it, and with more blocks than positions (empty
     // shares in the combine); shapes it does not cover run the one-block kernel.
+    // The same two on tensor cores where the device has them (F16 and BF16 caches; the F32
+    // cache runs the CUDA-core kernel either way).
     let counters = Tensor::zeros(b * nh, DType::U32, c.dev)?;
-    let split = |splits| AttnSplit {
+    let split = |splits, tensor_cores| AttnSplit {
         splits,
         counters: counters.clone(),
+        tensor_cores,
     };
-    let variants: [(&str, Option<AttnSplit>); 3] = [
+    let (engine, sparse) = (
+        AttnSplit::splits_for(nkv, b, ctx),
+        (ctx + 3).min(AttnSplit::MAX_SPLITS),
+    );
+    let mut variants = vec![
         ("decode_attn fold", None),
-        (
-            "decode_attn fold split",
-            Some(split(AttnSplit::splits_for(nkv, b, ctx))),
-        ),
-        (
-            "decode_attn fold split sparse",
-            Some(split((ctx + 3).min(AttnSplit::MAX_SPLITS))),
-        ),
+        ("decode_attn fold split", Some(split(engine, false))),
+        ("decode_attn fold split sparse", Some(split(sparse, false))),
     ];
+    if c.tensor_cores && cache != DType::F32 {
+        variants.push(("decode_attn fold split mma", Some(split(engine, true))));
+        variants.push((
+            "decode_attn fold split sparse mma",
+            Some(split(sparse, true)),
+        ));
+    }
     for (label, split) in variants {
         let buf_f = c.to_dev(&buf)?;
         // The CPU op neither folds nor splits: there it runs RopeKv first (the reference itself).
@@ -300,7 +312,7 @@ fn attention(
     if act == DType::F32 && hd % q8::QK == 0 {
         let n = b * nh * hd;
         let want_q = qkv.apply_op3_no_bwd(&want_buf, &step, &attn(false, true, None))?;
-        let one_split = Some(split(AttnSplit::splits_for(nkv, b, ctx)));
+        let one_split = Some(split(engine, false));
         for (label, split) in [
             ("decode_attn q8", None),
             ("decode_attn q8 split", one_split),

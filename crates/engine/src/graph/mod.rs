@@ -79,6 +79,7 @@ impl GraphFactory {
                 &crate::ops::attention::ATTN_BLOCKS_PER_SM,
                 &crate::ops::attention::ATTN_PREFETCH,
                 &crate::ops::attention::ATTN_HOIST,
+                &crate::ops::attention::ATTN_MMA,
                 &static_model::PREFILL_DEQUANT_ROWS,
             ] {
                 if let Some(k) = knob.label() {

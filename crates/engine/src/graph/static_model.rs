@@ -759,6 +759,7 @@ impl StaticModel {
             attn_split: AttnSplit {
                 splits: AttnSplit::splits_for(self.kv_heads, batch, ctx),
                 counters: Tensor::zeros(batch * self.heads, DType::U32, dev)?,
+                tensor_cores: AttnSplit::tensor_cores_for(dev)?,
             },
         })
     }

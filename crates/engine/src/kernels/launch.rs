@@ -34,6 +34,9 @@ pub fn kernel_names() -> Vec<String> {
             }
             for hd in [64, 128, 256] {
                 v.push(format!("decode_attn_split{hd}_{a}_{c}"));
+                if c != "f32" {
+                    v.push(format!("decode_attn_mma{hd}_{a}_{c}"));
+                }
             }
         }
         v.push(format!("swiglu_{a}"));

@@ -9,11 +9,16 @@
 pub mod launch;
 
 /// Every kernel file, in the order the module holds them, with its text.
-pub const FILES: [(&str, &str); 10] = [
+pub const FILES: [(&str, &str); 12] = [
     ("common.cuh", include_str!("../../kernels/common.cuh")),
     ("rotary.cuh", include_str!("../../kernels/rotary.cuh")),
+    ("attention.cuh", include_str!("../../kernels/attention.cuh")),
     ("rope.cu", include_str!("../../kernels/rope.cu")),
     ("attention.cu", include_str!("../../kernels/attention.cu")),
+    (
+        "attention_mma.cu",
+        include_str!("../../kernels/attention_mma.cu"),
+    ),
     ("norm.cu", include_str!("../../kernels/norm.cu")),
     ("swiglu.cu", include_str!("../../kernels/swiglu.cu")),
     ("gemv.cu", include_str!("../../kernels/gemv.cu")),
@@ -90,28 +95,71 @@ fn included(line: &str) -> Option<&'static str> {
 
 #[cfg(feature = "cuda")]
 mod load {
+    use candle_core::cuda_backend::cudarc::nvrtc;
+    use candle_core::cuda_backend::{CudaDevice, DeviceId};
     use candle_core::{bail, Result};
-    use std::sync::OnceLock;
+    use std::sync::Mutex;
 
     /// The name of the module in candle's custom-module cache.
     pub const MODULE: &str = "quantenergy_kernels";
 
-    /// The PTX of [`super::source`], compiled once per process by NVRTC.
-    pub fn ptx() -> Result<&'static str> {
-        static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-        match PTX.get_or_init(|| {
-            candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(super::source())
-                .map(|p| p.to_src())
-                .map_err(|e| format!("{e:?}"))
-        }) {
-            Ok(p) => Ok(p.as_str()),
+    /// The device's compute capability, (major, minor).
+    pub fn compute_capability(dev: &CudaDevice) -> Result<(i32, i32)> {
+        match dev.cuda_stream().context().compute_capability() {
+            Ok(cc) => Ok(cc),
+            Err(e) => bail!("the device's compute capability: {e:?}"),
+        }
+    }
+
+    /// The PTX of [`super::source`] for the device's own architecture, compiled by NVRTC at a
+    /// device's first launch (every launch asks: a lookup): the tensor-core kernels need sm_80's
+    /// instructions, which NVRTC's default target lacks.
+    pub fn ptx(dev: &CudaDevice) -> Result<&'static str> {
+        type Built = std::result::Result<&'static str, String>;
+        static PTX: Mutex<Vec<(DeviceId, Built)>> = Mutex::new(Vec::new());
+        let mut done = PTX.lock().unwrap_or_else(|e| e.into_inner());
+        let built = match done.iter().find(|(id, _)| *id == dev.id()) {
+            Some((_, p)) => p.clone(),
+            None => {
+                let cc = compute_capability(dev)?;
+                let arch: &'static str = Box::leak(super::target(cc).into_boxed_str());
+                let opts = nvrtc::CompileOptions {
+                    arch: Some(arch),
+                    ..Default::default()
+                };
+                let p = nvrtc::compile_ptx_with_opts(super::source(), opts)
+                    .map(|p| &*Box::leak(p.to_src().into_boxed_str()))
+                    .map_err(|e| format!("{e:?} (target {arch})"));
+                done.push((dev.id(), p.clone()));
+                p
+            }
+        };
+        match built {
+            Ok(p) => Ok(p),
             Err(e) => bail!("NVRTC could not compile the engine's kernels: {e}"),
         }
     }
+
+    /// Whether the device runs the tensor-core kernels (sm_80 and newer).
+    pub fn has_tensor_cores(dev: &CudaDevice) -> Result<bool> {
+        Ok(super::tensor_cores(compute_capability(dev)?))
+    }
+}
+
+/// NVRTC's target for a device of compute capability (major, minor): its own virtual
+/// architecture.
+pub fn target((major, minor): (i32, i32)) -> String {
+    format!("compute_{major}{minor}")
+}
+
+/// Whether a device of compute capability (major, minor) has the tensor-core instructions the
+/// split attention's mma kernels use (mma.sync m16n8k16 with F16 and BF16: sm_80).
+pub fn tensor_cores((major, _): (i32, i32)) -> bool {
+    major >= 8
 }
 
 #[cfg(feature = "cuda")]
-pub use load::{ptx, MODULE};
+pub use load::{compute_capability, has_tensor_cores, ptx, MODULE};
 
 /// The kernel `$name` on the CUDA device `$dev`, loaded once per device through candle's cache
 /// (so it runs on candle's stream and is captured into a CUDA graph with the rest of the step).
@@ -120,7 +168,7 @@ pub use load::{ptx, MODULE};
 #[macro_export]
 macro_rules! kernel_func {
     ($dev:expr, $name:expr) => {
-        $dev.get_or_load_custom_func($name, $crate::kernels::MODULE, $crate::kernels::ptx()?)
+        $dev.get_or_load_custom_func($name, $crate::kernels::MODULE, $crate::kernels::ptx(&$dev)?)
     };
 }
 
@@ -143,6 +191,29 @@ mod tests {
             .filter(|l| included(l).is_none() && l.trim() != PRAGMA_ONCE)
             .map(|l| format!("{l}\n"))
             .collect()
+    }
+
+    /// NVRTC compiles for the device's own virtual architecture; tensor cores from sm_80 (an
+    /// H200 is 9.0, an A100 8.0, a T4 7.5).
+    #[test]
+    fn the_target_is_the_devices_own_architecture() {
+        assert_eq!(target((9, 0)), "compute_90");
+        assert_eq!(target((8, 6)), "compute_86");
+        assert_eq!(target((12, 0)), "compute_120");
+        assert!(tensor_cores((9, 0)) && tensor_cores((8, 0)) && tensor_cores((12, 1)));
+        assert!(!tensor_cores((7, 5)) && !tensor_cores((7, 0)));
+    }
+
+    /// The tensor-core kernels' bodies are compiled only for sm_80 and newer targets (NVRTC's
+    /// default, sm_75, has no mma.sync m16n8k16), so the module builds for any device.
+    #[test]
+    fn the_tensor_core_kernels_need_sm_80() {
+        let s = source();
+        let guard = s.find("__CUDA_ARCH__ >= 800").expect("the sm_80 guard");
+        let mma = s
+            .find("mma.sync.aligned.m16n8k16")
+            .expect("the mma instruction");
+        assert!(guard < mma, "the guard comes before the instruction");
     }
 
     /// The kernels' tuning knobs are defined ahead of the files, at their defaults when unset.

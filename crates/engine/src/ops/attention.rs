@@ -43,6 +43,10 @@ pub struct AttnSplit {
     pub splits: usize,
     /// (batch · heads) u32 zeros on the device, kept by the decode state.
     pub counters: candle_core::Tensor,
+    /// Run the shares' products on tensor cores (`kernels/attention_mma.cu`) where the cache is
+    /// F16 or BF16; other caches keep the CUDA-core kernel. Only for a device that has them
+    /// ([`crate::kernels::has_tensor_cores`]): the kernels are empty for older targets.
+    pub tensor_cores: bool,
 }
 
 impl AttnSplit {
@@ -71,6 +75,22 @@ impl AttnSplit {
     /// least [`ATTN_SPLIT_FROM`] positions, not [`ATTN_ONE_BLOCK`].
     pub fn pays(d: &AttnDims) -> bool {
         Self::covers(d) && d.ctx >= ATTN_SPLIT_FROM.get() as usize && !ATTN_ONE_BLOCK.on()
+    }
+
+    /// Whether the engine's split attention on `dev` runs on tensor cores: [`ATTN_MMA`] on, and a
+    /// device that has them.
+    pub fn tensor_cores_for(dev: &candle_core::Device) -> Result<bool> {
+        Ok(ATTN_MMA.get() != 0 && Self::device_has_tensor_cores(dev)?)
+    }
+
+    /// Whether `dev` runs the tensor-core kernels: a GPU of sm_80 or newer.
+    pub fn device_has_tensor_cores(dev: &candle_core::Device) -> Result<bool> {
+        #[cfg(feature = "cuda")]
+        if let candle_core::Device::Cuda(d) = dev {
+            return crate::kernels::has_tensor_cores(d);
+        }
+        let _ = dev;
+        Ok(false)
     }
 
     /// Whether the split kernel covers a shape: head width 64, 128 or 256 (a row is hd / 8
@@ -128,10 +148,36 @@ pub static ATTN_PREFETCH: crate::switch::Knob =
 /// of the conversions. Compiled into the kernels, for the A/B on the card.
 pub static ATTN_HOIST: crate::switch::Knob = crate::switch::Knob::new("QE_ATTN_HOIST", 0, &[0, 1]);
 
+/// Whether the engine's split attention runs on tensor cores (`QE_ATTN_MMA`, 0): the scores and
+/// ·V sums as mma.sync products, q and the weights split into high and low halves so that no
+/// rounding is added. For the A/B on the card against the CUDA-core kernel, whose 7 B decode at
+/// 16 k moves the cache at ≈ 1.1 TB/s where llama.cpp's tensor-core kernel moves it at ≈ 2.5.
+pub static ATTN_MMA: crate::switch::Knob = crate::switch::Knob::new("QE_ATTN_MMA", 0, &[0, 1]);
+
 /// Force the one-block-per-query-head kernel on the GPU (`QE_ATTN_ONE_BLOCK=1`), to compare it
 /// with the split kernel; off.
 pub static ATTN_ONE_BLOCK: crate::switch::Switch =
     crate::switch::Switch::new("QE_ATTN_ONE_BLOCK", false);
+
+/// The kernel the GPU launches for activations `act` over a `cache` layer buffer: with a split
+/// (of a shape [`AttnSplit::covers`]), the tensor-core kernel where it was asked for and the cache
+/// is F16 or BF16, else the CUDA-core one; without, the one-block kernel.
+pub fn kernel_name(
+    head_dim: usize,
+    act: candle_core::DType,
+    cache: candle_core::DType,
+    split: Option<&AttnSplit>,
+) -> Result<String> {
+    use candle_core::DType;
+    let (a, c) = (super::common::code(act)?, super::common::code(cache)?);
+    Ok(match split {
+        Some(s) if s.tensor_cores && matches!(cache, DType::F16 | DType::BF16) => {
+            format!("decode_attn_mma{head_dim}_{a}_{c}")
+        }
+        Some(_) => format!("decode_attn_split{head_dim}_{a}_{c}"),
+        None => format!("decode_attn_{a}_{c}"),
+    })
+}
 
 impl CustomOp3 for DecodeAttn {
     fn name(&self) -> &'static str {
@@ -275,11 +321,7 @@ pub(crate) mod cuda {
             .split
             .as_ref()
             .filter(|_| super::AttnSplit::covers(d) && bp % 16 == 0);
-        let (a_, c_) = (code(qkv.dtype())?, code(buf.dtype())?);
-        let name = match split {
-            Some(_) => format!("decode_attn_split{}_{a_}_{c_}", d.head_dim),
-            None => format!("decode_attn_{a_}_{c_}"),
-        };
+        let name = kernel_name(d.head_dim, qkv.dtype(), buf.dtype(), split)?;
         let n = d.batch * d.heads * d.head_dim;
         let shape = Shape::from((d.batch, 1, d.heads * d.head_dim));
         let (out, q8, shape) = alloc_out(&dev, qkv.dtype(), n, (n, d.head_dim), op.q8, shape)?;
@@ -314,7 +356,9 @@ pub(crate) mod cuda {
         // one share (hd + 2 floats) per query head of the group into the scratch sized for every
         // block and head, and counts them in the group's first head's counter; the last one
         // reads the shares, writes the group's outputs and zeroes the counter (the decode
-        // state's, used by nothing else). Only split 0 writes the folded K/V row.
+        // state's, used by nothing else). Only split 0 writes the folded K/V row. The tensor-core
+        // split kernel reads and writes the same (past its share a warp reads the share's last
+        // row again, with weight 0).
         unsafe { b.launch(launch) }.w()?;
         drop(split);
         Ok((out, shape))

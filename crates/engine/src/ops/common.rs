@@ -92,21 +92,22 @@ pub(super) fn with_q8(
     Ok((CpuStorage::F32(v), Shape::from(len)))
 }
 
+/// A dtype's name in kernel names (`<family>_<a>[_<c>]`, [`crate::kernels::launch::DTYPES`]).
+pub(crate) fn code(dt: DType) -> Result<&'static str> {
+    Ok(match dt {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        dt => candle_core::bail!("fused kernels take F32, F16 or BF16, not {dt:?}"),
+    })
+}
+
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu {
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig};
     use candle_core::cuda_backend::{CudaDevice, CudaStorageSlice};
     use candle_core::{bail, CudaStorage, DType, Result, Shape};
-
-    pub(crate) fn code(dt: DType) -> Result<&'static str> {
-        Ok(match dt {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            dt => bail!("fused kernels take F32, F16 or BF16, not {dt:?}"),
-        })
-    }
 
     /// The device address of element `off` of a storage. The kernels take untyped pointers (one
     /// launcher per op, whatever the dtypes); the engine runs on one stream with event tracking

@@ -474,6 +474,49 @@ fn split_attention_covers_the_gqa_shapes_it_was_written_for() {
     assert!(!AttnSplit::covers(&dims(6, 4, 64)));
 }
 
+/// Which decode-attention kernel the GPU launches: the tensor-core split kernel only where it
+/// was asked for and the cache is 16-bit, and every name it picks is one the module exports.
+#[test]
+fn decode_attention_picks_its_kernel_by_split_and_cache() {
+    use crate::ops::attention::kernel_name;
+    let split = |tensor_cores| AttnSplit {
+        splits: 33,
+        counters: Tensor::zeros(28, DType::U32, &Device::Cpu).unwrap(),
+        tensor_cores,
+    };
+    let (mma, cuda_cores) = (split(true), split(false));
+    let pick = |act, cache, s| kernel_name(128, act, cache, s).unwrap();
+    assert_eq!(
+        pick(DType::F32, DType::F16, Some(&mma)),
+        "decode_attn_mma128_f32_f16"
+    );
+    assert_eq!(
+        pick(DType::BF16, DType::BF16, Some(&mma)),
+        "decode_attn_mma128_bf16_bf16"
+    );
+    assert_eq!(
+        pick(DType::F32, DType::F32, Some(&mma)),
+        "decode_attn_split128_f32_f32"
+    );
+    assert_eq!(
+        pick(DType::F32, DType::F16, Some(&cuda_cores)),
+        "decode_attn_split128_f32_f16"
+    );
+    assert_eq!(pick(DType::F16, DType::F16, None), "decode_attn_f16_f16");
+    assert!(kernel_name(128, DType::U8, DType::F16, None).is_err());
+    let names = crate::kernels::launch::kernel_names();
+    for hd in [64, 128, 256] {
+        for act in [DType::F32, DType::F16, DType::BF16] {
+            for cache in [DType::F32, DType::F16, DType::BF16] {
+                for s in [Some(&mma), Some(&cuda_cores), None] {
+                    let n = kernel_name(hd, act, cache, s).unwrap();
+                    assert!(names.contains(&n), "{n} is not exported");
+                }
+            }
+        }
+    }
+}
+
 /// The prefill's fused softmax against candle's scale, additive mask and softmax (what the
 /// static forward ran before), for chunks at the start and after earlier chunks, and a row whose
 /// query sees every key; hidden keys are exactly 0 and each row sums to 1.
