@@ -161,7 +161,7 @@ pub fn run(dev: &Device, scope: Scope, each: &mut dyn FnMut(&OpCheck)) -> Result
     let mut c = Checks {
         dev,
         small: scope == Scope::Small,
-        tensor_cores: AttnSplit::device_has_tensor_cores(dev)?,
+        tensor_cores: crate::kernels::arch::has_tensor_cores(dev)?,
         out: Vec::new(),
         each,
     };

@@ -6,6 +6,7 @@
 //! The kernels need no CUDA headers (halves move as 16-bit words), so NVRTC compiles the text as
 //! it is: the loader inlines each `#include "x.cuh"` once and puts the [`launch`] constants ahead.
 
+pub mod arch;
 pub mod launch;
 
 /// Every kernel file, in the order the module holds them, with its text.
@@ -103,14 +104,6 @@ mod load {
     /// The name of the module in candle's custom-module cache.
     pub const MODULE: &str = "quantenergy_kernels";
 
-    /// The device's compute capability, (major, minor).
-    pub fn compute_capability(dev: &CudaDevice) -> Result<(i32, i32)> {
-        match dev.cuda_stream().context().compute_capability() {
-            Ok(cc) => Ok(cc),
-            Err(e) => bail!("the device's compute capability: {e:?}"),
-        }
-    }
-
     /// The PTX of [`super::source`] for the device's own architecture, compiled by NVRTC at a
     /// device's first launch (every launch asks: a lookup): the tensor-core kernels need sm_80's
     /// instructions, which NVRTC's default target lacks.
@@ -121,8 +114,8 @@ mod load {
         let built = match done.iter().find(|(id, _)| *id == dev.id()) {
             Some((_, p)) => p.clone(),
             None => {
-                let cc = compute_capability(dev)?;
-                let arch: &'static str = Box::leak(super::target(cc).into_boxed_str());
+                let cc = super::arch::compute_capability(dev)?;
+                let arch: &'static str = Box::leak(super::arch::target(cc).into_boxed_str());
                 let opts = nvrtc::CompileOptions {
                     arch: Some(arch),
                     ..Default::default()
@@ -139,27 +132,10 @@ mod load {
             Err(e) => bail!("NVRTC could not compile the engine's kernels: {e}"),
         }
     }
-
-    /// Whether the device runs the tensor-core kernels (sm_80 and newer).
-    pub fn has_tensor_cores(dev: &CudaDevice) -> Result<bool> {
-        Ok(super::tensor_cores(compute_capability(dev)?))
-    }
-}
-
-/// NVRTC's target for a device of compute capability (major, minor): its own virtual
-/// architecture.
-pub fn target((major, minor): (i32, i32)) -> String {
-    format!("compute_{major}{minor}")
-}
-
-/// Whether a device of compute capability (major, minor) has the tensor-core instructions the
-/// split attention's mma kernels use (mma.sync m16n8k16 with F16 and BF16: sm_80).
-pub fn tensor_cores((major, _): (i32, i32)) -> bool {
-    major >= 8
 }
 
 #[cfg(feature = "cuda")]
-pub use load::{compute_capability, has_tensor_cores, ptx, MODULE};
+pub use load::{ptx, MODULE};
 
 /// The kernel `$name` on the CUDA device `$dev`, loaded once per device through candle's cache
 /// (so it runs on candle's stream and is captured into a CUDA graph with the rest of the step).
@@ -191,17 +167,6 @@ mod tests {
             .filter(|l| included(l).is_none() && l.trim() != PRAGMA_ONCE)
             .map(|l| format!("{l}\n"))
             .collect()
-    }
-
-    /// NVRTC compiles for the device's own virtual architecture; tensor cores from sm_80 (an
-    /// H200 is 9.0, an A100 8.0, a T4 7.5).
-    #[test]
-    fn the_target_is_the_devices_own_architecture() {
-        assert_eq!(target((9, 0)), "compute_90");
-        assert_eq!(target((8, 6)), "compute_86");
-        assert_eq!(target((12, 0)), "compute_120");
-        assert!(tensor_cores((9, 0)) && tensor_cores((8, 0)) && tensor_cores((12, 1)));
-        assert!(!tensor_cores((7, 5)) && !tensor_cores((7, 0)));
     }
 
     /// The tensor-core kernels' bodies are compiled only for sm_80 and newer targets (NVRTC's

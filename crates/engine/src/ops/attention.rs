@@ -45,7 +45,7 @@ pub struct AttnSplit {
     pub counters: candle_core::Tensor,
     /// Run the shares' products on tensor cores (`kernels/attention_mma.cu`) where the cache is
     /// F16 or BF16; other caches keep the CUDA-core kernel. Only for a device that has them
-    /// ([`crate::kernels::has_tensor_cores`]): the kernels are empty for older targets.
+    /// ([`crate::kernels::arch::has_tensor_cores`]): the kernels are empty for older targets.
     pub tensor_cores: bool,
 }
 
@@ -78,19 +78,9 @@ impl AttnSplit {
     }
 
     /// Whether the engine's split attention on `dev` runs on tensor cores: [`ATTN_MMA`] on, and a
-    /// device that has them.
+    /// device that has them ([`crate::kernels::arch::has_tensor_cores`]).
     pub fn tensor_cores_for(dev: &candle_core::Device) -> Result<bool> {
-        Ok(ATTN_MMA.get() != 0 && Self::device_has_tensor_cores(dev)?)
-    }
-
-    /// Whether `dev` runs the tensor-core kernels: a GPU of sm_80 or newer.
-    pub fn device_has_tensor_cores(dev: &candle_core::Device) -> Result<bool> {
-        #[cfg(feature = "cuda")]
-        if let candle_core::Device::Cuda(d) = dev {
-            return crate::kernels::has_tensor_cores(d);
-        }
-        let _ = dev;
-        Ok(false)
+        Ok(ATTN_MMA.get() != 0 && crate::kernels::arch::has_tensor_cores(dev)?)
     }
 
     /// Whether the split kernel covers a shape: head width 64, 128 or 256 (a row is hd / 8

@@ -485,24 +485,35 @@ fn decode_attention_picks_its_kernel_by_split_and_cache() {
         tensor_cores,
     };
     let (mma, cuda_cores) = (split(true), split(false));
-    let pick = |act, cache, s| kernel_name(128, act, cache, s).unwrap();
-    assert_eq!(
-        pick(DType::F32, DType::F16, Some(&mma)),
-        "decode_attn_mma128_f32_f16"
-    );
-    assert_eq!(
-        pick(DType::BF16, DType::BF16, Some(&mma)),
-        "decode_attn_mma128_bf16_bf16"
-    );
-    assert_eq!(
-        pick(DType::F32, DType::F32, Some(&mma)),
-        "decode_attn_split128_f32_f32"
-    );
-    assert_eq!(
-        pick(DType::F32, DType::F16, Some(&cuda_cores)),
-        "decode_attn_split128_f32_f16"
-    );
-    assert_eq!(pick(DType::F16, DType::F16, None), "decode_attn_f16_f16");
+    for (act, cache, s, want) in [
+        (
+            DType::F32,
+            DType::F16,
+            Some(&mma),
+            "decode_attn_mma128_f32_f16",
+        ),
+        (
+            DType::BF16,
+            DType::BF16,
+            Some(&mma),
+            "decode_attn_mma128_bf16_bf16",
+        ),
+        (
+            DType::F32,
+            DType::F32,
+            Some(&mma),
+            "decode_attn_split128_f32_f32",
+        ),
+        (
+            DType::F32,
+            DType::F16,
+            Some(&cuda_cores),
+            "decode_attn_split128_f32_f16",
+        ),
+        (DType::F16, DType::F16, None, "decode_attn_f16_f16"),
+    ] {
+        assert_eq!(kernel_name(128, act, cache, s).unwrap(), want);
+    }
     assert!(kernel_name(128, DType::U8, DType::F16, None).is_err());
     let names = crate::kernels::launch::kernel_names();
     for hd in [64, 128, 256] {
