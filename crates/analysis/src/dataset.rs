@@ -180,7 +180,7 @@ impl Anchor {
     pub fn set_stack(&mut self, stack: impl Into<String>) {
         self.stack = stack.into();
         self.engines = StackEngines::parse(&self.stack);
-        self.weights = crate::synthetic::weights_of(&self.stack);
+        self.weights = crate::engine::weights_of(&self.stack);
     }
 
     /// Measured by this project's meter (candle), not a published upstream row.
@@ -545,7 +545,7 @@ pub fn parse_anchors(text: &str) -> Result<Vec<Anchor>, DataError> {
             }
             // Read after every cell, so a row's first bad cell stays the one reported.
             anchor.engines = StackEngines::parse(&anchor.stack);
-            anchor.weights = crate::synthetic::weights_of(&anchor.stack);
+            anchor.weights = crate::engine::weights_of(&anchor.stack);
             Ok(anchor)
         })
         .collect()

@@ -6,6 +6,7 @@
 //! functions here are for texts that are not a row's (a class's stack list, a report's engine,
 //! a stack picked in the page).
 
+use report::WeightsKind;
 use serde::{Deserialize, Serialize};
 
 /// The engine a report's `stack.engine` names, as curves are keyed: its first word, lower case
@@ -75,9 +76,29 @@ impl StackEngines {
     }
 }
 
+/// The stack text's weights kind, as `aggregate` writes it (`…, real weights`): read once per
+/// row into [`crate::Anchor::weights`] when the dataset is parsed.
+pub fn weights_of(stack: &str) -> Option<WeightsKind> {
+    let last = stack.rsplit(", ").next()?;
+    match last.strip_suffix(" weights")? {
+        "real" => Some(WeightsKind::Real),
+        "synthetic" => Some(WeightsKind::Synthetic),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weights_are_read_from_the_stack_label() {
+        let real = "candle-graph 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, real weights";
+        let synthetic = "candle-graph 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights";
+        assert_eq!(weights_of(real), Some(WeightsKind::Real));
+        assert_eq!(weights_of(synthetic), Some(WeightsKind::Synthetic));
+        assert_eq!(weights_of("transformers + bitsandbytes"), None);
+    }
 
     #[test]
     fn parsed_engines_are_the_stack_texts() {

@@ -11,17 +11,6 @@ use crate::dataset::Anchor;
 use crate::stats::welch_halfwidth;
 use report::{Precision, WeightsKind};
 
-/// The stack text's weights kind, as `aggregate` writes it (`…, real weights`): read once per
-/// row into [`Anchor::weights`] when the dataset is parsed.
-pub fn weights_of(stack: &str) -> Option<WeightsKind> {
-    let last = stack.rsplit(", ").next()?;
-    match last.strip_suffix(" weights")? {
-        "real" => Some(WeightsKind::Real),
-        "synthetic" => Some(WeightsKind::Synthetic),
-        _ => None,
-    }
-}
-
 /// One format's real row beside the synthetic row of the same shape, card, engine and session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticPair<'a> {
@@ -135,13 +124,6 @@ mod tests {
 
     const REAL: &str = "candle-graph 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, real weights";
     const SYNTH: &str = "candle-graph 0.11.1 GGUF/cuBLAS kernels, CUDA 13.0, synthetic weights";
-
-    #[test]
-    fn weights_are_read_from_the_stack_label() {
-        assert_eq!(weights_of(REAL), Some(WeightsKind::Real));
-        assert_eq!(weights_of(SYNTH), Some(WeightsKind::Synthetic));
-        assert_eq!(weights_of("transformers + bitsandbytes"), None);
-    }
 
     #[test]
     fn a_pair_is_the_difference_of_the_deltas_with_a_welch_interval() {

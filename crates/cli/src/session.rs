@@ -2,7 +2,7 @@
 //! engine and the protocol; fall back to a clearly labelled dataset estimate when no GPU can be
 //! measured.
 
-use crate::cmd::measure::{MeasureOptions, ModelSpec};
+use crate::cmd::measure::options::{MeasureOptions, ModelSpec};
 use anyhow::{anyhow, Context, Result};
 use engine::eager::{CandleFactory, WeightSource, CANDLE_VERSION};
 use meter::files::{

@@ -45,8 +45,7 @@ mod markup {
     use analysis::Dataset;
 
     use crate::chart::surface::esc;
-    use crate::tabs::tested::base_model;
-    use crate::util::{delta_bar, num, pct};
+    use crate::util::{base_model, delta_bar, num, pct};
 
     /// What a card's context runs measure, and how to read their rows.
     const LEDE: &str = "Decode energy per output token once the depth's tokens are in the KV cache \
@@ -56,9 +55,9 @@ mod markup {
         row (16 prompt tokens), which the model is fitted to.";
 
     /// Every card's context card as a `<template>`, and each of its models' series alone (the
-    /// Tested tab's card), from `data/anchors.csv`.
-    pub fn templates() -> String {
-        let ds = &Dataset::parse(crate::prerender::ANCHORS_FILE, analysis::dataset::GPUS_CSV)
+    /// Tested tab's card), from `anchors` (the text of `data/anchors.csv`).
+    pub fn templates(anchors: &str) -> String {
+        let ds = &Dataset::parse(anchors, analysis::dataset::GPUS_CSV)
             .expect("data/anchors.csv is checked by tests");
         let all = context_series(ds, analysis::default_classes());
         let mut out = String::new();

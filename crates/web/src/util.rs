@@ -7,6 +7,15 @@ use wasm_bindgen::{JsCast, JsValue};
 
 pub use analysis::verdict::signed_pct as pct;
 
+/// The model a row measures, without the engine a campaign appends to its name
+/// (`Qwen2-7B [llama.cpp]` measures Qwen2-7B): one pick shows every stack's session of a model.
+pub fn base_model(name: &str) -> &str {
+    match name.rfind(" [") {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    }
+}
+
 /// A plain number with a typographic minus.
 pub fn num(x: f64, dp: usize) -> String {
     let s = format!("{:.*}", dp, x);

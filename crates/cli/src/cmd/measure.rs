@@ -1,6 +1,8 @@
 //! `quantenergy measure` and `quantenergy overhead`: the arguments, parsed once into the meter's
 //! typed options, and thin printers of what the meter wrote.
 
+pub mod options;
+
 use super::gpu::GpuSel;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -8,44 +10,11 @@ use meter::decoder::EngineKind;
 use meter::fallback::MeasureResult;
 use meter::prompts::PromptSet;
 use meter::protocol::{ArmOrder, CooldownConfig, PerplexityConfig, ProtocolConfig};
+pub use options::{MeasureOptions, ModelSpec};
 use report::Precision;
 use server::run::ServerRun;
 use server::{Launch, ServerOptions};
 use std::path::PathBuf;
-
-/// Which model a run decodes, as the user named it (resolved by [`MeasureOptions::source`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ModelSpec {
-    /// Seeded random weights at a named architecture's exact shapes (data/models.csv).
-    Synthetic(String),
-    /// A local Hugging Face directory or a `.gguf` file.
-    Path(PathBuf),
-    /// One `.gguf` file per precision of one model (`--model-file`): each arm decodes its own.
-    GgufFiles(Vec<PathBuf>),
-}
-
-/// Everything `measure` and `overhead` need besides the hardware: typed, parsed by the CLI.
-#[derive(Debug, Clone)]
-// Read by the engine path, which the servers-only (`meter`) build leaves out.
-#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
-pub struct MeasureOptions {
-    /// The model to decode.
-    pub model: ModelSpec,
-    /// Arms, tokens, iterations, cooldown, perplexity … (the seed also seeds synthetic weights).
-    pub protocol: ProtocolConfig,
-    /// The CUDA device to decode on and meter (0: the first one `CUDA_VISIBLE_DEVICES` leaves
-    /// visible); NVML meters the same card, found by UUID.
-    pub device: u32,
-    /// Output directory for the reports.
-    pub out: PathBuf,
-    /// Output file name stem (default: derived from model, precision, batch).
-    pub name: Option<String>,
-    /// Card name to use for the no-GPU estimate (e.g. "RTX 4090").
-    pub card: Option<String>,
-    /// Decode engine: graph (static KV cache, one CUDA graph per token) or eager (candle's
-    /// models op by op). The report's `stack.engine` says which, so the two are never pooled.
-    pub engine: EngineKind,
-}
 
 /// The baseline arm: a precision, or none (`--baseline none`: no Δ is reported).
 #[derive(Debug, Clone, Copy, PartialEq)]

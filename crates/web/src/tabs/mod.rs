@@ -72,7 +72,7 @@ pub fn other_stack(stack: &str) -> Option<String> {
     if stack.contains("bitsandbytes") {
         None
     } else if analysis::engine::is_candle_stack(stack) {
-        let weights = match analysis::synthetic::weights_of(stack) {
+        let weights = match analysis::engine::weights_of(stack) {
             Some(report::WeightsKind::Real) => "a real model's weights",
             _ => "synthetic-weight shapes",
         };

@@ -10,7 +10,7 @@ use analysis::sweeps::{below_target, card_sweeps, Sweep, SweepCell};
 use analysis::Dataset;
 use leptos::prelude::*;
 
-use super::tested::base_model;
+use crate::util::base_model;
 use crate::chart::surface::esc;
 use crate::util::{delta_bar, num, per_million, size_b};
 

@@ -12,7 +12,7 @@ use report::WeightsKind;
 use super::{other_stack, prec_col, prec_rank, CopyButton, NChip};
 use crate::chart::{Chart, Line, Mark, Shape, Spec};
 use crate::url::Query;
-use crate::util::{pct, per_million, plus_minus, size_b};
+use crate::util::{base_model, pct, per_million, plus_minus, size_b};
 use analysis::verdict::{direction, verdict, Direction};
 
 #[derive(Clone, Copy)]
@@ -53,15 +53,6 @@ pub struct TestedModel {
     pub name: String,
     /// Its size, B parameters.
     pub params_b: f64,
-}
-
-/// The model a row measures, without the engine a campaign appends to its name
-/// (`Qwen2-7B [llama.cpp]` measures Qwen2-7B): one pick shows every stack's session of a model.
-pub fn base_model(name: &str) -> &str {
-    match name.rfind(" [") {
-        Some(i) if name.ends_with(']') => &name[..i],
-        _ => name,
-    }
 }
 
 /// The models measured on `gpu` at batch 1, smallest first.
