@@ -109,11 +109,12 @@ pub static ATTN_TARGET_BLOCKS: crate::switch::Knob = crate::switch::Knob::new(
 );
 
 /// Fewest positions a split block attends to (`QE_ATTN_MIN_POSITIONS`;
-/// [`AttnSplit::MIN_POSITIONS`]), for tuning on the card.
+/// [`AttnSplit::MIN_POSITIONS`]), for tuning on the card (16: one tile a block for the
+/// tensor-core kernel, whose warps take 16 positions each).
 pub static ATTN_MIN_POSITIONS: crate::switch::Knob = crate::switch::Knob::new(
     "QE_ATTN_MIN_POSITIONS",
     AttnSplit::MIN_POSITIONS as u32,
-    &[32, 64, 128, 256, 512],
+    &[16, 32, 64, 128, 256, 512],
 );
 
 /// Passes of row slots in a split block's chunk (`QE_ATTN_U`, 6): more keeps more rows in flight
