@@ -19,8 +19,9 @@ struct AttnHead {
 // together. Block `sp` attends to its share of positions 0..=pos, writes each head's running max,
 // sum and unnormalized ·V row to `part`, and the last block of its group to finish (an atomic
 // count, left at 0 again for the next launch) combines the shares. The launcher uses it for head
-// widths 64, 128 and 256 and groups of at most GQ heads, NS = 256 threads (one warp per head in
-// the softmax), else the one-block kernel.
+// widths 64, 128 and 256 and groups of at most GQ heads (the CUDA-core kernel's softmax takes a
+// warp a head of its NS = 256 threads; the tensor-core kernel's q tile holds 8 heads), else the
+// one-block kernel.
 #define GQ 8
 // The split kernels' arguments (both kinds take the same, launched the same way).
 #define QE_DECODE_ATTN_GROUP_ARGS                                                              \
