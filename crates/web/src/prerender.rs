@@ -140,7 +140,11 @@ pub fn inject(index_html: &str, markup: &str, query: &str) -> Result<String, Inj
             crate::chart::surface::esc(query)
         ),
     )?;
-    let page = fill(&page, CONTEXT_SLOT, &crate::context_card::templates(ANCHORS_FILE))?;
+    let page = fill(
+        &page,
+        CONTEXT_SLOT,
+        &crate::context_card::templates(ANCHORS_FILE),
+    )?;
     // Raw text inside <script>: only a closing tag could end it early.
     if ANCHORS_FILE.to_ascii_lowercase().contains("</script") {
         return Err(InjectError::Slot {

@@ -10,8 +10,8 @@ use analysis::sweeps::{below_target, card_sweeps, Sweep, SweepCell};
 use analysis::Dataset;
 use leptos::prelude::*;
 
-use crate::util::base_model;
 use crate::chart::surface::esc;
+use crate::util::base_model;
 use crate::util::{delta_bar, num, per_million, size_b};
 
 /// Every batch sweep measured on the card `gpu` names: one card, or nothing when it has none.
