@@ -59,13 +59,13 @@ template <int C> __device__ __forceinline__ void split2(float x0, float x1, unsi
 // B operands with its k index mapped to dims so that one 16-byte load feeds two k-steps; and V
 // rows t0 + 2c + {0, 1, 8, 9} at dims 64 i + 8 r (VB = hd / 64 words), which byte permutes turn
 // into the ·V product's A operands (a column of V^T holds two positions of one dim).
-template <int C, int KB, int VB> struct Tile {
+template <int KB, int VB> struct Tile {
     uint4 k[2][KB], v[4][VB];
 };
 // 8 elements from dim e of row t of a K or V cache at `base` (the block's own row from `mine`);
 // past the share the share's last row, whose weight is 0 (a finite row: the cache past the
 // context may hold anything), so that the loads need no branch.
-template <int C> __device__ __forceinline__ uint4 row_word(const void* buf, unsigned long long base,
+__device__ __forceinline__ uint4 row_word(const void* buf, unsigned long long base,
         unsigned int t, unsigned int t_last, unsigned int own, unsigned int hd, unsigned int e,
         const unsigned int* mine) {
     t = t < t_last ? t : t_last;
@@ -73,25 +73,25 @@ template <int C> __device__ __forceinline__ uint4 row_word(const void* buf, unsi
                               : (const uint4*)((const unsigned short*)buf + base + (unsigned long long)t * hd + e);
     return *p;
 }
-template <int C, int KB, int VB> __device__ __forceinline__ void load_tile(Tile<C, KB, VB>& x, const void* buf,
+template <int KB, int VB> __device__ __forceinline__ void load_tile(Tile<KB, VB>& x, const void* buf,
         const AttnHead& a, unsigned int t0, unsigned int t_last, unsigned int hd, unsigned int r,
         unsigned int c, const unsigned int* kown, const unsigned int* vown) {
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
         for (int i = 0; i < KB; i++)
-            x.k[j][i] = row_word<C>(buf, a.kb, t0 + 8 * j + r, t_last, a.own, hd, 32 * i + 8 * c, kown);
+            x.k[j][i] = row_word(buf, a.kb, t0 + 8 * j + r, t_last, a.own, hd, 32 * i + 8 * c, kown);
 #pragma unroll
     for (int p = 0; p < 4; p++)
 #pragma unroll
         for (int i = 0; i < VB; i++)
-            x.v[p][i] = row_word<C>(buf, a.vb, t0 + 8 * (p >> 1) + 2 * c + (p & 1), t_last, a.own, hd,
+            x.v[p][i] = row_word(buf, a.vb, t0 + 8 * (p >> 1) + 2 * c + (p & 1), t_last, a.own, hd,
                                     64 * i + 8 * r, vown);
 }
 // One tile into the warp's running softmax (head r's max m; this lane's share of its sum l) and
 // ·V columns o: o[4 i + q] holds dims 64 i + 8 r + 2 q (+1 for elements 2, 3) of heads 2 c and
 // 2 c + 1 (elements 0, 2 and 1, 3). qf: the q operands, one 16-byte word a lane and k-step.
-template <int C, int KB, int VB> __device__ __forceinline__ void tile(const Tile<C, KB, VB>& x,
+template <int C, int KB, int VB> __device__ __forceinline__ void tile(const Tile<KB, VB>& x,
         const uint4* qf, float (&o)[4 * VB][4], float& m, float& l, unsigned int t0,
         unsigned int t_end, float scale, unsigned int lane) {
     unsigned int c = lane & 3;
@@ -189,13 +189,13 @@ template <int A, int C, int HD> __device__ void decode_attn_mma(QE_DECODE_ATTN_G
 #pragma unroll
         for (int k = 0; k < 4; k++) o[i][k] = 0.0f;
     float m = NEG_INF, l = 0.0f;
-    Tile<C, KB, VB> x, xn;
+    Tile<KB, VB> x, xn;
     unsigned int t0 = t_begin + 16 * warp;
     if (t0 < t_end) load_tile(x, buf, a, t0, t_end - 1, hd, r, c, kown, vown);
     for (; t0 < t_end; t0 += 16 * NW) {
         unsigned int t1 = t0 + 16 * NW;
         if (PF && t1 < t_end) load_tile(xn, buf, a, t1, t_end - 1, hd, r, c, kown, vown);
-        tile(x, qf, o, m, l, t0, t_end, scale, lane);
+        tile<C>(x, qf, o, m, l, t0, t_end, scale, lane);
         if (PF) x = xn;
         else if (t1 < t_end) load_tile(x, buf, a, t1, t_end - 1, hd, r, c, kown, vown);
     }

@@ -10,7 +10,7 @@ use crate::util::{self, num, pct, size_b};
 /// The Data & method tab, whole: one static page read top to bottom (downloads, fits, method),
 /// its sections sharing the download handler and the notice. Kept in one function on purpose:
 /// each component split off costs the page's wasm its own rendering code, and the whole app sits
-/// at its 750 KB gzip budget with 3 bytes to spare (docs/MEASUREMENTS.md, page budgets).
+/// at its 750 KB gzip budget with under 100 bytes to spare (docs/MEASUREMENTS.md, page budgets).
 #[component]
 pub fn DataTab() -> impl IntoView {
     let ds = Dataset::embedded();
